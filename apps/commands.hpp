@@ -1,0 +1,14 @@
+// Subcommands of the swarmrt executable; each file registers one.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace swarmrt::apps {
+
+// Each adds its subcommand to `app`; the subcommand's callback sets `exit_code`.
+void add_train_command(CLI::App& app, int& exit_code);
+void add_sample_command(CLI::App& app, int& exit_code);
+
+}  // namespace swarmrt::apps

@@ -1,0 +1,20 @@
+// swarmrt: one executable, one subcommand per role.
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include "apps/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"swarmrt: decentralized training of transformer language models"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  swarmrt::apps::add_train_command(app, exit_code);
+  swarmrt::apps::add_sample_command(app, exit_code);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

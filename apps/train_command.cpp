@@ -1,0 +1,94 @@
+// swarmrt train --config FILE [--set section.key=value ...] [--out DIR] [--resume|--overwrite]
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "apps/commands.hpp"
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+#include "model/data.hpp"
+#include "model/sampling.hpp"
+#include "model/trainer.hpp"
+
+namespace swarmrt::apps {
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out;
+  bool resume = false;
+  bool overwrite = false;
+  std::string prompt = "The ";
+  int64_t sample_tokens = 200;
+};
+
+int run_train(const TrainArgs& args) {
+  model::RunConfig config;
+  try {
+    config = model::load_config(args.config, args.overrides);
+  } catch (const model::ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  if (config.swarm.mode != "single") {
+    spdlog::error(
+        "{}: swarm.mode = \"{}\" needs the actor runtime, which this build does not "
+        "have yet; use swarm.mode = \"single\"",
+        args.config, config.swarm.mode);
+    return 2;
+  }
+  const std::string out =
+      args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  try {
+    const auto start = args.resume      ? model::RunStart::resume
+                       : args.overwrite ? model::RunStart::overwrite
+                                        : model::RunStart::fresh;
+    model::RunDir run(out, config, start);
+    auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
+    spdlog::info(
+        "run {} | mode {} | model {}L {}H d{} ctx{} | {} train bytes, {} val bytes | "
+        "{} tokens/step",
+        out, config.swarm.mode, config.model.n_layer, config.model.n_head, config.model.n_embd,
+        config.model.block_size, corpus.train().size(), corpus.val().size(),
+        config.tokens_per_step());
+    model::TrainOptions options;
+    options.run = &run;
+    options.resume = args.resume;
+    auto result = model::train_single(config, corpus, options);
+    std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
+                result.val_loss, std::exp(result.val_loss),
+                static_cast<long long>(config.train.steps));
+    if (args.sample_tokens > 0) {
+      model::SampleOptions so;
+      so.tokens = args.sample_tokens;
+      so.seed = static_cast<uint64_t>(config.train.seed);
+      std::printf("sample> %s%s\n", args.prompt.c_str(),
+                  model::generate(result.model, args.prompt, so).c_str());
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "train a model from a TOML config");
+  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
+  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
+  cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
+  auto* resume =
+      cmd->add_flag("--resume", args->resume, "continue from the newest valid checkpoint");
+  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first")
+      ->excludes(resume);
+  cmd->add_option("--prompt", args->prompt, "prompt of the sample printed at the end");
+  cmd->add_option("--sample-tokens", args->sample_tokens, "bytes to sample at the end (0: none)");
+  cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
+}
+
+}  // namespace swarmrt::apps

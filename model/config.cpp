@@ -1,0 +1,332 @@
+#include "model/config.hpp"
+
+#include <toml++/toml.h>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <variant>
+
+namespace swarmrt::model {
+namespace {
+
+using Slot = std::variant<int64_t*, double*, std::string*>;
+
+struct Field {
+  std::string section;
+  std::string key;
+  Slot (*slot)(RunConfig&);
+  std::string help;
+};
+
+#define SWARMRT_FIELD(sec, name, help)                                   \
+  Field {                                                                \
+#sec, #name, [](RunConfig & c) -> Slot { return &c.sec.name; }, help \
+  }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = {
+      SWARMRT_FIELD(model, preset, "tiny | gpt2-small"),
+      SWARMRT_FIELD(model, n_layer, "transformer blocks"),
+      SWARMRT_FIELD(model, n_head, "attention heads"),
+      SWARMRT_FIELD(model, n_embd, "embedding width"),
+      SWARMRT_FIELD(model, block_size, "context length in bytes"),
+      SWARMRT_FIELD(model, vocab_size, "256 (byte tokenizer)"),
+      SWARMRT_FIELD(train, steps, "optimizer steps"),
+      SWARMRT_FIELD(train, micro_batch, "sequences per micro-batch"),
+      SWARMRT_FIELD(train, micro_batches, "micro-batches per step"),
+      SWARMRT_FIELD(train, lr, "peak inner learning rate"),
+      SWARMRT_FIELD(train, min_lr, "cosine floor"),
+      SWARMRT_FIELD(train, warmup_steps, "linear warmup steps"),
+      SWARMRT_FIELD(train, schedule, "constant | cosine"),
+      SWARMRT_FIELD(train, weight_decay, "AdamW weight decay (matrices only)"),
+      SWARMRT_FIELD(train, beta1, "AdamW beta1"),
+      SWARMRT_FIELD(train, beta2, "AdamW beta2"),
+      SWARMRT_FIELD(train, grad_clip, "global gradient-norm clip, 0 disables"),
+      SWARMRT_FIELD(train, seed, "initialization and data-order seed"),
+      SWARMRT_FIELD(train, eval_every, "steps between evaluations, 0 = only at the end"),
+      SWARMRT_FIELD(train, eval_batches, "validation micro-batches per evaluation"),
+      SWARMRT_FIELD(train, threads, "torch intra-op threads per process"),
+      SWARMRT_FIELD(train, log_every, "steps between progress lines"),
+      SWARMRT_FIELD(data, path, "UTF-8 text file or directory"),
+      SWARMRT_FIELD(data, val_fraction, "tail fraction held out for validation"),
+      SWARMRT_FIELD(swarm, mode, "single | pp | dp | swarm | diloco | diloco-swarm"),
+      SWARMRT_FIELD(swarm, stages, "pipeline stages"),
+      SWARMRT_FIELD(swarm, workers_per_stage, "workers serving each stage"),
+      SWARMRT_FIELD(swarm, wiring, "throughput | uniform"),
+      SWARMRT_FIELD(swarm, max_inflight, "micro-batches in flight per worker"),
+      SWARMRT_FIELD(swarm, loaders, "data loader actors (disjoint shards)"),
+      SWARMRT_FIELD(diloco, inner_steps, "H: inner steps between outer rounds"),
+      SWARMRT_FIELD(diloco, outer_lr, "outer Nesterov learning rate"),
+      SWARMRT_FIELD(diloco, outer_momentum, "outer Nesterov momentum"),
+      SWARMRT_FIELD(diloco, min_replicas, "quorum size for an outer round"),
+      SWARMRT_FIELD(diloco, round_timeout_s, "seconds to wait for a quorum"),
+      SWARMRT_FIELD(checkpoint, every_steps, "steps between checkpoints, 0 disables"),
+      SWARMRT_FIELD(checkpoint, keep, "checkpoints kept on disk"),
+  };
+  return table;
+}
+#undef SWARMRT_FIELD
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    default:
+      return "date/time";
+  }
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const auto& f : fields())
+    if (f.section == section) out += (out.empty() ? "" : ", ") + f.key;
+  return out;
+}
+
+std::string known_sections() {
+  std::set<std::string> names;
+  for (const auto& f : fields()) names.insert(f.section);
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+void assign(const Field& f, const toml::node& n, RunConfig& c, const std::string& origin) {
+  const std::string where = origin + ": " + f.section + "." + f.key + ": ";
+  Slot slot = f.slot(c);
+  if (auto* i = std::get_if<int64_t*>(&slot)) {
+    if (auto v = n.value_exact<int64_t>()) {
+      **i = *v;
+      return;
+    }
+    throw ConfigError(where + "expected an integer (" + f.help + "), got " + type_name(n));
+  }
+  if (auto* d = std::get_if<double*>(&slot)) {
+    // Integers are accepted where a float is expected: `lr = 1` means 1.0.
+    if (auto v = n.value<double>(); v && (n.is_floating_point() || n.is_integer())) {
+      **d = *v;
+      return;
+    }
+    throw ConfigError(where + "expected a number (" + f.help + "), got " + type_name(n));
+  }
+  auto* s = std::get<std::string*>(slot);
+  if (auto v = n.value_exact<std::string>()) {
+    *s = *v;
+    return;
+  }
+  throw ConfigError(where + "expected a string (" + f.help + "), got " + type_name(n));
+}
+
+const Field* find_field(const std::string& section, const std::string& key) {
+  for (const auto& f : fields())
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
+
+// Applies "section.key=value" to the parsed table. The value is read as a TOML value
+// (so 3 is an integer, 0.5 a float, "x" or a bare word a string).
+void apply_override(toml::table& root, const std::string& text, const std::string& origin) {
+  const auto eq = text.find('=');
+  const auto dot = text.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    throw ConfigError(origin + ": --set '" + text + "': expected section.key=value");
+  const std::string section = text.substr(0, dot);
+  const std::string key = text.substr(dot + 1, eq - dot - 1);
+  const std::string value = text.substr(eq + 1);
+  if (!find_field(section, key))
+    throw ConfigError(origin + ": --set '" + text + "': unknown key '" + section + "." + key + "'");
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", value}};  // a bare word such as --set swarm.mode=pp
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  auto* tbl = root[section].as_table();
+  if (!tbl) throw ConfigError(origin + ": [" + section + "] is not a table");
+  tbl->insert_or_assign(key, *parsed.get("v"));
+}
+
+std::string format_value(const Slot& slot) {
+  if (auto* i = std::get_if<int64_t*>(&slot)) return std::to_string(**i);
+  if (auto* d = std::get_if<double*>(&slot)) {
+    std::ostringstream os;
+    os.precision(17);
+    os << **d;
+    std::string s = os.str();
+    if (s.find_first_of(".eE") == std::string::npos && s.find("inf") == std::string::npos)
+      s += ".0";
+    return s;
+  }
+  std::ostringstream os;
+  os << toml::value<std::string>(*std::get<std::string*>(slot));
+  return os.str();
+}
+
+}  // namespace
+
+ModelConfig model_preset(const std::string& name) {
+  ModelConfig m;
+  m.preset = name;
+  if (name == "tiny") {
+    m.n_layer = 4, m.n_head = 4, m.n_embd = 128, m.block_size = 128;
+  } else if (name == "gpt2-small") {
+    m.n_layer = 12, m.n_head = 12, m.n_embd = 768, m.block_size = 1024;
+  } else {
+    throw ConfigError("unknown model preset '" + name + "' (expected tiny or gpt2-small)");
+  }
+  return m;
+}
+
+RunConfig parse_config(const std::string& text, const std::string& origin,
+                       const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << origin << ":" << e.source().begin.line << ":" << e.source().begin.column
+       << ": TOML syntax error: " << e.description();
+    throw ConfigError(os.str());
+  }
+  for (const auto& o : overrides) apply_override(root, o, origin);
+
+  // Unknown sections and keys are errors: a typo must not silently fall back to a default.
+  for (const auto& [section_key, node] : root) {
+    const std::string section(section_key.str());
+    const auto* tbl = node.as_table();
+    if (!tbl || known_keys(section).empty())
+      throw ConfigError(origin + ": unknown section [" + section + "] (known: " + known_sections() +
+                        ")");
+    for (const auto& [k, v] : *tbl) {
+      (void)v;
+      if (!find_field(section, std::string(k.str())))
+        throw ConfigError(origin + ": unknown key '" + section + "." + std::string(k.str()) +
+                          "' (known keys in [" + section + "]: " + known_keys(section) + ")");
+    }
+  }
+
+  RunConfig config;
+  // The preset goes first so that explicit model keys override it.
+  if (auto preset = root["model"]["preset"]) {
+    auto name = preset.value_exact<std::string>();
+    if (!name) throw ConfigError(origin + ": model.preset: expected a string (tiny | gpt2-small)");
+    try {
+      config.model = model_preset(*name);
+    } catch (const ConfigError& e) {
+      throw ConfigError(origin + ": model.preset: " + e.what());
+    }
+  }
+  for (const auto& f : fields()) {
+    if (auto* tbl = root[f.section].as_table())
+      if (auto* n = tbl->get(f.key)) assign(f, *n, config, origin);
+  }
+  validate(config, origin);
+  return config;
+}
+
+RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open config file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, overrides);
+}
+
+std::string to_toml(const RunConfig& config) {
+  RunConfig copy = config;
+  std::ostringstream os;
+  std::string section;
+  for (const auto& f : fields()) {
+    if (f.section != section) {
+      os << (section.empty() ? "" : "\n") << "[" << f.section << "]\n";
+      section = f.section;
+    }
+    os << f.key << " = " << format_value(f.slot(copy)) << "\n";
+  }
+  return os.str();
+}
+
+void validate(const RunConfig& c, const std::string& origin) {
+  auto fail = [&](const std::string& key, const std::string& msg) {
+    throw ConfigError(origin + ": " + key + ": " + msg);
+  };
+  const auto& m = c.model;
+  if (m.n_layer < 1) fail("model.n_layer", "must be >= 1");
+  if (m.n_head < 1) fail("model.n_head", "must be >= 1");
+  if (m.n_embd < 1 || m.n_embd % m.n_head != 0)
+    fail("model.n_embd", "must be a positive multiple of model.n_head (" +
+                             std::to_string(m.n_head) + "), got " + std::to_string(m.n_embd));
+  if (m.block_size < 2) fail("model.block_size", "must be >= 2");
+  if (m.vocab_size != 256) fail("model.vocab_size", "must be 256: the tokenizer is bytes");
+
+  const auto& t = c.train;
+  if (t.steps < 1) fail("train.steps", "must be >= 1");
+  if (t.micro_batch < 1) fail("train.micro_batch", "must be >= 1");
+  if (t.micro_batches < 1) fail("train.micro_batches", "must be >= 1");
+  if (!(t.lr > 0)) fail("train.lr", "must be > 0");
+  if (t.min_lr < 0 || t.min_lr > t.lr) fail("train.min_lr", "must be in [0, train.lr]");
+  if (t.warmup_steps < 0) fail("train.warmup_steps", "must be >= 0");
+  if (t.schedule != "constant" && t.schedule != "cosine")
+    fail("train.schedule", "expected constant or cosine, got '" + t.schedule + "'");
+  if (t.weight_decay < 0) fail("train.weight_decay", "must be >= 0");
+  if (!(t.beta1 >= 0 && t.beta1 < 1)) fail("train.beta1", "must be in [0, 1)");
+  if (!(t.beta2 >= 0 && t.beta2 < 1)) fail("train.beta2", "must be in [0, 1)");
+  if (t.grad_clip < 0) fail("train.grad_clip", "must be >= 0");
+  if (t.eval_every < 0) fail("train.eval_every", "must be >= 0");
+  if (t.eval_batches < 1) fail("train.eval_batches", "must be >= 1");
+  if (t.threads < 1) fail("train.threads", "must be >= 1");
+  if (t.log_every < 1) fail("train.log_every", "must be >= 1");
+
+  if (c.data.path.empty()) fail("data.path", "must name a file or directory");
+  if (!(c.data.val_fraction > 0 && c.data.val_fraction < 1))
+    fail("data.val_fraction", "must be in (0, 1)");
+
+  const auto& s = c.swarm;
+  static const std::set<std::string> modes = {"single", "pp",     "dp",
+                                              "swarm",  "diloco", "diloco-swarm"};
+  if (!modes.count(s.mode))
+    fail("swarm.mode",
+         "expected one of single, pp, dp, swarm, diloco, diloco-swarm, got '" + s.mode + "'");
+  if (s.stages < 1) fail("swarm.stages", "must be >= 1");
+  if (s.stages > m.n_layer)
+    fail("swarm.stages", "must be <= model.n_layer (" + std::to_string(m.n_layer) + "), got " +
+                             std::to_string(s.stages));
+  if (s.workers_per_stage < 1) fail("swarm.workers_per_stage", "must be >= 1");
+  if (s.wiring != "throughput" && s.wiring != "uniform")
+    fail("swarm.wiring", "expected throughput or uniform, got '" + s.wiring + "'");
+  if (s.max_inflight < 1) fail("swarm.max_inflight", "must be >= 1");
+  if (s.loaders < 1) fail("swarm.loaders", "must be >= 1");
+  if ((s.mode == "single") && (s.stages != 1 || s.workers_per_stage != 1))
+    fail("swarm.mode",
+         "single runs 1 stage x 1 worker; set swarm.stages = 1 and "
+         "swarm.workers_per_stage = 1 or choose another mode");
+  if ((s.mode == "pp") && s.workers_per_stage != 1)
+    fail("swarm.workers_per_stage", "pp runs one worker per stage");
+  if ((s.mode == "dp" || s.mode == "diloco") && s.stages != 1)
+    fail("swarm.stages", s.mode + " runs a single stage");
+
+  const auto& d = c.diloco;
+  if (d.inner_steps < 1) fail("diloco.inner_steps", "must be >= 1");
+  if (!(d.outer_lr > 0)) fail("diloco.outer_lr", "must be > 0");
+  if (!(d.outer_momentum >= 0 && d.outer_momentum < 1))
+    fail("diloco.outer_momentum", "must be in [0, 1)");
+  if (d.min_replicas < 1) fail("diloco.min_replicas", "must be >= 1");
+  if (!(d.round_timeout_s > 0)) fail("diloco.round_timeout_s", "must be > 0");
+
+  if (c.checkpoint.every_steps < 0) fail("checkpoint.every_steps", "must be >= 0");
+  if (c.checkpoint.keep < 1) fail("checkpoint.keep", "must be >= 1");
+}
+
+}  // namespace swarmrt::model

@@ -1,0 +1,103 @@
+// Run configuration: the TOML file a user writes, checked key by key.
+//
+// Every key lives in one table (config.cpp, `fields()`), which drives loading, `--set`
+// overrides, validation of unknown keys and writing the effective config back out, so a
+// key cannot be known to one of those and missing from another.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace swarmrt::model {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  std::string preset = "tiny";  // tiny | gpt2-small; explicit keys override it
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  int64_t block_size = 128;
+  int64_t vocab_size = 256;  // byte tokenizer
+};
+
+struct TrainConfig {
+  int64_t steps = 300;
+  int64_t micro_batch = 16;   // sequences per micro-batch
+  int64_t micro_batches = 1;  // micro-batches per step (gradient accumulation)
+  double lr = 4e-4;
+  double min_lr = 4e-5;  // floor of the cosine schedule
+  int64_t warmup_steps = 30;
+  std::string schedule = "constant";  // constant | cosine
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;
+  int64_t seed = 1337;
+  int64_t eval_every = 100;
+  int64_t eval_batches = 16;
+  int64_t threads = 1;  // torch intra-op threads per process
+  int64_t log_every = 1;
+};
+
+struct DataConfig {
+  std::string path = "data/brown.txt";
+  double val_fraction = 0.05;
+};
+
+struct SwarmConfig {
+  std::string mode = "single";  // single | pp | dp | swarm | diloco | diloco-swarm
+  int64_t stages = 1;
+  int64_t workers_per_stage = 1;
+  std::string wiring = "throughput";  // throughput | uniform
+  int64_t max_inflight = 4;
+  int64_t loaders = 1;
+};
+
+struct DilocoConfig {
+  int64_t inner_steps = 50;  // H
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  int64_t min_replicas = 1;
+  double round_timeout_s = 30.0;
+};
+
+struct CheckpointConfig {
+  int64_t every_steps = 100;  // 0 disables periodic checkpoints
+  int64_t keep = 3;
+};
+
+struct RunConfig {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  SwarmConfig swarm;
+  DilocoConfig diloco;
+  CheckpointConfig checkpoint;
+
+  // Tokens in one optimizer step, the unit every mode shares.
+  int64_t tokens_per_step() const {
+    return train.micro_batch * train.micro_batches * model.block_size;
+  }
+};
+
+// Parses `text` (named `origin` in messages) with `overrides` of the form "section.key=value"
+// applied on top. Throws ConfigError naming origin, key and what was expected.
+RunConfig parse_config(const std::string& text, const std::string& origin,
+                       const std::vector<std::string>& overrides = {});
+RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The effective configuration as TOML; parse_config(to_toml(c)) == c.
+std::string to_toml(const RunConfig& config);
+
+// Values of the model presets.
+ModelConfig model_preset(const std::string& name);
+
+// Checks relations between keys (n_embd divisible by n_head, stages <= n_layer, ...).
+void validate(const RunConfig& config, const std::string& origin);
+
+}  // namespace swarmrt::model

@@ -1,0 +1,26 @@
+// Inner optimizer (AdamW), learning-rate schedule and gradient clipping.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/adamw.h>
+#include <memory>
+
+#include "model/config.hpp"
+
+namespace swarmrt::model {
+
+// AdamW over `module`'s parameters with the config's betas; weight decay applies to
+// matrices and embeddings only (dim >= 2), never to biases or LayerNorm gains.
+std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module, const TrainConfig& t);
+
+// Learning rate at 1-based step `step`: linear warmup to train.lr over warmup_steps, then
+// constant, or cosine decay to train.min_lr at train.steps.
+double lr_at(int64_t step, const TrainConfig& t);
+
+void set_lr(torch::optim::Optimizer& opt, double lr);
+
+// Scales gradients so their global L2 norm is at most max_norm (0 disables); returns the
+// norm before clipping.
+double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
+}  // namespace swarmrt::model

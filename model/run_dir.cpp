@@ -1,0 +1,46 @@
+#include "model/run_dir.hpp"
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace swarmrt::model {
+namespace fs = std::filesystem;
+
+MetricsLog::MetricsLog(const std::string& path, bool append)
+    : out_(path, append ? std::ios::app : std::ios::trunc) {
+  if (!out_) throw std::runtime_error(path + ": cannot open metrics log");
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out_ << record.dump() << '\n';
+  out_.flush();
+}
+
+RunDir::RunDir(std::string root, const RunConfig& config, RunStart start)
+    : root_(std::move(root)), checkpoints_((fs::path(root_) / "checkpoints").string()) {
+  const fs::path dir(root_);
+  const bool has_run = fs::exists(dir / "config.toml") || fs::exists(dir / "metrics.jsonl");
+  if (start == RunStart::fresh && has_run)
+    throw std::runtime_error(root_ +
+                             " already holds a run; pass --resume to continue it or "
+                             "--overwrite to start over");
+  if (start == RunStart::resume && !has_run)
+    throw std::runtime_error(root_ + " holds no run to resume");
+  if (start == RunStart::overwrite && has_run) {
+    fs::remove_all(dir / "checkpoints");
+    fs::remove(dir / "metrics.jsonl");
+    fs::remove(dir / "config.toml");
+  }
+  fs::create_directories(dir / "checkpoints");
+  {
+    // The effective config, written like a checkpoint: temp file then rename.
+    const auto tmp = dir / "config.toml.tmp";
+    std::ofstream(tmp) << to_toml(config);
+    fs::rename(tmp, dir / "config.toml");
+  }
+  metrics_ =
+      std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), start == RunStart::resume);
+}
+
+}  // namespace swarmrt::model

@@ -1,0 +1,45 @@
+// A run directory: config.toml (the effective config), metrics.jsonl, checkpoints/.
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+
+namespace swarmrt::model {
+
+// Append-only JSON-lines log; every line is flushed so a crash loses at most the line being
+// written.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path, bool append);
+  void write(const nlohmann::json& record);
+
+ private:
+  std::mutex mu_;
+  std::ofstream out_;
+};
+
+enum class RunStart { fresh, resume, overwrite };
+
+class RunDir {
+ public:
+  // fresh: refuses a directory that already holds a run; resume: requires one and keeps its
+  // metrics; overwrite: clears the directory first.
+  RunDir(std::string root, const RunConfig& config, RunStart start);
+
+  const std::string& root() const { return root_; }
+  MetricsLog& metrics() { return *metrics_; }
+  CheckpointDir& checkpoints() { return checkpoints_; }
+
+ private:
+  std::string root_;
+  CheckpointDir checkpoints_;
+  std::unique_ptr<MetricsLog> metrics_;
+};
+
+}  // namespace swarmrt::model

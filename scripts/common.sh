@@ -1,0 +1,36 @@
+# Shared by demo.sh and test.sh: install what is missing, configure and build. Sourced.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${SWARMRT_BUILD_DIR:-$ROOT/build}
+BUILD_TYPE=${SWARMRT_BUILD_TYPE:-Release}
+
+# Debian bookworm packages the build, the tests and the data fetch need.
+SWARMRT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config ccache git clang-format
+  libcaf-dev libcapnp-dev capnproto libspdlog-dev libtorch-dev libopenblas0-pthread
+  libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev
+  nlohmann-json3-dev libreadline-dev zlib1g-dev libssl-dev
+  npm iproute2 procps
+)
+
+install_deps() {
+  local missing=()
+  for p in "${SWARMRT_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing packages: ${missing[*]}; run as root (or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
+  fi
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every tracked C++ file is clang-formatted (.clang-format at the root).
+set -u
+clang_format=$1
+files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cc' 2>/dev/null)
+[ -n "$files" ] || files=$(find actors apps bench messages model supervisors tests -name '*.[ch]pp' 2>/dev/null)
+out=$(echo "$files" | xargs "$clang_format" --dry-run --Werror 2>&1)
+if [ -n "$out" ]; then
+  echo "$out" | head -40
+  echo "unformatted files; run: clang-format -i \$(git ls-files '*.cpp' '*.hpp')"
+  exit 1
+fi
+echo "$(echo "$files" | wc -l) files formatted"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The swarmrt executable refuses bad configs with exit code 2 and a message naming the file
+# and the key.
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+expect() {  # expect NAME TOML PATTERN [ARGS...]
+  local name=$1 toml=$2 pattern=$3
+  shift 3
+  printf '%s\n' "$toml" >"$tmp/$name.toml"
+  out=$("$bin" train --config "$tmp/$name.toml" --out "$tmp/run-$name" "$@" 2>&1)
+  rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL $name: exit code $rc, expected 2: $out"; fail=1; return; fi
+  if ! grep -q -- "$pattern" <<<"$out"; then echo "FAIL $name: message lacks '$pattern': $out"; fail=1; return; fi
+  if ! grep -q -- "$name.toml" <<<"$out"; then echo "FAIL $name: message does not name the file: $out"; fail=1; return; fi
+  [ -e "$tmp/run-$name" ] && { echo "FAIL $name: a run directory was created"; fail=1; return; }
+  echo "ok   $name: $out"
+}
+expect unknown_key $'[train]\nstpes = 3' "unknown key 'train.stpes'"
+expect unknown_section $'[trainer]\nsteps = 3' "unknown section \[trainer\]"
+expect wrong_type $'[train]\nsteps = "ten"' "train.steps: expected an integer"
+expect too_many_stages $'[swarm]\nmode = "pp"\nstages = 9' "swarm.stages: must be <= model.n_layer"
+expect bad_syntax $'[train\nsteps = 3' "syntax error"
+expect bad_override '' "unknown key 'train.bogus'" --set train.bogus=1
+"$bin" train --config "$tmp/does-not-exist.toml" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "cannot open config file" "$tmp/out"; then echo "FAIL missing file: rc $rc $(cat "$tmp/out")"; fail=1; fi
+exit $fail

@@ -1,0 +1,168 @@
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <filesystem>
+#include <fstream>
+
+#include "model/checkpoint.hpp"
+#include "model/gpt.hpp"
+#include "model/optim.hpp"
+#include "test_util.hpp"
+
+using namespace swarmrt::model;
+using swarmrt::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+Checkpoint sample_checkpoint() {
+  Checkpoint c;
+  c.meta_json = R"({"step": 12})";
+  c.tensors.emplace_back("f32", at::arange(12, at::kFloat).reshape({3, 4}));
+  c.tensors.emplace_back("bf16", at::randn({5}).to(at::kBFloat16));
+  c.tensors.emplace_back("i64", at::arange(4, at::kLong));
+  c.tensors.emplace_back("scalar", at::scalar_tensor(3.5, at::kDouble));
+  c.blobs["opt"] = std::string("\0\1binary", 8);
+  return c;
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    read_checkpoint(path);
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+TEST(Checkpoint, RoundTrip) {
+  TempDir dir;
+  const auto path = dir / "a.ckpt";
+  const auto c = sample_checkpoint();
+  write_checkpoint(path, c);
+  const auto r = read_checkpoint(path);
+  EXPECT_EQ(r.meta_json, c.meta_json);
+  ASSERT_EQ(r.tensors.size(), c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    EXPECT_EQ(r.tensors[i].first, c.tensors[i].first);
+    EXPECT_EQ(r.tensors[i].second.scalar_type(), c.tensors[i].second.scalar_type());
+    EXPECT_TRUE(at::equal(r.tensors[i].second, c.tensors[i].second)) << c.tensors[i].first;
+  }
+  EXPECT_EQ(r.blobs.at("opt"), c.blobs.at("opt"));
+  // No temporary file is left beside it.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
+}
+
+TEST(Checkpoint, ModelAndOptimizerRoundTrip) {
+  TempDir dir;
+  GPT a(swarmrt::testing::micro_gpt(), StageSpec{}, 1),
+      b(swarmrt::testing::micro_gpt(), StageSpec{}, 2);
+  TrainConfig t;
+  auto opt_a = make_adamw(*a, t);
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  lm_loss(a->forward(ids), ids).backward();
+  opt_a->step();
+  Checkpoint c;
+  c.tensors = parameters_of(*a);
+  c.blobs["optimizer"] = optimizer_bytes(*opt_a);
+  write_checkpoint(dir / "m.ckpt", c);
+
+  auto r = read_checkpoint(dir / "m.ckpt");
+  load_parameters(*b, r, "m.ckpt");
+  for (auto& p : a->named_parameters())
+    EXPECT_TRUE(at::equal(p.value(), b->named_parameters()[p.key()])) << p.key();
+  auto opt_b = make_adamw(*b, t);
+  load_optimizer_bytes(*opt_b, r.blobs.at("optimizer"));
+  // Same state: one more identical step keeps the two models identical.
+  for (auto* m : {&a, &b}) {
+    (*m)->zero_grad();
+    lm_loss((*m)->forward(ids), ids).backward();
+  }
+  opt_a->step();
+  opt_b->step();
+  for (auto& p : a->named_parameters())
+    EXPECT_TRUE(at::equal(p.value(), b->named_parameters()[p.key()])) << p.key();
+}
+
+TEST(Checkpoint, LoadRefusesMismatchedModel) {
+  GPT small(swarmrt::testing::micro_gpt(), StageSpec{}, 1);
+  auto cfg = swarmrt::testing::micro_gpt();
+  cfg.n_embd = 64;
+  GPT wide(cfg, StageSpec{}, 1);
+  Checkpoint c;
+  c.tensors = parameters_of(*small);
+  try {
+    load_parameters(*wide, c, "x.ckpt");
+    FAIL() << "a differently shaped model must be refused";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("shape"), std::string::npos) << e.what();
+  }
+  GPT stage1(swarmrt::testing::micro_gpt(), StageSpec{1, 2}, 1);
+  Checkpoint partial;
+  partial.tensors = parameters_of(*GPT(swarmrt::testing::micro_gpt(), StageSpec{0, 2}, 1));
+  EXPECT_THROW(load_parameters(*stage1, partial, "x.ckpt"), CheckpointError);
+}
+
+TEST(Checkpoint, TruncatedFileIsRefusedWithItsName) {
+  TempDir dir;
+  const auto path = dir / "t.ckpt";
+  write_checkpoint(path, sample_checkpoint());
+  fs::resize_file(path, fs::file_size(path) - 5);
+  const auto msg = error_of(path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  fs::resize_file(path, 10);
+  EXPECT_NE(error_of(path).find("truncated"), std::string::npos);
+}
+
+TEST(Checkpoint, CorruptByteIsRefused) {
+  TempDir dir;
+  const auto path = dir / "c.ckpt";
+  write_checkpoint(path, sample_checkpoint());
+  auto data = bytes_of(path);
+  data[data.size() / 2] ^= 0x40;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+  EXPECT_NE(error_of(path).find("checksum mismatch"), std::string::npos);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "not a checkpoint at all, no";
+  EXPECT_NE(error_of(path).find("bad magic"), std::string::npos);
+}
+
+TEST(Checkpoint, FailedWriteKeepsTheGoodFile) {
+  TempDir dir;
+  const auto path = dir / "g.ckpt";
+  write_checkpoint(path, sample_checkpoint());
+  const auto before = bytes_of(path);
+  Checkpoint bad;
+  bad.tensors.emplace_back("complex", at::zeros({2}, at::kComplexFloat));
+  EXPECT_THROW(write_checkpoint(path, bad), CheckpointError);
+  EXPECT_EQ(bytes_of(path), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
+}
+
+TEST(Checkpoint, DirKeepsNewestAndFallsBackPastCorruptOne) {
+  TempDir dir;
+  CheckpointDir ckpts(dir / "checkpoints");
+  for (int64_t step : {10, 20, 30, 40}) {
+    auto c = sample_checkpoint();
+    c.meta_json = "{\"step\": " + std::to_string(step) + "}";
+    ckpts.save(step, c, 3);
+  }
+  auto files = ckpts.list();
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_NE(files[0].find("step_00000040.ckpt"), std::string::npos);
+  EXPECT_NE(files[2].find("step_00000020.ckpt"), std::string::npos);
+
+  fs::resize_file(files[0], fs::file_size(files[0]) / 2);
+  std::vector<std::string> refused;
+  auto found = ckpts.newest_valid(
+      [&](const std::string& p, const std::string& why) { refused.push_back(p + ": " + why); });
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->first, files[1]);
+  EXPECT_EQ(found->second.meta_json, "{\"step\": 30}");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("truncated"), std::string::npos);
+}

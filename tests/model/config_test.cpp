@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include "model/config.hpp"
+
+using namespace swarmrt::model;
+
+namespace {
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(text, "run.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Config, DefaultsAndPresets) {
+  auto c = parse_config("", "empty.toml");
+  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_EQ(c.swarm.mode, "single");
+  auto g = parse_config("[model]\npreset = \"gpt2-small\"\n", "g.toml");
+  EXPECT_EQ(g.model.n_layer, 12);
+  EXPECT_EQ(g.model.n_embd, 768);
+  EXPECT_EQ(g.model.block_size, 1024);
+  auto o = parse_config("[model]\npreset = \"gpt2-small\"\nn_layer = 6\n", "g.toml");
+  EXPECT_EQ(o.model.n_layer, 6);  // explicit keys win over the preset
+  EXPECT_EQ(c.tokens_per_step(), 16 * 1 * 128);
+}
+
+TEST(Config, UnknownKeyNamesFileKeyAndKnownKeys) {
+  auto msg = error_of("[train]\nstpes = 3\n");
+  EXPECT_NE(msg.find("run.toml"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.stpes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("steps"), std::string::npos) << msg;
+  msg = error_of("[trian]\nsteps = 3\n");
+  EXPECT_NE(msg.find("unknown section [trian]"), std::string::npos) << msg;
+}
+
+TEST(Config, WrongTypeNamesExpectedType) {
+  auto msg = error_of("[train]\nsteps = \"many\"\n");
+  EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected an integer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got string"), std::string::npos) << msg;
+  msg = error_of("[swarm]\nmode = 3\n");
+  EXPECT_NE(msg.find("expected a string"), std::string::npos) << msg;
+  EXPECT_EQ(parse_config("[train]\nlr = 1\n", "x").train.lr, 1.0);  // integer where float is fine
+}
+
+TEST(Config, ImpossibleValues) {
+  auto msg = error_of("[swarm]\nmode = \"pp\"\nstages = 5\n");
+  EXPECT_NE(msg.find("swarm.stages"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.n_layer (4)"), std::string::npos) << msg;
+  EXPECT_NE(error_of("[model]\nn_embd = 130\n").find("multiple of model.n_head"),
+            std::string::npos);
+  EXPECT_NE(error_of("[swarm]\nmode = \"ring\"\n").find("expected one of"), std::string::npos);
+  EXPECT_NE(error_of("[data]\nval_fraction = 1.5\n").find("data.val_fraction"), std::string::npos);
+  EXPECT_NE(error_of("[model]\npreset = \"huge\"\n").find("unknown model preset"),
+            std::string::npos);
+  EXPECT_NE(error_of("[train]\nsteps = 0\n").find("train.steps: must be >= 1"), std::string::npos);
+}
+
+TEST(Config, SyntaxErrorHasLine) {
+  auto msg = error_of("[train]\nsteps = = 3\n");
+  EXPECT_NE(msg.find("run.toml:2:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("syntax"), std::string::npos) << msg;
+}
+
+TEST(Config, Overrides) {
+  auto c = parse_config("[train]\nsteps = 3\n", "x",
+                        {"train.steps=7", "swarm.mode=pp", "swarm.stages=2", "train.lr=0.5",
+                         "data.path=\"a b.txt\""});
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_EQ(c.swarm.mode, "pp");
+  EXPECT_EQ(c.swarm.stages, 2);
+  EXPECT_EQ(c.train.lr, 0.5);
+  EXPECT_EQ(c.data.path, "a b.txt");
+  EXPECT_NE(error_of("", {"train.nope=1"}).find("unknown key 'train.nope'"), std::string::npos);
+  EXPECT_NE(error_of("", {"steps=1"}).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps=abc"}).find("expected an integer"), std::string::npos);
+}
+
+TEST(Config, EffectiveConfigRoundTrips) {
+  auto c = parse_config(
+      "[train]\nlr = 0.00123\nschedule = \"cosine\"\n[swarm]\nwiring = \"uniform\"\n", "x");
+  auto back = parse_config(to_toml(c), "effective");
+  EXPECT_EQ(to_toml(back), to_toml(c));
+  EXPECT_EQ(back.train.lr, 0.00123);
+  EXPECT_EQ(back.train.schedule, "cosine");
+  EXPECT_EQ(back.swarm.wiring, "uniform");
+}

@@ -1,0 +1,50 @@
+// Helpers shared by the model tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "model/config.hpp"
+#include "model/gpt.hpp"
+
+namespace swarmrt::testing {
+
+// A model small enough for unit tests, deep enough for 4 stages.
+inline model::GPTConfig micro_gpt() {
+  return {256, 16, 4, 2, 32};
+}
+
+// A fresh temporary directory, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("swarmrt-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::filesystem::path path_;
+};
+
+// The Brown corpus text file fetched by scripts/fetch_data.sh.
+inline std::string test_data_path() {
+  const char* p = std::getenv("SWARMRT_TEST_DATA");
+  std::string path = p ? p : "data/brown.txt";
+  if (!std::filesystem::exists(path))
+    ADD_FAILURE() << path << " is missing: run ./scripts/fetch_data.sh (./scripts/test.sh does)";
+  return path;
+}
+
+}  // namespace swarmrt::testing

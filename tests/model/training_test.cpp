@@ -1,0 +1,121 @@
+// Real training on the Brown corpus through the reference trainer.
+#include <gtest/gtest.h>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "model/trainer.hpp"
+#include "test_util.hpp"
+
+using namespace swarmrt::model;
+using swarmrt::testing::TempDir;
+
+namespace {
+std::string brown_prefix(size_t bytes) {
+  std::ifstream in(swarmrt::testing::test_data_path(), std::ios::binary);
+  std::string s(bytes, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(bytes));
+  s.resize(static_cast<size_t>(in.gcount()));
+  return s;
+}
+
+// Cross-entropy (nats/byte) of the best context-free model: the training text's byte
+// frequencies scored on the validation text. A model below it has learned to use context.
+double unigram_cross_entropy(const TextCorpus& c) {
+  std::array<double, 256> counts{};
+  for (unsigned char ch : c.train()) counts[ch] += 1;
+  double h = 0;
+  const double n = static_cast<double>(c.train().size()) + 256;  // add-one smoothing
+  for (unsigned char ch : c.val()) h -= std::log((counts[ch] + 1) / n);
+  return h / static_cast<double>(c.val().size());
+}
+
+RunConfig small_run(int64_t steps) {
+  RunConfig c;
+  c.model = {"tiny", 2, 2, 32, 32, 256};
+  c.train.steps = steps;
+  c.train.micro_batch = 4;
+  c.train.micro_batches = 2;
+  c.train.warmup_steps = 2;
+  c.train.lr = 1e-3;
+  c.train.eval_every = 0;
+  c.train.eval_batches = 2;
+  c.checkpoint.every_steps = 3;
+  return c;
+}
+}  // namespace
+
+TEST(Training, TinyModelLearnsBrownBeyondUnigram) {
+  auto corpus = TextCorpus::from_text(brown_prefix(2'000'000), 0.05);
+  RunConfig c;  // the tiny preset
+  c.train.steps = 40;
+  c.train.micro_batch = 8;
+  c.train.lr = 2e-3;
+  c.train.warmup_steps = 10;
+  c.train.eval_every = 0;
+  c.train.eval_batches = 8;
+  TrainOptions o;
+  o.progress = false;
+  const auto result = train_single(c, corpus, o);
+  const double bound = unigram_cross_entropy(corpus);
+  ASSERT_EQ(result.losses.size(), 40u);
+  EXPECT_LT(result.losses.back(), result.losses.front());
+  EXPECT_LT(result.val_loss, bound) << "validation loss " << result.val_loss
+                                    << " does not beat the unigram cross-entropy " << bound;
+  EXPECT_GT(bound, 2.5);  // sanity of the bound itself: English bytes carry > 2.5 nats unigram
+}
+
+TEST(Training, ResumeContinuesTheSameRun) {
+  auto corpus = TextCorpus::from_text(brown_prefix(300'000), 0.05);
+  TrainOptions quiet;
+  quiet.progress = false;
+  const auto full = train_single(small_run(6), corpus, quiet);
+
+  TempDir dir;
+  {
+    RunDir run(dir.str(), small_run(3), RunStart::fresh);
+    TrainOptions o = quiet;
+    o.run = &run;
+    train_single(small_run(3), corpus, o);
+  }
+  RunDir run(dir.str(), small_run(6), RunStart::resume);
+  TrainOptions o = quiet;
+  o.run = &run;
+  o.resume = true;
+  const auto resumed = train_single(small_run(6), corpus, o);
+  ASSERT_EQ(resumed.first_step, 4);
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(resumed.losses[i], full.losses[3 + i], 1e-6 * full.losses[3 + i])
+        << "step " << 4 + i;
+
+  // The run directory holds the effective config, one metrics line per step and eval, and
+  // the checkpoints; the model loaded back scores what the trainer reported.
+  std::ifstream metrics(dir / "metrics.jsonl");
+  std::string line;
+  int steps = 0, evals = 0;
+  while (std::getline(metrics, line)) {
+    steps += line.find("\"event\":\"step\"") != std::string::npos;
+    evals += line.find("\"event\":\"eval\"") != std::string::npos;
+  }
+  EXPECT_EQ(steps, 6);
+  EXPECT_EQ(evals, 2);
+  auto model = load_model(dir.str());
+  Windows val(&corpus.val(), 32);
+  EXPECT_NEAR(evaluate(model, validation_batches(val, 2, 4)), resumed.val_loss, 1e-6);
+  EXPECT_EQ(parse_config(
+                std::string(
+                    std::istreambuf_iterator<char>(std::ifstream(dir / "config.toml").rdbuf()), {}),
+                "c")
+                .train.steps,
+            6);
+}
+
+TEST(Training, RunDirRefusesToClobberARun) {
+  TempDir dir;
+  { RunDir run(dir.str(), small_run(3), RunStart::fresh); }
+  EXPECT_THROW(RunDir(dir.str(), small_run(3), RunStart::fresh), std::runtime_error);
+  TempDir empty;
+  EXPECT_THROW(RunDir(empty.str(), small_run(3), RunStart::resume), std::runtime_error);
+}
