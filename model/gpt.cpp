@@ -27,7 +27,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GPTConfig& c)
   c_attn = register_module("c_attn", torch::nn::Linear(c.n_embd, 3 * c.n_embd));
   c_proj = register_module("c_proj", torch::nn::Linear(c.n_embd, c.n_embd));
   // Not a registered buffer: it is derived, never trained, and stays out of checkpoints.
-  mask_ = torch::ones({c.block_size, c.block_size}, torch::kBool).tril();
+  future_ = torch::ones({c.block_size, c.block_size}, torch::kBool).triu(1);
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
@@ -39,7 +39,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto v = qkv[2].view({B, T, n_head_, hs}).transpose(1, 2);
   // Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, with future positions masked out.
   auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hs)));
-  att = att.masked_fill(mask_.slice(0, 0, T).slice(1, 0, T).logical_not(),
+  att = att.masked_fill(future_.slice(0, 0, T).slice(1, 0, T),
                         -std::numeric_limits<float>::infinity());
   att = torch::softmax(att, -1);
   auto y = torch::matmul(att, v);                      // [B, n_head, T, hs]

@@ -10,7 +10,7 @@ SWARMRT_PACKAGES=(
   libcaf-dev libcapnp-dev capnproto libspdlog-dev libtorch-dev libopenblas0-pthread
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev
   nlohmann-json3-dev libreadline-dev zlib1g-dev libssl-dev
-  npm iproute2 procps
+  iproute2 procps
 )
 
 install_deps() {

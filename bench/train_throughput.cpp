@@ -1,0 +1,57 @@
+// Tokens/s of single-process training steps (forward, backward, clip, AdamW) of a model
+// config on the Brown corpus. Usage:
+//   bench_train_throughput CONFIG.toml [STEPS] [WARMUP] [THREADS]
+// Prints one line of JSON: {"impl":"swarmrt-cpp","tokens_per_s":...,...}
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+#include "model/data.hpp"
+#include "model/gpt.hpp"
+#include "model/optim.hpp"
+#include "model/threads.hpp"
+
+using namespace swarmrt::model;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s CONFIG.toml [STEPS] [WARMUP] [THREADS]\n", argv[0]);
+    return 2;
+  }
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
+  const int warmup = argc > 3 ? std::atoi(argv[3]) : 5;
+  const int threads = argc > 4 ? std::atoi(argv[4]) : 1;
+  auto config = load_config(argv[1]);
+  set_compute_threads(threads);
+  auto corpus = TextCorpus::load(config.data.path, config.data.val_fraction);
+  Windows windows(&corpus.train(), config.model.block_size);
+  ShardLoader loader(windows, 0, 1, static_cast<uint64_t>(config.train.seed));
+  GPT model(GPTConfig::from(config.model), StageSpec{}, static_cast<uint64_t>(config.train.seed));
+  auto opt = make_adamw(*model, config.train);
+  const auto params = model->parameters();
+  const auto& t = config.train;
+
+  auto run_step = [&] {
+    opt->zero_grad();
+    for (int64_t m = 0; m < t.micro_batches; ++m) {
+      auto b = loader.next(t.micro_batch);
+      auto loss = lm_loss(model->forward(b.inputs), b.targets);
+      (loss / static_cast<double>(t.micro_batches)).backward();
+    }
+    clip_grad_norm(params, t.grad_clip);
+    opt->step();
+  };
+  for (int i = 0; i < warmup; ++i) run_step();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) run_step();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double tokens = static_cast<double>(steps) * static_cast<double>(config.tokens_per_step());
+  nlohmann::json j = {{"impl", "swarmrt-cpp"},     {"threads", threads},
+                      {"steps", steps},            {"tokens_per_step", config.tokens_per_step()},
+                      {"seconds", secs},           {"tokens_per_s", tokens / secs},
+                      {"params", model->num_parameters()}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
