@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "actors/runtime.hpp"
 #include "apps/commands.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
@@ -24,6 +25,36 @@ struct TrainArgs {
   int64_t sample_tokens = 200;
 };
 
+model::TrainResult train_single(const model::RunConfig& config, const model::TextCorpus& corpus,
+                                model::RunDir& run, bool resume) {
+  model::TrainOptions options;
+  options.run = &run;
+  options.resume = resume;
+  return model::train_single(config, corpus, options);
+}
+
+// Every other mode runs on the actor runtime; the whole model it ends with is written as a
+// checkpoint so `swarmrt sample` works the same on every run directory.
+model::TrainResult train_swarm(const model::RunConfig& config, const model::TextCorpus& corpus,
+                               model::RunDir& run) {
+  actors::RuntimeOptions options;
+  options.run = &run;
+  auto out = actors::run_in_process(config, corpus, options);
+  model::TrainResult result;
+  result.losses = out.report.losses;
+  result.val_loss = out.report.val_loss;
+  result.model = model::GPT(model::GPTConfig::from(config.model), model::StageSpec{},
+                            static_cast<uint64_t>(config.train.seed));
+  model::Checkpoint ckpt;
+  ckpt.tensors = out.params;
+  ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
+  model::load_parameters(*result.model, ckpt, "swarm run");
+  run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+  if (out.report.rejected_frames > 0)
+    spdlog::warn("{} frames were rejected during the run", out.report.rejected_frames);
+  return result;
+}
+
 int run_train(const TrainArgs& args) {
   model::RunConfig config;
   try {
@@ -32,10 +63,10 @@ int run_train(const TrainArgs& args) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (config.swarm.mode != "single") {
+  if (config.swarm.mode != "single" && args.resume) {
     spdlog::error(
-        "{}: swarm.mode = \"{}\" needs the actor runtime, which this build does not "
-        "have yet; use swarm.mode = \"single\"",
+        "{}: --resume continues swarm.mode = \"single\" runs; resuming \"{}\" is "
+        "not supported yet",
         args.config, config.swarm.mode);
     return 2;
   }
@@ -53,10 +84,8 @@ int run_train(const TrainArgs& args) {
         out, config.swarm.mode, config.model.n_layer, config.model.n_head, config.model.n_embd,
         config.model.block_size, corpus.train().size(), corpus.val().size(),
         config.tokens_per_step());
-    model::TrainOptions options;
-    options.run = &run;
-    options.resume = args.resume;
-    auto result = model::train_single(config, corpus, options);
+    auto result = config.swarm.mode == "single" ? train_single(config, corpus, run, args.resume)
+                                                : train_swarm(config, corpus, run);
     std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
                 result.val_loss, std::exp(result.val_loss),
                 static_cast<long long>(config.train.steps));

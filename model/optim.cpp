@@ -1,6 +1,6 @@
 #include "model/optim.hpp"
 
-#include <torch/nn/utils/clip_grad.h>
+#include <torch/utils.h>
 #include <cmath>
 
 namespace swarmrt::model {
@@ -31,14 +31,32 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
 }
 
+double grad_sqnorm(const std::vector<torch::Tensor>& params) {
+  double sq = 0;
+  for (const auto& p : params)
+    if (p.grad().defined()) {
+      const double n = p.grad().norm().item<double>();
+      sq += n * n;
+    }
+  return sq;
+}
+
+double clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0) return 1.0;
+  return std::min(1.0, max_norm / (norm + 1e-6));
+}
+
+void scale_grads(const std::vector<torch::Tensor>& params, double factor) {
+  if (factor == 1.0) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params)
+    if (p.grad().defined()) p.grad().mul_(factor);
+}
+
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
-  if (max_norm <= 0) {
-    double sq = 0;
-    for (const auto& p : params)
-      if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
-    return std::sqrt(sq);
-  }
-  return torch::nn::utils::clip_grad_norm_(params, max_norm);
+  const double norm = std::sqrt(grad_sqnorm(params));
+  scale_grads(params, clip_coefficient(norm, max_norm));
+  return norm;
 }
 
 }  // namespace swarmrt::model

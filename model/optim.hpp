@@ -20,7 +20,14 @@ double lr_at(int64_t step, const TrainConfig& t);
 void set_lr(torch::optim::Optimizer& opt, double lr);
 
 // Scales gradients so their global L2 norm is at most max_norm (0 disables); returns the
-// norm before clipping.
+// norm before clipping. Built from the three pieces below, which a pipeline uses to clip by
+// the norm over all of its stages.
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
+// Sum of squares of all gradients (accumulated in double).
+double grad_sqnorm(const std::vector<torch::Tensor>& params);
+// The factor clipping multiplies gradients by: min(1, max_norm / (norm + 1e-6)); 1 if disabled.
+double clip_coefficient(double norm, double max_norm);
+void scale_grads(const std::vector<torch::Tensor>& params, double factor);
 
 }  // namespace swarmrt::model

@@ -137,6 +137,7 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
 
   const auto start = Clock::now();
   const int64_t tokens_per_step = config.tokens_per_step();
+  const int64_t step_samples = t.micro_batch * t.micro_batches;
   double val = NAN;
   for (++step; step <= t.steps; ++step) {
     const auto step_start = Clock::now();
@@ -147,9 +148,10 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
     for (int64_t m = 0; m < t.micro_batches; ++m) {
       auto batch = loader.next(t.micro_batch);
       auto loss = lm_loss(model->forward(batch.inputs), batch.targets);
-      // Each micro-batch carries 1/M of the step's gradient: the step's gradient is the mean
-      // over all of its samples, as in every distributed mode.
-      (loss / static_cast<double>(t.micro_batches)).backward();
+      // Each micro-batch carries its share of the step's samples: the step's gradient is the
+      // mean over all of its samples. The stage workers seed backward with the same factor.
+      (loss * (static_cast<double>(batch.samples()) / static_cast<double>(step_samples)))
+          .backward();
       loss_sum += loss.item<double>();
     }
     const double grad_norm = clip_grad_norm(params, t.grad_clip);

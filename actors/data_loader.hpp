@@ -1,0 +1,32 @@
+// A data loader: serves micro-batches of token windows from its shard of the training text.
+#pragma once
+
+#include <caf/all.hpp>
+#include <memory>
+
+#include "messages/types.hpp"
+#include "model/data.hpp"
+
+namespace swarmrt::actors {
+
+struct LoaderSetup {
+  std::shared_ptr<const model::TextCorpus> corpus;
+  int64_t shard = 0;
+  int64_t shards = 1;
+  int64_t block_size = 128;
+  int64_t micro_batch = 16;
+  uint64_t seed = 0;
+};
+
+struct loader_state {
+  std::shared_ptr<const model::TextCorpus> corpus;
+  std::unique_ptr<model::Windows> windows;
+  std::unique_ptr<model::ShardLoader> loader;
+  int64_t micro_batch = 0;
+  static inline const char* name = "data_loader";
+};
+
+// (batch_atom, step, micro_batch) -> TensorList {inputs, targets}
+caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup setup);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,132 @@
+#include "actors/diloco_group.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<group_state>;
+
+namespace {
+using timeout_atom = caf::atom_constant<caf::atom("rtimeout")>;
+
+void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeader& h,
+                    const std::string& why) {
+  ++self->state.rejected;
+  spdlog::warn("diloco group {}: rejected contribution of worker {} for round {}: {}",
+               self->state.stage, h.contributor, h.round_id, why);
+  messages::RoundHeader r = h;
+  r.status = messages::RoundStatus::rejected;
+  r.reason = why;
+  r.tensor_names.clear();
+  self->send(to, round_atom::value, messages::make_round_frame(r, {}));
+}
+
+void apply_round(Self* self) {
+  auto& s = self->state;
+  std::vector<const model::NamedTensors*> deltas;
+  for (const auto& [id, d] : s.contributions) deltas.push_back(&d);
+  const auto& theta = s.outer->step(deltas);
+  s.last_applied = static_cast<int64_t>(s.round);
+  messages::RoundHeader h;
+  h.round_id = s.round;
+  h.stage = s.stage;
+  h.status = messages::RoundStatus::applied;
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : theta) {
+    h.tensor_names.push_back(name);
+    tensors.push_back(t);
+  }
+  const uint64_t bytes = messages::payload_bytes(tensors);
+  for (const auto& [id, handle] : s.members) {
+    s.ctx->bytes->add(Traffic::parameters, bytes);
+    // Workers copy θ(t) into their own parameters; the group's θ is never aliased.
+    self->send(handle, round_atom::value, messages::make_round_frame(h, tensors));
+  }
+  ++s.round;
+  s.contributions.clear();
+  s.timer_armed = false;
+}
+}  // namespace
+
+caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta) {
+  auto& s = self->state;
+  s.ctx = std::move(ctx);
+  s.stage = stage;
+  const auto& d = s.ctx->config.diloco;
+  s.outer = std::make_unique<model::OuterNesterov>(std::move(theta), d.outer_lr, d.outer_momentum);
+  return {
+      [=](members_atom, const messages::Membership& m) {
+        auto& s = self->state;
+        s.members.clear();
+        if (stage < m.stages.size())
+          for (const auto& w : m.stages[stage]) s.members[w.id] = w.handle;
+      },
+      [=](round_atom, const messages::Frame& frame) {
+        auto& s = self->state;
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        messages::RoundHeader h;
+        try {
+          h = messages::open_round_frame(frame);
+        } catch (const messages::DecodeError& e) {
+          ++s.rejected;
+          spdlog::warn("diloco group {}: malformed round frame: {}", stage, e.what());
+          return;
+        }
+        if (h.status != messages::RoundStatus::contribution)
+          return reply_rejected(self, sender, h, "not a contribution");
+        if (static_cast<int64_t>(h.round_id) <= s.last_applied)
+          return reply_rejected(self, sender, h,
+                                "round " + std::to_string(h.round_id) + " is already applied");
+        if (h.round_id != s.round)
+          return reply_rejected(self, sender, h,
+                                "the group is collecting round " + std::to_string(s.round));
+        if (h.stage != stage || !s.members.count(h.contributor))
+          return reply_rejected(self, sender, h, "not a worker of stage " + std::to_string(stage));
+        const auto& theta = s.outer->theta();
+        if (h.tensor_names.size() != theta.size())
+          return reply_rejected(self, sender, h, "wrong number of tensors");
+        model::NamedTensors delta;
+        for (size_t i = 0; i < theta.size(); ++i) {
+          if (h.tensor_names[i] != theta[i].first ||
+              !frame.tensors[i].sizes().equals(theta[i].second.sizes()))
+            return reply_rejected(self, sender, h, "tensor '" + h.tensor_names[i] + "' mismatches");
+          delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
+        }
+        s.contributions[h.contributor] = std::move(delta);
+        if (s.contributions.size() >= s.members.size()) return apply_round(self);
+        // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
+        if (!s.timer_armed) {
+          s.timer_armed = true;
+          self->delayed_send(self,
+                             std::chrono::milliseconds(
+                                 static_cast<int64_t>(s.ctx->config.diloco.round_timeout_s * 1000)),
+                             timeout_atom::value, s.round);
+        }
+      },
+      [=](timeout_atom, uint64_t round) {
+        auto& s = self->state;
+        if (round != s.round || s.contributions.empty()) return;
+        if (static_cast<int64_t>(s.contributions.size()) >= s.ctx->config.diloco.min_replicas) {
+          spdlog::warn("diloco group {}: round {} applied with {} of {} workers after the timeout",
+                       stage, round, s.contributions.size(), s.members.size());
+          apply_round(self);
+        } else {
+          s.timer_armed = false;
+        }
+      },
+      [=](stats_atom) {
+        auto& s = self->state;
+        return caf::make_message(s.last_applied, s.rejected);
+      },
+      [=](params_atom) {
+        messages::TensorList out;
+        for (const auto& [name, t] : self->state.outer->theta()) {
+          out.names.push_back(name);
+          out.tensors.push_back(t.clone());
+        }
+        return out;
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

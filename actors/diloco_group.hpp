@@ -1,0 +1,35 @@
+// One DiLoCo group per stage: owns the stage's global parameters θ and the outer Nesterov
+// state, collects the workers' pseudo-gradients for round t, applies the round once a quorum
+// has reported (all members, or min_replicas when round_timeout_s has passed) and sends θ(t)
+// to every worker of the stage, including those that missed the round.
+#pragma once
+
+#include <caf/all.hpp>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "actors/context.hpp"
+#include "messages/frame.hpp"
+#include "model/diloco.hpp"
+
+namespace swarmrt::actors {
+
+struct group_state {
+  ContextPtr ctx;
+  uint32_t stage = 0;
+  std::unique_ptr<model::OuterNesterov> outer;
+  std::map<uint32_t, caf::actor> members;
+  uint64_t round = 0;         // the round being collected
+  int64_t last_applied = -1;  // never applied twice
+  std::map<uint32_t, model::NamedTensors> contributions;
+  uint64_t rejected = 0;
+  bool timer_armed = false;
+  static inline const char* name = "diloco_group";
+};
+
+// `theta` is the stage's initial global parameters.
+caf::behavior diloco_group(caf::stateful_actor<group_state>* self, ContextPtr ctx, uint32_t stage,
+                           model::NamedTensors theta);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,28 @@
+// Gradient all-reduce inside one stage (pp, dp and swarm modes): each worker sends its
+// accumulated gradient, already scaled by its share of the step's samples; the sum is the
+// stage's gradient over the whole step, and every worker gets it back.
+#pragma once
+
+#include <caf/all.hpp>
+#include <map>
+#include <set>
+
+#include "actors/context.hpp"
+#include "messages/types.hpp"
+
+namespace swarmrt::actors {
+
+struct averager_state {
+  ContextPtr ctx;
+  uint32_t stage = 0;
+  std::set<uint32_t> members;  // workers of this stage
+  uint64_t step = 0;
+  std::map<uint32_t, caf::actor> reported;
+  std::vector<at::Tensor> sum;
+  static inline const char* name = "grad_averager";
+};
+
+caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPtr ctx,
+                            uint32_t stage);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,347 @@
+#include "actors/stage_worker.hpp"
+
+#include <spdlog/spdlog.h>
+#include <torch/utils.h>
+#include <thread>
+
+#include "model/diloco.hpp"
+#include "model/optim.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using messages::Direction;
+using messages::Frame;
+using messages::MicroBatchHeader;
+using Self = caf::stateful_actor<worker_state>;
+
+namespace {
+
+bool is_last(const worker_state& s) {
+  return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
+}
+
+void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
+              Traffic kind) {
+  auto& bytes = *self->state.setup.ctx->bytes;
+  bytes.add(kind, messages::payload_bytes(ts));
+  auto frame = messages::make_frame(std::move(h), std::move(ts));
+  bytes.add(Traffic::control, frame.header.size());
+  self->send(to, frame_atom::value, std::move(frame));
+}
+
+// Fault injection: stretch the time just spent computing by slow_factor.
+void slow_down(const worker_state& s, worker_state::Clock::time_point started) {
+  if (s.setup.slow_factor <= 1.0) return;
+  const auto spent = worker_state::Clock::now() - started;
+  std::this_thread::sleep_for(spent * (s.setup.slow_factor - 1.0));
+}
+
+// Sends queued forward hops while the next stage has free slots.
+void flush_outbox(Self* self) {
+  auto& s = self->state;
+  while (!s.outbox.empty()) {
+    auto pick = s.next.choose(static_cast<double>(s.outbox.front().header.samples));
+    if (!pick) return;
+    auto out = std::move(s.outbox.front());
+    s.outbox.pop_front();
+    s.inflight[out.key].sent = worker_state::Clock::now();
+    out.header.stage = s.setup.stage + 1;
+    send_hop(self, s.by_id.at(*pick), std::move(out.header), std::move(out.tensors),
+             Traffic::activations);
+  }
+}
+
+// Backward from this stage: send the input gradient upstream, or finish the micro-batch.
+void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& input) {
+  auto& s = self->state;
+  if (s.setup.stage == 0) {
+    self->send(s.setup.tracker, done_atom::value, h.step, h.micro_batch, h.attempt, s.setup.id);
+    return;
+  }
+  MicroBatchHeader up = h;
+  up.direction = Direction::backward;
+  up.stage = s.setup.stage - 1;
+  send_hop(self, s.by_id.at(h.route.at(s.setup.stage - 1)), std::move(up), {input.grad()},
+           Traffic::gradients);
+}
+
+void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
+  auto& s = self->state;
+  const auto started = worker_state::Clock::now();
+  const auto& ctx = *s.setup.ctx;
+  auto input = s.setup.stage == 0 ? ts[0] : ts[0].detach().requires_grad_(true);
+  auto output = s.module->forward(input);
+  h.route.push_back(s.setup.id);
+  ++s.forwards;
+  s.samples += h.samples;
+  if (is_last(s)) {
+    auto loss = model::lm_loss(output, ts[1]);
+    // Seed backward with this micro-batch's share of the step's samples: the accumulated
+    // gradient is then the step mean, exactly as the single-process trainer computes it.
+    (loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()))).backward();
+    self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
+               loss.item<double>());
+    slow_down(s, started);
+    finish_backward(self, h, input);
+    return;
+  }
+  const worker_state::Key key{h.step, h.micro_batch, h.attempt};
+  s.inflight[key] = {input, output, {}, h.samples};
+  slow_down(s, started);
+  s.outbox.push_back({key, std::move(h), {output.detach(), ts[1]}});
+  flush_outbox(self);
+}
+
+void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> ts) {
+  auto& s = self->state;
+  const worker_state::Key key{h.step, h.micro_batch, h.attempt};
+  auto it = s.inflight.find(key);
+  if (it == s.inflight.end() || h.route.size() <= s.setup.stage + 1) {
+    ++s.stale;  // an attempt this worker no longer holds: dropped
+    return;
+  }
+  const auto now = worker_state::Clock::now();
+  s.next.completed(h.route[s.setup.stage + 1], it->second.samples, it->second.sent, now);
+  auto input = it->second.input;
+  if (!ts[0].sizes().equals(it->second.output.sizes())) {
+    ++s.rejected;
+    spdlog::warn("worker {}: backward for {}/{} has shape {}, output was {}", s.setup.id, h.step,
+                 h.micro_batch, c10::str(ts[0].sizes()), c10::str(it->second.output.sizes()));
+    s.inflight.erase(it);
+    return;
+  }
+  it->second.output.backward(ts[0]);
+  slow_down(s, now);
+  s.inflight.erase(it);
+  finish_backward(self, h, input);
+  flush_outbox(self);
+}
+
+void on_eval(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
+  auto& s = self->state;
+  torch::NoGradGuard no_grad;
+  auto output = s.module->forward(ts[0]);
+  if (is_last(s)) {
+    self->send(s.setup.tracker, eval_loss_atom::value, h.step, h.micro_batch,
+               model::lm_loss(output, ts[1]).item<double>());
+    return;
+  }
+  // Replicas agree at evaluation points, so the first worker of the next stage serves.
+  h.stage = s.setup.stage + 1;
+  send_hop(self, s.by_id.at(s.next_ids.at(0)), std::move(h), {output, ts[1]}, Traffic::activations);
+}
+
+std::vector<at::Tensor> grads_or_zeros(const std::vector<torch::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) out.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+  return out;
+}
+
+void report_norm(Self* self) {
+  auto& s = self->state;
+  if (s.setup.keep_grads) {
+    s.last_grads.clear();
+    auto named = s.module->named_parameters();
+    for (const auto& item : named)
+      s.last_grads.emplace_back(item.key(), item.value().grad().defined()
+                                                ? item.value().grad().clone()
+                                                : at::zeros_like(item.value()));
+  }
+  self->send(s.setup.tracker, norm_atom::value, s.step, s.setup.stage, s.setup.id,
+             model::grad_sqnorm(s.params), s.samples);
+}
+
+void load_global(Self* self, const messages::Frame& f, const messages::RoundHeader& h) {
+  auto& s = self->state;
+  model::NamedTensors theta;
+  for (size_t i = 0; i < f.tensors.size(); ++i)
+    theta.emplace_back(h.tensor_names[i], f.tensors[i].clone());
+  model::assign_parameters(*s.module, theta);
+  s.anchor = std::move(theta);
+  s.round = h.round_id + 1;
+}
+
+}  // namespace
+
+caf::behavior stage_worker(Self* self, WorkerSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  const auto& cfg = s.setup.ctx->config;
+  s.module = model::GPT(model::GPTConfig::from(cfg.model),
+                        model::StageSpec{s.setup.stage, cfg.swarm.stages},
+                        static_cast<uint64_t>(cfg.train.seed));
+  s.module->train();
+  s.optimizer = model::make_adamw(*s.module, cfg.train);
+  s.params = s.module->parameters();
+  s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
+                  static_cast<int>(cfg.swarm.max_inflight));
+  if (s.setup.ctx->diloco()) s.anchor = model::parameters_of(*s.module);
+  // A handler that throws would kill the worker; log it and keep serving instead.
+  self->set_exception_handler([](caf::scheduled_actor* a, std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      spdlog::error("{}: {}", a->name(), e.what());
+    }
+    return caf::sec::runtime_error;
+  });
+
+  return {
+      [=](members_atom, const messages::Membership& m) {
+        auto& s = self->state;
+        for (const auto& stage : m.stages)
+          for (const auto& member : stage) s.by_id[member.id] = member.handle;
+        s.next_ids.clear();
+        if (s.setup.stage + 1 < m.stages.size())
+          for (const auto& member : m.stages[s.setup.stage + 1]) s.next_ids.push_back(member.id);
+        s.next.set_members(s.next_ids);
+        flush_outbox(self);
+      },
+      [=](frame_atom, const Frame& frame) {
+        auto& s = self->state;
+        MicroBatchHeader h;
+        try {
+          h = messages::open_frame(frame);
+          const size_t want = h.direction == Direction::backward ? 1 : 2;
+          if (h.stage != s.setup.stage || frame.tensors.size() != want)
+            throw messages::DecodeError("frame for stage " + std::to_string(h.stage) + " with " +
+                                        std::to_string(frame.tensors.size()) +
+                                        " tensors reached stage " + std::to_string(s.setup.stage));
+          if (h.direction != Direction::backward && s.setup.stage == 0 &&
+              frame.tensors[0].scalar_type() != at::kLong)
+            throw messages::DecodeError("stage 0 needs int64 token ids");
+        } catch (const messages::DecodeError& e) {
+          ++s.rejected;
+          spdlog::warn("worker {} rejected a frame: {}", s.setup.id, e.what());
+          return;
+        }
+        try {
+          switch (h.direction) {
+            case Direction::forward:
+              on_forward(self, std::move(h), frame.tensors);
+              break;
+            case Direction::backward:
+              on_backward(self, h, frame.tensors);
+              break;
+            case Direction::eval:
+              on_eval(self, std::move(h), frame.tensors);
+              break;
+          }
+        } catch (const c10::Error& e) {
+          // Shapes the model cannot take: refused, the worker keeps serving.
+          ++s.rejected;
+          spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step,
+                       h.micro_batch, e.what_without_backtrace());
+        }
+      },
+      [=](reduce_atom, uint64_t step) {
+        auto& s = self->state;
+        s.step = step;
+        const auto& ctx = *s.setup.ctx;
+        if (ctx.diloco()) {
+          // Local replica: normalize by the samples this worker backpropagated.
+          if (s.samples > 0)
+            model::scale_grads(
+                s.params, static_cast<double>(ctx.step_samples()) / static_cast<double>(s.samples));
+          report_norm(self);
+        } else if (s.setup.averager) {
+          auto grads = grads_or_zeros(s.params);
+          ctx.bytes->add(Traffic::gradients, messages::payload_bytes(grads));
+          self->send(s.setup.averager, grads_atom::value, step, s.setup.id,
+                     messages::TensorList{{}, std::move(grads)});
+        } else {
+          report_norm(self);
+        }
+      },
+      [=](grads_atom, uint64_t step, const messages::TensorList& sum) {
+        auto& s = self->state;
+        if (step != s.step || sum.tensors.size() != s.params.size()) return;
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < s.params.size(); ++i) {
+          if (!s.params[i].grad().defined())
+            s.params[i].mutable_grad() = at::zeros_like(s.params[i]);
+          s.params[i].grad().copy_(sum.tensors[i]);
+        }
+        report_norm(self);
+      },
+      [=](apply_atom, uint64_t step, double lr, double coef) {
+        auto& s = self->state;
+        const auto& ctx = *s.setup.ctx;
+        if (step != s.step) return;
+        if (coef < 0)
+          model::clip_grad_norm(s.params, ctx.config.train.grad_clip);  // local clip
+        else
+          model::scale_grads(s.params, coef);
+        const bool took_data = s.samples > 0 || ctx.grad_sync();
+        if (took_data) {
+          model::set_lr(*s.optimizer, lr);
+          s.optimizer->step();
+        }
+        s.optimizer->zero_grad();
+        s.samples = 0;
+        const bool round_due =
+            ctx.diloco() && (step % ctx.config.diloco.inner_steps == 0 ||
+                             static_cast<int64_t>(step) == ctx.config.train.steps);
+        if (!round_due) {
+          self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+          return;
+        }
+        auto delta = model::pseudo_gradient(s.anchor, *s.module);
+        messages::RoundHeader rh;
+        rh.round_id = s.round;
+        rh.stage = s.setup.stage;
+        rh.contributor = s.setup.id;
+        rh.step = step;
+        std::vector<at::Tensor> tensors;
+        for (auto& [name, t] : delta) {
+          rh.tensor_names.push_back(name);
+          tensors.push_back(t);
+        }
+        ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(tensors));
+        auto frame = messages::make_round_frame(rh, std::move(tensors));
+        ctx.bytes->add(Traffic::control, frame.header.size());
+        self->send(s.setup.group, round_atom::value, std::move(frame));
+      },
+      [=](round_atom, const Frame& frame) {
+        auto& s = self->state;
+        messages::RoundHeader h;
+        try {
+          h = messages::open_round_frame(frame);
+        } catch (const messages::DecodeError& e) {
+          ++s.rejected;
+          spdlog::warn("worker {} rejected a round frame: {}", s.setup.id, e.what());
+          return;
+        }
+        if (h.status == messages::RoundStatus::rejected) {
+          spdlog::warn("worker {}: round {} refused my contribution: {}", s.setup.id, h.round_id,
+                       h.reason);
+          return;
+        }
+        load_global(self, frame, h);
+        self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
+      },
+      [=](params_atom) {
+        auto& s = self->state;
+        messages::TensorList out;
+        for (auto& [name, t] : model::parameters_of(*s.module)) {
+          out.names.push_back(name);
+          out.tensors.push_back(t);
+        }
+        return out;
+      },
+      [=](grads_atom) {
+        messages::TensorList out;
+        for (auto& [name, t] : self->state.last_grads) {
+          out.names.push_back(name);
+          out.tensors.push_back(t);
+        }
+        return out;
+      },
+      [=](stats_atom) {
+        auto& s = self->state;
+        return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale);
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

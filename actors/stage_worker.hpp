@@ -1,0 +1,76 @@
+// A stage worker: serves one pipeline stage. It runs its layers forward, keeps the autograd
+// state of each micro-batch keyed by (step, micro-batch, attempt) until the gradient comes
+// back, forwards activations to a next-stage worker chosen by its wiring, and takes the inner
+// optimizer step when the tracker closes the step. Torch compute runs on the worker's own
+// thread (it is spawned detached), so it never starves CAF's scheduler.
+#pragma once
+
+#include <torch/optim/adamw.h>
+#include <caf/all.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+
+#include "actors/context.hpp"
+#include "actors/wiring.hpp"
+#include "messages/frame.hpp"
+#include "model/checkpoint.hpp"
+#include "model/gpt.hpp"
+
+namespace swarmrt::actors {
+
+struct WorkerSetup {
+  ContextPtr ctx;
+  uint32_t id = 0;
+  uint32_t stage = 0;
+  caf::actor tracker;
+  caf::actor averager;       // set in grad-sync modes with several workers per stage
+  caf::actor group;          // set in DiLoCo modes
+  double slow_factor = 1.0;  // fault injection: compute takes this many times longer
+  bool keep_grads = false;   // keep the last reduced gradient for inspection
+};
+
+struct worker_state {
+  using Clock = std::chrono::steady_clock;
+  using Key = std::tuple<uint64_t, uint32_t, uint32_t>;  // step, micro-batch, attempt
+
+  struct InFlight {
+    torch::Tensor input;   // leaf that collects the gradient for the previous stage
+    torch::Tensor output;  // what was sent on; backward starts here
+    Clock::time_point sent;
+    uint32_t samples = 0;
+  };
+  struct Outgoing {
+    Key key;
+    messages::MicroBatchHeader header;
+    std::vector<at::Tensor> tensors;
+  };
+
+  WorkerSetup setup;
+  model::GPT module{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::vector<torch::Tensor> params;
+  Wiring next{"throughput"};
+  std::unordered_map<uint32_t, caf::actor> by_id;
+  std::vector<uint32_t> next_ids;
+  std::map<Key, InFlight> inflight;
+  std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
+
+  int64_t samples = 0;         // samples backpropagated in the current step
+  int64_t forwards = 0;        // micro-batches forwarded, whole run
+  uint64_t rejected = 0;       // frames refused (malformed, mismatched)
+  uint64_t stale = 0;          // backward hops for unknown micro-batches
+  uint64_t step = 0;           // step being reduced/applied
+  model::NamedTensors anchor;  // DiLoCo: θ(t-1), the global parameters of the last round
+  model::NamedTensors last_grads;
+  uint64_t round = 0;  // DiLoCo: next round id
+
+  static inline const char* name = "stage_worker";
+};
+
+caf::behavior stage_worker(caf::stateful_actor<worker_state>* self, WorkerSetup setup);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,23 @@
+# DiLoCo outer-round messages: a worker's pseudo-gradient report and the group's answer.
+# The tensors (pseudo-gradients, or the new global parameters) travel beside the header.
+@0xf034bd99830dc5b5;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("swarmrt::wire");
+
+enum RoundStatus {
+  contribution @0;  # worker -> group: my pseudo-gradient for this round
+  applied @1;       # group -> worker: the round is applied, here is theta(t)
+  rejected @2;      # group -> worker: not taken (wrong round, already applied, unknown worker)
+}
+
+struct RoundHeader {
+  roundId @0 :UInt64;
+  stage @1 :UInt32;
+  fragment @2 :UInt32;      # Streaming DiLoCo fragment; 0 when the whole stage syncs
+  contributor @3 :UInt32;   # worker id
+  status @4 :RoundStatus;
+  step @5 :UInt64;          # inner step at which the round was reported
+  reason @6 :Text;          # why a contribution was rejected
+  tensorNames @7 :List(Text);
+}

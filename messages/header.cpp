@@ -1,0 +1,223 @@
+#include "messages/header.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <cstring>
+
+#include "messages/diloco.capnp.h"
+#include "messages/microbatch.capnp.h"
+
+namespace swarmrt::messages {
+namespace {
+
+wire::DType to_wire(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return wire::DType::FLOAT32;
+    case at::kBFloat16:
+      return wire::DType::BFLOAT16;
+    case at::kHalf:
+      return wire::DType::FLOAT16;
+    case at::kLong:
+      return wire::DType::INT64;
+    default:
+      throw DecodeError(std::string("dtype ") + c10::toString(t) + " cannot travel in a frame");
+  }
+}
+
+at::ScalarType from_wire(wire::DType t) {
+  switch (t) {
+    case wire::DType::FLOAT32:
+      return at::kFloat;
+    case wire::DType::BFLOAT16:
+      return at::kBFloat16;
+    case wire::DType::FLOAT16:
+      return at::kHalf;
+    case wire::DType::INT64:
+      return at::kLong;
+  }
+  throw DecodeError("unknown dtype code " + std::to_string(static_cast<int>(t)));
+}
+
+std::vector<uint8_t> to_bytes(capnp::MallocMessageBuilder& builder) {
+  auto words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
+// Runs `read` over a word-aligned copy of the frame, turning every Cap'n Proto failure
+// (kj::Exception is not a std::exception) into a DecodeError that says what was wrong.
+template <class F>
+auto with_reader(const uint8_t* data, size_t size, const char* what, F&& read) {
+  if (size == 0) throw DecodeError(std::string(what) + ": empty frame");
+  if (size > kMaxHeaderBytes)
+    throw DecodeError(std::string(what) + ": frame of " + std::to_string(size) +
+                      " bytes exceeds the " + std::to_string(kMaxHeaderBytes) + "-byte limit");
+  if (size % sizeof(capnp::word) != 0)
+    throw DecodeError(std::string(what) + ": frame of " + std::to_string(size) +
+                      " bytes is not word-aligned (truncated?)");
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+  std::memcpy(words.begin(), data, size);
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = size / sizeof(capnp::word) * 4 + 64;
+  options.nestingLimit = 16;
+  try {
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    return read(reader);
+  } catch (const kj::Exception& e) {
+    throw DecodeError(std::string(what) + ": " + e.getDescription().cStr());
+  }
+}
+
+}  // namespace
+
+const char* to_string(Direction d) {
+  switch (d) {
+    case Direction::forward:
+      return "forward";
+    case Direction::backward:
+      return "backward";
+    case Direction::eval:
+      return "eval";
+  }
+  return "?";
+}
+
+std::vector<uint8_t> encode(const MicroBatchHeader& h) {
+  capnp::MallocMessageBuilder builder;
+  auto m = builder.initRoot<wire::MicroBatchHeader>();
+  m.setRunId(h.run_id);
+  m.setStep(h.step);
+  m.setMicroBatch(h.micro_batch);
+  m.setAttempt(h.attempt);
+  m.setStage(h.stage);
+  m.setDirection(static_cast<wire::Direction>(h.direction));
+  auto route = m.initRoute(static_cast<unsigned>(h.route.size()));
+  for (unsigned i = 0; i < h.route.size(); ++i) route.set(i, h.route[i]);
+  m.setSamples(h.samples);
+  auto tensors = m.initTensors(static_cast<unsigned>(h.tensors.size()));
+  for (unsigned i = 0; i < h.tensors.size(); ++i) {
+    auto t = tensors[i];
+    t.setDtype(to_wire(h.tensors[i].dtype));
+    auto shape = t.initShape(static_cast<unsigned>(h.tensors[i].shape.size()));
+    for (unsigned d = 0; d < h.tensors[i].shape.size(); ++d) shape.set(d, h.tensors[i].shape[d]);
+    t.setByteSize(h.tensors[i].byte_size);
+  }
+  return to_bytes(builder);
+}
+
+MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
+  return with_reader(data, size, "micro-batch header", [](capnp::MessageReader& reader) {
+    auto m = reader.getRoot<wire::MicroBatchHeader>();
+    MicroBatchHeader h;
+    h.run_id = m.getRunId();
+    h.step = m.getStep();
+    h.micro_batch = m.getMicroBatch();
+    h.attempt = m.getAttempt();
+    h.stage = m.getStage();
+    const auto dir = static_cast<uint16_t>(m.getDirection());
+    if (dir > static_cast<uint16_t>(Direction::eval))
+      throw DecodeError("micro-batch header: unknown direction " + std::to_string(dir));
+    h.direction = static_cast<Direction>(dir);
+    auto route = m.getRoute();
+    if (route.size() > kMaxRoute)
+      throw DecodeError("micro-batch header: route of " + std::to_string(route.size()) + " hops");
+    for (auto hop : route) h.route.push_back(hop);
+    h.samples = m.getSamples();
+    auto tensors = m.getTensors();
+    if (tensors.size() > kMaxTensors)
+      throw DecodeError("micro-batch header: " + std::to_string(tensors.size()) + " tensors");
+    for (auto t : tensors) {
+      TensorMeta meta;
+      meta.dtype = from_wire(t.getDtype());
+      auto shape = t.getShape();
+      if (shape.size() > kMaxRank)
+        throw DecodeError("micro-batch header: tensor of rank " + std::to_string(shape.size()));
+      for (auto d : shape) {
+        if (d < 0) throw DecodeError("micro-batch header: negative dimension " + std::to_string(d));
+        meta.shape.push_back(d);
+      }
+      meta.byte_size = t.getByteSize();
+      h.tensors.push_back(std::move(meta));
+    }
+    return h;
+  });
+}
+
+std::vector<uint8_t> encode(const RoundHeader& h) {
+  capnp::MallocMessageBuilder builder;
+  auto m = builder.initRoot<wire::RoundHeader>();
+  m.setRoundId(h.round_id);
+  m.setStage(h.stage);
+  m.setFragment(h.fragment);
+  m.setContributor(h.contributor);
+  m.setStatus(static_cast<wire::RoundStatus>(h.status));
+  m.setStep(h.step);
+  m.setReason(h.reason);
+  auto names = m.initTensorNames(static_cast<unsigned>(h.tensor_names.size()));
+  for (unsigned i = 0; i < h.tensor_names.size(); ++i) names.set(i, h.tensor_names[i]);
+  return to_bytes(builder);
+}
+
+RoundHeader decode_round(const uint8_t* data, size_t size) {
+  return with_reader(data, size, "round header", [](capnp::MessageReader& reader) {
+    auto m = reader.getRoot<wire::RoundHeader>();
+    RoundHeader h;
+    h.round_id = m.getRoundId();
+    h.stage = m.getStage();
+    h.fragment = m.getFragment();
+    h.contributor = m.getContributor();
+    const auto status = static_cast<uint16_t>(m.getStatus());
+    if (status > static_cast<uint16_t>(RoundStatus::rejected))
+      throw DecodeError("round header: unknown status " + std::to_string(status));
+    h.status = static_cast<RoundStatus>(status);
+    h.step = m.getStep();
+    h.reason = m.getReason().cStr();
+    auto names = m.getTensorNames();
+    if (names.size() > kMaxTensors)
+      throw DecodeError("round header: " + std::to_string(names.size()) + " tensor names");
+    for (auto n : names) h.tensor_names.emplace_back(n.cStr());
+    return h;
+  });
+}
+
+TensorMeta meta_of(const at::Tensor& t) {
+  TensorMeta m;
+  m.dtype = t.scalar_type();
+  m.shape = t.sizes().vec();
+  m.byte_size = static_cast<uint64_t>(t.numel()) * t.element_size();
+  return m;
+}
+
+std::vector<TensorMeta> metas_of(const std::vector<at::Tensor>& ts) {
+  std::vector<TensorMeta> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(meta_of(t));
+  return out;
+}
+
+std::string check_payload(const std::vector<TensorMeta>& metas,
+                          const std::vector<at::Tensor>& tensors) {
+  if (metas.size() != tensors.size())
+    return "header describes " + std::to_string(metas.size()) + " tensors, frame carries " +
+           std::to_string(tensors.size());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const auto& m = metas[i];
+    const auto& t = tensors[i];
+    if (!t.defined()) return "tensor " + std::to_string(i) + " is missing";
+    if (t.scalar_type() != m.dtype)
+      return "tensor " + std::to_string(i) + " is " + c10::toString(t.scalar_type()) +
+             ", header says " + c10::toString(m.dtype);
+    if (t.sizes().vec() != m.shape)
+      return "tensor " + std::to_string(i) + " has shape " + c10::str(t.sizes()) +
+             ", header says " + c10::str(at::IntArrayRef(m.shape));
+    const auto bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    if (bytes != m.byte_size)
+      return "tensor " + std::to_string(i) + " holds " + std::to_string(bytes) +
+             " bytes, header says " + std::to_string(m.byte_size);
+  }
+  return {};
+}
+
+}  // namespace swarmrt::messages

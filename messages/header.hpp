@@ -1,0 +1,79 @@
+// Micro-batch headers and DiLoCo round headers: C++ mirrors of the Cap'n Proto schemas, and
+// their encoding. Decoding never trusts its input: a frame that does not decode, or whose
+// tensor metadata disagrees with the tensors beside it, is refused with a reason.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace swarmrt::messages {
+
+struct DecodeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Direction : uint8_t { forward = 0, backward = 1, eval = 2 };
+const char* to_string(Direction d);
+
+struct TensorMeta {
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+  uint64_t byte_size = 0;
+  bool operator==(const TensorMeta& o) const {
+    return dtype == o.dtype && shape == o.shape && byte_size == o.byte_size;
+  }
+};
+
+struct MicroBatchHeader {
+  uint64_t run_id = 0;
+  uint64_t step = 0;
+  uint32_t micro_batch = 0;
+  uint32_t attempt = 0;
+  uint32_t stage = 0;  // the stage receiving this hop
+  Direction direction = Direction::forward;
+  std::vector<uint32_t> route;  // worker ids visited, stage 0 first
+  uint32_t samples = 0;
+  std::vector<TensorMeta> tensors;
+};
+
+enum class RoundStatus : uint8_t { contribution = 0, applied = 1, rejected = 2 };
+
+struct RoundHeader {
+  uint64_t round_id = 0;
+  uint32_t stage = 0;
+  uint32_t fragment = 0;
+  uint32_t contributor = 0;
+  RoundStatus status = RoundStatus::contribution;
+  uint64_t step = 0;
+  std::string reason;
+  std::vector<std::string> tensor_names;
+};
+
+// Limits that keep a hostile or corrupt header from costing more than a bounded amount.
+constexpr size_t kMaxHeaderBytes = 1 << 20;
+constexpr size_t kMaxRoute = 256;
+constexpr size_t kMaxTensors = 4096;
+constexpr size_t kMaxRank = 8;
+
+// Encoded headers are word-aligned Cap'n Proto flat arrays.
+std::vector<uint8_t> encode(const MicroBatchHeader& h);
+std::vector<uint8_t> encode(const RoundHeader& h);
+MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size);
+RoundHeader decode_round(const uint8_t* data, size_t size);
+inline MicroBatchHeader decode_microbatch(const std::vector<uint8_t>& b) {
+  return decode_microbatch(b.data(), b.size());
+}
+inline RoundHeader decode_round(const std::vector<uint8_t>& b) {
+  return decode_round(b.data(), b.size());
+}
+
+TensorMeta meta_of(const at::Tensor& t);
+std::vector<TensorMeta> metas_of(const std::vector<at::Tensor>& ts);
+// Empty when `tensors` match the header's metadata one by one; otherwise why not.
+std::string check_payload(const std::vector<TensorMeta>& metas,
+                          const std::vector<at::Tensor>& tensors);
+
+}  // namespace swarmrt::messages

@@ -1,0 +1,42 @@
+// DiLoCo's outer optimizer (Douillard et al. 2023): SGD with Nesterov momentum applied to
+// the average pseudo-gradient of the replicas that reported in time.
+//
+//   Δ_i  = θ(t-1) − θ_i                 pseudo-gradient of replica i
+//   Δ    = (1/|Q|) Σ_{i∈Q} Δ_i
+//   b    = μ·b + Δ
+//   θ(t) = θ(t-1) − η·(Δ + μ·b)
+#pragma once
+
+#include <vector>
+
+#include "model/checkpoint.hpp"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace swarmrt::model {
+
+class OuterNesterov {
+ public:
+  OuterNesterov(NamedTensors theta, double lr, double momentum);
+
+  // Applies one outer round to θ and returns θ(t). Every delta must have θ's names and shapes.
+  const NamedTensors& step(const std::vector<const NamedTensors*>& deltas);
+
+  const NamedTensors& theta() const { return theta_; }
+  const NamedTensors& momentum() const { return momentum_; }
+  void restore(NamedTensors theta, NamedTensors momentum);
+
+ private:
+  NamedTensors theta_, momentum_;
+  double lr_, mu_;
+};
+
+// Δ_i = anchor − θ_i for the module's parameters (anchor: the θ(t-1) the replica started from).
+NamedTensors pseudo_gradient(const NamedTensors& anchor, const torch::nn::Module& module);
+
+// Copies named tensors into the module's parameters of the same names.
+void assign_parameters(torch::nn::Module& module, const NamedTensors& values);
+
+}  // namespace swarmrt::model
