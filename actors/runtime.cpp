@@ -32,6 +32,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   model::set_compute_threads(1);
   caf::actor_system_config cfg;
   messages::register_types(cfg);
+  // Two scheduler threads serve the light actors (tracker, loaders, averagers, groups).
   cfg.set("scheduler.max-threads", 2);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};

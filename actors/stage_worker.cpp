@@ -6,6 +6,7 @@
 
 #include "model/diloco.hpp"
 #include "model/optim.hpp"
+#include "model/threads.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -167,6 +168,8 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
   const auto& cfg = s.setup.ctx->config;
+  // OpenMP's thread count is per thread: set it on this (detached) worker's own thread.
+  model::set_compute_threads(static_cast<int>(cfg.train.threads));
   s.module = model::GPT(model::GPTConfig::from(cfg.model),
                         model::StageSpec{s.setup.stage, cfg.swarm.stages},
                         static_cast<uint64_t>(cfg.train.seed));

@@ -74,6 +74,7 @@ void finish_step(Self* self) {
   for (const auto& m : s.micro) loss += m.loss;
   loss /= static_cast<double>(s.micro.size());
   s.report.losses.push_back(loss);
+  s.report.step_seconds.push_back(secs);
   s.report.completed.push_back(static_cast<int64_t>(s.micro.size()));
   s.report.duplicates.push_back(s.duplicates);
 

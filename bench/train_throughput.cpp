@@ -48,9 +48,12 @@ int main(int argc, char** argv) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double tokens = static_cast<double>(steps) * static_cast<double>(config.tokens_per_step());
-  nlohmann::json j = {{"impl", "swarmrt-cpp"},     {"threads", threads},
-                      {"steps", steps},            {"tokens_per_step", config.tokens_per_step()},
-                      {"seconds", secs},           {"tokens_per_s", tokens / secs},
+  nlohmann::json j = {{"impl", "swarmrt-cpp"},
+                      {"threads", threads},
+                      {"steps", steps},
+                      {"tokens_per_step", config.tokens_per_step()},
+                      {"seconds", secs},
+                      {"tokens_per_s", tokens / secs},
                       {"params", model->num_parameters()}};
   std::printf("%s\n", j.dump().c_str());
   return 0;

@@ -38,6 +38,7 @@ struct TensorList {
 // What the step tracker hands back when a run ends.
 struct RunReport {
   std::vector<double> losses;                          // mean micro-batch loss, one per step
+  std::vector<double> step_seconds;                    // wall time of each step
   std::vector<int64_t> completed;                      // micro-batches completed, one per step
   std::vector<int64_t> duplicates;                     // completions seen again (must stay 0)
   std::vector<std::pair<uint32_t, int64_t>> forwards;  // (worker id, micro-batches forwarded)

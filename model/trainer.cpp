@@ -168,6 +168,7 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
                      std::chrono::duration<double>(now - step_start).count();
     s.time_s = std::chrono::duration<double>(now - start).count();
     result.losses.push_back(s.loss);
+    result.step_seconds.push_back(std::chrono::duration<double>(now - step_start).count());
     if (options.run)
       options.run->metrics().write({{"event", "step"},
                                     {"step", s.step},

@@ -25,6 +25,7 @@ struct StepStats {
 struct TrainResult {
   int64_t first_step = 1;      // > 1 when resumed
   std::vector<double> losses;  // one per step run in this call
+  std::vector<double> step_seconds;
   double val_loss = 0;
   GPT model{nullptr};
 };

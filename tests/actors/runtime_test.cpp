@@ -1,0 +1,163 @@
+// The swarm in one process against the reference trainer, on Brown text.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <fstream>
+
+#include "../model/test_util.hpp"
+#include "actors/runtime.hpp"
+#include "model/optim.hpp"
+#include "model/trainer.hpp"
+
+using namespace swarmrt;
+
+namespace {
+const model::TextCorpus& small_corpus() {
+  static const model::TextCorpus corpus = [] {
+    std::ifstream in(swarmrt::testing::test_data_path(), std::ios::binary);
+    std::string s(400'000, '\0');
+    in.read(s.data(), static_cast<std::streamsize>(s.size()));
+    s.resize(static_cast<size_t>(in.gcount()));
+    return model::TextCorpus::from_text(s, 0.05);
+  }();
+  return corpus;
+}
+
+model::RunConfig micro_run(const std::string& mode, int64_t stages, int64_t workers,
+                           int64_t steps) {
+  model::RunConfig c;
+  c.model = {"tiny", 4, 2, 32, 32, 256};
+  c.train.steps = steps;
+  c.train.micro_batch = 2;
+  c.train.micro_batches = 4;
+  c.train.warmup_steps = 3;
+  c.train.lr = 2e-3;
+  c.train.eval_every = 0;
+  c.train.eval_batches = 2;
+  c.swarm.mode = mode;
+  c.swarm.stages = stages;
+  c.swarm.workers_per_stage = workers;
+  model::validate(c, "test");
+  return c;
+}
+
+actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {
+  o.progress = false;
+  return actors::run_in_process(c, small_corpus(), o);
+}
+
+std::vector<double> single_losses(const model::RunConfig& c) {
+  model::TrainOptions o;
+  o.progress = false;
+  return model::train_single(c, small_corpus(), o).losses;
+}
+}  // namespace
+
+class PipelineReproducesSingle : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(PipelineReproducesSingle, LossesMatchFor20Steps) {
+  auto config = micro_run("pp", GetParam(), 1, 20);
+  const auto pp = run(config).report.losses;
+  config.swarm.mode = "single";
+  config.swarm.stages = 1;
+  const auto single = single_losses(config);
+  ASSERT_EQ(pp.size(), 20u);
+  for (size_t i = 0; i < 20; ++i)
+    EXPECT_NEAR(pp[i], single[i], 1e-5 * std::abs(single[i])) << "step " << i + 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, PipelineReproducesSingle, ::testing::Values(2, 4));
+
+// dp with W workers: every worker's reduced gradient equals the single-process gradient of
+// the whole step's micro-batches (the union of what the workers saw).
+TEST(Runtime, DataParallelGradientEqualsSingleOnUnionBatch) {
+  for (int64_t W : {2, 3}) {
+    auto config = micro_run("dp", 1, W, 1);
+    config.train.micro_batches = 6;
+    actors::RuntimeOptions o;
+    o.keep_grads = true;
+    auto result = run(config, o);
+    ASSERT_EQ(result.grads.size(), static_cast<size_t>(W));
+
+    model::GPT whole(model::GPTConfig::from(config.model), model::StageSpec{},
+                     static_cast<uint64_t>(config.train.seed));
+    model::Windows windows(&small_corpus().train(), config.model.block_size);
+    model::ShardLoader loader(windows, 0, 1, static_cast<uint64_t>(config.train.seed));
+    const double n = static_cast<double>(config.train.micro_batch * config.train.micro_batches);
+    for (int64_t m = 0; m < config.train.micro_batches; ++m) {
+      auto b = loader.next(config.train.micro_batch);
+      (model::lm_loss(whole->forward(b.inputs), b.targets) * (b.samples() / n)).backward();
+    }
+    int64_t used = 0;
+    for (const auto& [id, fwd] : result.forwards) used += fwd > 0;
+    EXPECT_GE(used, 2) << "the micro-batches should be spread over several workers";
+    for (const auto& [id, grads] : result.grads) {
+      auto expected = whole->named_parameters();
+      ASSERT_EQ(grads.size(), expected.size());
+      for (const auto& [name, g] : grads)
+        EXPECT_TRUE(at::allclose(g, expected[name].grad(), 1e-5, 1e-6))
+            << "W=" << W << " worker " << id << " " << name;
+    }
+  }
+}
+
+TEST(Runtime, TrackerCountsEveryMicroBatchExactlyOnce) {
+  auto config = micro_run("swarm", 2, 2, 5);
+  config.train.micro_batches = 6;
+  auto result = run(config);
+  const auto& r = result.report;
+  ASSERT_EQ(r.completed.size(), 5u);
+  for (size_t s = 0; s < 5; ++s) {
+    EXPECT_EQ(r.completed[s], 6) << "step " << s + 1;
+    EXPECT_EQ(r.duplicates[s], 0) << "step " << s + 1;
+  }
+  int64_t stage0 = 0, stage1 = 0;
+  for (const auto& [id, n] : result.forwards) (id < 1000 ? stage0 : stage1) += n;
+  EXPECT_EQ(stage0, 30);
+  EXPECT_EQ(stage1, 30);
+  EXPECT_EQ(r.rejected_frames, 0u);
+  // Replicas of a stage end identical: they took the same averaged steps.
+  for (const auto& [name, t] : result.worker_params.at(actors::worker_id(1, 0)))
+    for (const auto& [name2, t2] : result.worker_params.at(actors::worker_id(1, 1)))
+      if (name == name2) EXPECT_TRUE(at::equal(t, t2)) << name;
+}
+
+// Worker 1 computes twice as slowly: SWARM's throughput wiring sends it about a third of the
+// micro-batches; uniform wiring about half.
+TEST(Runtime, ThroughputWiringFavoursTheFasterWorker) {
+  auto share_of_slow = [](const std::string& wiring) {
+    auto config = micro_run("swarm", 1, 2, 8);
+    config.model.n_embd = 64;  // enough compute per micro-batch for timings to mean something
+    config.train.micro_batches = 12;
+    config.swarm.max_inflight = 16;
+    config.swarm.wiring = wiring;
+    actors::RuntimeOptions o;
+    o.slow_factors[actors::worker_id(0, 1)] = 2.0;
+    auto result = run(config, o);
+    const double slow = static_cast<double>(result.forwards.at(actors::worker_id(0, 1)));
+    const double fast = static_cast<double>(result.forwards.at(actors::worker_id(0, 0)));
+    EXPECT_EQ(slow + fast, 96);
+    return slow / (slow + fast);
+  };
+  const double throughput = share_of_slow("throughput");
+  EXPECT_GT(throughput, 0.20);
+  EXPECT_LT(throughput, 0.43);
+  const double uniform = share_of_slow("uniform");
+  EXPECT_GT(uniform, 0.38);
+  EXPECT_LT(uniform, 0.62);
+}
+
+TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
+  auto config = micro_run("diloco-swarm", 2, 2, 6);
+  config.diloco.inner_steps = 3;
+  auto result = run(config);
+  EXPECT_EQ(result.report.losses.size(), 6u);
+  // After the round at step 6 every worker of a stage holds θ(t), bit for bit.
+  for (int64_t k = 0; k < 2; ++k) {
+    const auto& a = result.worker_params.at(actors::worker_id(k, 0));
+    const auto& b = result.worker_params.at(actors::worker_id(k, 1));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_LT(result.report.losses.back(), result.report.losses.front());
+}
