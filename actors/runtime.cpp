@@ -25,16 +25,24 @@ model::NamedTensors to_named(const messages::TensorList& l) {
 }
 }  // namespace
 
+void configure_actor_system(caf::actor_system_config& cfg) {
+  messages::register_types(cfg);
+  // Two scheduler threads serve the light actors (tracker, loaders, averagers, groups). Idle,
+  // they wait on a condition variable instead of CAF's default busy polling, which would take
+  // CPU from the detached workers on a machine with as many cores as workers.
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("work-stealing.aggressive-poll-attempts", 1);
+  cfg.set("work-stealing.moderate-poll-attempts", 1);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+}
+
 RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCorpus& corpus,
                              const RuntimeOptions& options) {
   // One torch thread per worker: each detached worker computes on its own thread, so the
   // cores are shared out by running workers side by side, not by splitting each op.
   model::set_compute_threads(1);
   caf::actor_system_config cfg;
-  messages::register_types(cfg);
-  // Two scheduler threads serve the light actors (tracker, loaders, averagers, groups).
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("logger.verbosity", caf::atom("quiet"));
+  configure_actor_system(cfg);
   caf::actor_system sys{cfg};
 
   auto ctx = std::make_shared<SwarmContext>();

@@ -4,6 +4,7 @@
 // actors share CAF's scheduler.
 #pragma once
 
+#include <caf/actor_system_config.hpp>
 #include <map>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct RuntimeResult {
 inline uint32_t worker_id(int64_t stage, int64_t replica) {
   return static_cast<uint32_t>(stage * 1000 + replica);
 }
+
+// The actor-system settings every swarmrt process uses: message types registered, two
+// scheduler threads that sleep when idle instead of busy polling.
+void configure_actor_system(caf::actor_system_config& cfg);
 
 RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCorpus& corpus,
                              const RuntimeOptions& options);

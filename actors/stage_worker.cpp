@@ -316,8 +316,11 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           return;
         }
         if (h.status == messages::RoundStatus::rejected) {
+          // Keep the local parameters; the next applied round brings θ. The step is still
+          // done, so the tracker must not wait for this worker.
           spdlog::warn("worker {}: round {} refused my contribution: {}", s.setup.id, h.round_id,
                        h.reason);
+          self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
           return;
         }
         load_global(self, frame, h);

@@ -1,8 +1,9 @@
-// An actor system for tests, with swarmrt's message types registered.
+// An actor system for tests, configured as every swarmrt process configures its own.
 #pragma once
 
 #include <caf/all.hpp>
 
+#include "actors/runtime.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::testing {
@@ -11,9 +12,7 @@ struct TestSystem {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   TestSystem() {
-    messages::register_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    cfg.set("logger.verbosity", caf::atom("quiet"));
+    actors::configure_actor_system(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
   }
 };
