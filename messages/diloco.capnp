@@ -4,6 +4,7 @@
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("swarmrt::wire");
+using MicroBatch = import "microbatch.capnp";
 
 enum RoundStatus {
   contribution @0;  # worker -> group: my pseudo-gradient for this round
@@ -20,4 +21,5 @@ struct RoundHeader {
   step @5 :UInt64;          # inner step at which the round was reported
   reason @6 :Text;          # why a contribution was rejected
   tensorNames @7 :List(Text);
+  tensors @8 :List(MicroBatch.TensorMeta);  # one per name: dtype, shape, bytes
 }

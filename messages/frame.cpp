@@ -22,10 +22,11 @@ MicroBatchHeader open_frame(const Frame& frame) {
   return header;
 }
 
-Frame make_round_frame(const RoundHeader& header, std::vector<at::Tensor> tensors) {
+Frame make_round_frame(RoundHeader header, std::vector<at::Tensor> tensors) {
   if (header.tensor_names.size() != tensors.size())
     throw DecodeError("round frame: " + std::to_string(header.tensor_names.size()) + " names for " +
                       std::to_string(tensors.size()) + " tensors");
+  header.tensors = metas_of(tensors);
   return Frame{encode(header), std::move(tensors)};
 }
 
@@ -35,9 +36,8 @@ RoundHeader open_round_frame(const Frame& frame) {
     throw DecodeError("round " + std::to_string(header.round_id) + ": header names " +
                       std::to_string(header.tensor_names.size()) + " tensors, frame carries " +
                       std::to_string(frame.tensors.size()));
-  for (const auto& t : frame.tensors)
-    if (!t.defined())
-      throw DecodeError("round " + std::to_string(header.round_id) + ": missing tensor");
+  if (auto why = check_payload(header.tensors, frame.tensors); !why.empty())
+    throw DecodeError("round " + std::to_string(header.round_id) + ": " + why);
   return header;
 }
 

@@ -11,7 +11,7 @@ Frame make_frame(MicroBatchHeader header, std::vector<at::Tensor> tensors);
 // Decodes the header and checks the tensors against it; throws DecodeError with the reason.
 MicroBatchHeader open_frame(const Frame& frame);
 
-Frame make_round_frame(const RoundHeader& header, std::vector<at::Tensor> tensors);
+Frame make_round_frame(RoundHeader header, std::vector<at::Tensor> tensors);
 RoundHeader open_round_frame(const Frame& frame);
 
 uint64_t payload_bytes(const std::vector<at::Tensor>& tensors);

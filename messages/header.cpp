@@ -70,6 +70,46 @@ auto with_reader(const uint8_t* data, size_t size, const char* what, F&& read) {
   }
 }
 
+void write_metas(capnp::List<wire::TensorMeta>::Builder out, const std::vector<TensorMeta>& metas) {
+  for (unsigned i = 0; i < metas.size(); ++i) {
+    auto t = out[i];
+    t.setDtype(to_wire(metas[i].dtype));
+    auto shape = t.initShape(static_cast<unsigned>(metas[i].shape.size()));
+    for (unsigned d = 0; d < metas[i].shape.size(); ++d) shape.set(d, metas[i].shape[d]);
+    t.setByteSize(metas[i].byte_size);
+  }
+}
+
+// Tensor metadata as declared by a peer: dtype known, rank bounded, dimensions non-negative,
+// and the byte size consistent with dtype and shape (so no later step trusts a lying size).
+std::vector<TensorMeta> read_metas(capnp::List<wire::TensorMeta>::Reader list, const char* what) {
+  if (list.size() > kMaxTensors)
+    throw DecodeError(std::string(what) + ": " + std::to_string(list.size()) + " tensors");
+  std::vector<TensorMeta> out;
+  for (auto t : list) {
+    TensorMeta meta;
+    meta.dtype = from_wire(t.getDtype());
+    auto shape = t.getShape();
+    if (shape.size() > kMaxRank)
+      throw DecodeError(std::string(what) + ": tensor of rank " + std::to_string(shape.size()));
+    uint64_t numel = 1;
+    for (auto d : shape) {
+      if (d < 0) throw DecodeError(std::string(what) + ": negative dimension " + std::to_string(d));
+      if (d > 0 && numel > (uint64_t{1} << 48) / static_cast<uint64_t>(d))
+        throw DecodeError(std::string(what) + ": tensor shape overflows");
+      numel *= static_cast<uint64_t>(d);
+      meta.shape.push_back(d);
+    }
+    meta.byte_size = t.getByteSize();
+    const uint64_t expected = numel * c10::elementSize(meta.dtype);
+    if (meta.byte_size != expected)
+      throw DecodeError(std::string(what) + ": tensor declares " + std::to_string(meta.byte_size) +
+                        " bytes, its dtype and shape make " + std::to_string(expected));
+    out.push_back(std::move(meta));
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* to_string(Direction d) {
@@ -96,14 +136,7 @@ std::vector<uint8_t> encode(const MicroBatchHeader& h) {
   auto route = m.initRoute(static_cast<unsigned>(h.route.size()));
   for (unsigned i = 0; i < h.route.size(); ++i) route.set(i, h.route[i]);
   m.setSamples(h.samples);
-  auto tensors = m.initTensors(static_cast<unsigned>(h.tensors.size()));
-  for (unsigned i = 0; i < h.tensors.size(); ++i) {
-    auto t = tensors[i];
-    t.setDtype(to_wire(h.tensors[i].dtype));
-    auto shape = t.initShape(static_cast<unsigned>(h.tensors[i].shape.size()));
-    for (unsigned d = 0; d < h.tensors[i].shape.size(); ++d) shape.set(d, h.tensors[i].shape[d]);
-    t.setByteSize(h.tensors[i].byte_size);
-  }
+  write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
   return to_bytes(builder);
 }
 
@@ -125,22 +158,7 @@ MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
       throw DecodeError("micro-batch header: route of " + std::to_string(route.size()) + " hops");
     for (auto hop : route) h.route.push_back(hop);
     h.samples = m.getSamples();
-    auto tensors = m.getTensors();
-    if (tensors.size() > kMaxTensors)
-      throw DecodeError("micro-batch header: " + std::to_string(tensors.size()) + " tensors");
-    for (auto t : tensors) {
-      TensorMeta meta;
-      meta.dtype = from_wire(t.getDtype());
-      auto shape = t.getShape();
-      if (shape.size() > kMaxRank)
-        throw DecodeError("micro-batch header: tensor of rank " + std::to_string(shape.size()));
-      for (auto d : shape) {
-        if (d < 0) throw DecodeError("micro-batch header: negative dimension " + std::to_string(d));
-        meta.shape.push_back(d);
-      }
-      meta.byte_size = t.getByteSize();
-      h.tensors.push_back(std::move(meta));
-    }
+    h.tensors = read_metas(m.getTensors(), "micro-batch header");
     return h;
   });
 }
@@ -157,6 +175,7 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   m.setReason(h.reason);
   auto names = m.initTensorNames(static_cast<unsigned>(h.tensor_names.size()));
   for (unsigned i = 0; i < h.tensor_names.size(); ++i) names.set(i, h.tensor_names[i]);
+  write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
   return to_bytes(builder);
 }
 
@@ -178,6 +197,7 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
     if (names.size() > kMaxTensors)
       throw DecodeError("round header: " + std::to_string(names.size()) + " tensor names");
     for (auto n : names) h.tensor_names.emplace_back(n.cStr());
+    h.tensors = read_metas(m.getTensors(), "round header");
     return h;
   });
 }

@@ -50,6 +50,7 @@ struct RoundHeader {
   uint64_t step = 0;
   std::string reason;
   std::vector<std::string> tensor_names;
+  std::vector<TensorMeta> tensors;  // one per name
 };
 
 // Limits that keep a hostile or corrupt header from costing more than a bounded amount.

@@ -6,7 +6,7 @@ BUILD_TYPE=${SWARMRT_BUILD_TYPE:-Release}
 
 # Debian bookworm packages the build, the tests and the data fetch need.
 SWARMRT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config ccache git clang-format
+  build-essential cmake ninja-build pkg-config ccache git clang-format clang libclang-rt-14-dev
   libcaf-dev libcapnp-dev capnproto libspdlog-dev libtorch-dev libopenblas0-pthread
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev
   nlohmann-json3-dev libreadline-dev zlib1g-dev libssl-dev
@@ -29,6 +29,8 @@ install_deps() {
 }
 
 build() {
+  # Precompiled headers are only cacheable by ccache with these sloppiness settings.
+  export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
   fi
