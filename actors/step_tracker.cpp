@@ -119,6 +119,15 @@ void close_step(Self* self) {
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
 }
 
+// Closes the step once every micro-batch has both its loss and its completion.
+void maybe_close_step(Self* self) {
+  auto& s = self->state;
+  if (s.phase != Phase::running) return;
+  for (const auto& x : s.micro)
+    if (!x.done || !x.has_loss) return;
+  close_step(self);
+}
+
 void start_step(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
@@ -208,6 +217,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         }
         m.has_loss = true;
         m.loss = loss;
+        maybe_close_step(self);  // the loss and the completion may arrive in either order
       },
       [=](done_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker) {
         auto& s = self->state;
@@ -221,9 +231,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         s.stage0.completed(worker, static_cast<double>(m.batch.tensors[0].size(0)), m.sent,
                            tracker_state::Clock::now());
         dispatch_waiting(self);
-        for (const auto& x : s.micro)
-          if (!x.done || !x.has_loss) return;
-        close_step(self);
+        maybe_close_step(self);
       },
       [=](norm_atom, uint64_t step, uint32_t stage, uint32_t worker, double sqnorm,
           int64_t samples) {
