@@ -112,6 +112,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   for (auto& a : groups_and_averagers) caf::anon_send(a, members_atom::value, membership);
   for (auto& w : workers) caf::anon_send(w, members_atom::value, membership);
 
+  if (options.on_start) options.on_start(sys, membership);
   RuntimeResult result;
   caf::scoped_actor self{sys};
   std::string failure;

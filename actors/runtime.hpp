@@ -5,6 +5,7 @@
 #pragma once
 
 #include <caf/actor_system_config.hpp>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct RuntimeOptions {
   bool progress = true;
   std::map<uint32_t, double> slow_factors;  // worker id -> compute slowdown (fault injection)
   bool keep_grads = false;                  // collect each worker's last reduced gradient
+  // Called once every actor is spawned and wired, before step 1 (fault injection, inspection).
+  std::function<void(caf::actor_system&, const messages::Membership&)> on_start;
 };
 
 struct RuntimeResult {

@@ -179,12 +179,16 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                   static_cast<int>(cfg.swarm.max_inflight));
   if (s.setup.ctx->diloco()) s.anchor = model::parameters_of(*s.module);
-  // A handler that throws would kill the worker; log it and keep serving instead.
+  // Bad input is refused inside the frame handler; anything else that throws ends the worker
+  // with the reason logged, and the tracker, which monitors every worker, fails the run
+  // with that reason instead of waiting for it.
   self->set_exception_handler([](caf::scheduled_actor* a, std::exception_ptr& eptr) -> caf::error {
     try {
       std::rethrow_exception(eptr);
     } catch (const std::exception& e) {
       spdlog::error("{}: {}", a->name(), e.what());
+    } catch (...) {
+      spdlog::error("{}: unknown exception", a->name());
     }
     return caf::sec::runtime_error;
   });

@@ -186,10 +186,29 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
     model::Windows val(&s.setup.corpus->val(), cfg.model.block_size);
     s.val = model::validation_batches(val, cfg.train.eval_batches, cfg.train.micro_batch);
   }
+  // A worker that goes down ends the run with a clear error rather than a hang; restarting
+  // and re-wiring is the supervisors' job.
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& s = self->state;
+    for (const auto& [id, handle] : s.by_id)
+      if (handle.address() == down.source) {
+        const std::string why = "stage worker " + std::to_string(id) + " went down at step " +
+                                std::to_string(s.step) + ": " + self->system().render(down.reason);
+        spdlog::error("{}", why);
+        if (s.phase != Phase::idle) {
+          s.phase = Phase::idle;
+          s.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
+        }
+        return;
+      }
+  });
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
         s.members = m;
+        for (const auto& stage : m.stages)
+          for (const auto& w : stage)
+            if (!s.by_id.count(w.id)) self->monitor(w.handle);
         s.by_id.clear();
         std::vector<uint32_t> ids0;
         for (const auto& stage : m.stages)

@@ -161,3 +161,20 @@ TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
   }
   EXPECT_LT(result.report.losses.back(), result.report.losses.front());
 }
+
+// Until supervisors restart workers, a worker killed mid-run must end the run with an error
+// that names it, not hang the tracker.
+TEST(Runtime, KilledWorkerFailsTheRunWithItsName) {
+  auto config = micro_run("swarm", 2, 2, 50);
+  actors::RuntimeOptions o;
+  o.on_start = [](caf::actor_system&, const messages::Membership& m) {
+    caf::anon_send_exit(m.stages.at(1).at(1).handle, caf::exit_reason::kill);
+  };
+  try {
+    run(config, o);
+    FAIL() << "the run must fail";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage worker 1001 went down"), std::string::npos)
+        << e.what();
+  }
+}
