@@ -31,6 +31,8 @@ install_deps() {
 build() {
   # Precompiled headers are only cacheable by ccache with these sloppiness settings.
   export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
+  # Paths inside the checkout are hashed relative to it, so another clone hits the same cache.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
   fi
