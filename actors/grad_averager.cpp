@@ -45,7 +45,8 @@ caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPt
         for (const auto& t : s.sum) bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
         for (const auto& [id, handle] : s.reported) {
           s.ctx->bytes->add(Traffic::gradients, bytes);
-          // Each worker gets its own copy: it writes the result into its gradients.
+          // Every worker gets the same sum by reference and copies it into its own gradients;
+          // no one writes to it, and the next step starts a new one.
           self->send(handle, grads_atom::value, step, messages::TensorList{{}, s.sum});
         }
       },
