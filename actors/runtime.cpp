@@ -144,6 +144,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
       result.params.insert(result.params.end(), first.begin(), first.end());
     }
   }
+  result.bytes = ctx->bytes->to_json();
   for (auto& a : everyone) self->send_exit(a, caf::exit_reason::user_shutdown);
   if (!failure.empty()) throw std::runtime_error("swarm run failed: " + failure);
   return result;

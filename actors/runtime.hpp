@@ -7,6 +7,7 @@
 #include <caf/actor_system_config.hpp>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "messages/types.hpp"
@@ -33,6 +34,7 @@ struct RuntimeResult {
   std::map<uint32_t, model::NamedTensors> grads;  // with keep_grads
   model::NamedTensors params;  // whole model, from the first worker of each stage
   std::map<uint32_t, model::NamedTensors> worker_params;  // every worker's parameters
+  nlohmann::json bytes;  // bytes sent by all actors over the run, by kind
 };
 
 // Worker ids: stage k, replica r -> k * 1000 + r.

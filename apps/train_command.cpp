@@ -50,6 +50,11 @@ model::TrainResult train_swarm(const model::RunConfig& config, const model::Text
   ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
   model::load_parameters(*result.model, ckpt, "swarm run");
   run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+  std::string traffic;
+  for (const auto& [kind, bytes] : out.bytes.items())
+    traffic +=
+        fmt::format("{}{} {:.1f} MB", traffic.empty() ? "" : ", ", kind, bytes.get<double>() / 1e6);
+  spdlog::info("bytes sent by all actors: {}", traffic);
   if (out.report.rejected_frames > 0)
     spdlog::warn("{} frames were rejected during the run", out.report.rejected_frames);
   return result;

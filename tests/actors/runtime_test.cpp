@@ -116,9 +116,13 @@ TEST(Runtime, TrackerCountsEveryMicroBatchExactlyOnce) {
   EXPECT_EQ(stage1, 30);
   EXPECT_EQ(r.rejected_frames, 0u);
   // Replicas of a stage end identical: they took the same averaged steps.
-  for (const auto& [name, t] : result.worker_params.at(actors::worker_id(1, 0)))
-    for (const auto& [name2, t2] : result.worker_params.at(actors::worker_id(1, 1)))
-      if (name == name2) EXPECT_TRUE(at::equal(t, t2)) << name;
+  const auto& a = result.worker_params.at(actors::worker_id(1, 0));
+  const auto& b = result.worker_params.at(actors::worker_id(1, 1));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
 }
 
 // Worker 1 computes twice as slowly: SWARM's throughput wiring sends it about a third of the
