@@ -9,6 +9,7 @@
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/data.hpp"
+#include "model/fingerprint.hpp"
 #include "model/sampling.hpp"
 #include "model/trainer.hpp"
 
@@ -85,10 +86,10 @@ int run_train(const TrainArgs& args) {
     auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
     spdlog::info(
         "run {} | mode {} | model {}L {}H d{} ctx{} | {} train bytes, {} val bytes | "
-        "{} tokens/step",
+        "{} tokens/step | fingerprint {}",
         out, config.swarm.mode, config.model.n_layer, config.model.n_head, config.model.n_embd,
         config.model.block_size, corpus.train().size(), corpus.val().size(),
-        config.tokens_per_step());
+        config.tokens_per_step(), model::fingerprint(config));
     auto result = config.swarm.mode == "single" ? train_single(config, corpus, run, args.resume)
                                                 : train_swarm(config, corpus, run);
     std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",

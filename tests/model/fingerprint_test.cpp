@@ -1,0 +1,30 @@
+#include <gtest/gtest.h>
+
+#include "model/fingerprint.hpp"
+
+using namespace swarmrt::model;
+
+TEST(Fingerprint, SameMathSameFingerprintWhateverTheLocalKeys) {
+  auto a = parse_config("[train]\nthreads = 1\n[data]\npath = \"/a/brown.txt\"\n", "a.toml");
+  auto b = parse_config(
+      "[train]\nthreads = 8\nlog_every = 50\n[data]\npath = \"/b/x.txt\"\n"
+      "[checkpoint]\nkeep = 9\n",
+      "b.toml");
+  EXPECT_EQ(fingerprint(a), fingerprint(b));
+  EXPECT_TRUE(fingerprint_mismatch(fingerprint_text(a), fingerprint_text(b)).empty());
+  EXPECT_NE(fingerprint_text(a).find("protocol = 1"), std::string::npos);
+}
+
+TEST(Fingerprint, MismatchNamesEveryDifferingKey) {
+  auto a = parse_config("", "a.toml");
+  auto b = parse_config("[model]\nn_layer = 6\n[diloco]\ninner_steps = 10\n", "b.toml");
+  EXPECT_NE(fingerprint(a), fingerprint(b));
+  auto diff = fingerprint_mismatch(fingerprint_text(a), fingerprint_text(b));
+  ASSERT_EQ(diff.size(), 2u);
+  EXPECT_EQ(diff[0], "diloco.inner_steps: 50 here, 10 there");
+  EXPECT_EQ(diff[1], "model.n_layer: 4 here, 6 there");
+  auto other_protocol = fingerprint_text(a);
+  other_protocol.replace(other_protocol.find("protocol = 1"), 12, "protocol = 2");
+  EXPECT_EQ(fingerprint_mismatch(fingerprint_text(a), other_protocol),
+            std::vector<std::string>{"protocol: 1 here, 2 there"});
+}
