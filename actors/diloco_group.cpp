@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/tensor_list.hpp"
+
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 using Self = caf::stateful_actor<group_state>;
@@ -118,14 +120,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         auto& s = self->state;
         return caf::make_message(s.last_applied, s.rejected);
       },
-      [=](params_atom) {
-        messages::TensorList out;
-        for (const auto& [name, t] : self->state.outer->theta()) {
-          out.names.push_back(name);
-          out.tensors.push_back(t.clone());
-        }
-        return out;
-      },
+      [=](params_atom) { return to_list(self->state.outer->theta(), /*clone=*/true); },
   };
 }
 

@@ -11,19 +11,12 @@
 #include "actors/metrics_sink.hpp"
 #include "actors/stage_worker.hpp"
 #include "actors/step_tracker.hpp"
+#include "actors/tensor_list.hpp"
 #include "model/gpt.hpp"
 #include "model/threads.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
-
-namespace {
-model::NamedTensors to_named(const messages::TensorList& l) {
-  model::NamedTensors out;
-  for (size_t i = 0; i < l.tensors.size(); ++i) out.emplace_back(l.names[i], l.tensors[i]);
-  return out;
-}
-}  // namespace
 
 void configure_actor_system(caf::actor_system_config& cfg) {
   messages::register_types(cfg);

@@ -4,6 +4,7 @@
 #include <torch/utils.h>
 #include <thread>
 
+#include "actors/tensor_list.hpp"
 #include "model/diloco.hpp"
 #include "model/optim.hpp"
 #include "model/threads.hpp"
@@ -330,23 +331,8 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         load_global(self, frame, h);
         self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
       },
-      [=](params_atom) {
-        auto& s = self->state;
-        messages::TensorList out;
-        for (auto& [name, t] : model::parameters_of(*s.module)) {
-          out.names.push_back(name);
-          out.tensors.push_back(t);
-        }
-        return out;
-      },
-      [=](grads_atom) {
-        messages::TensorList out;
-        for (auto& [name, t] : self->state.last_grads) {
-          out.names.push_back(name);
-          out.tensors.push_back(t);
-        }
-        return out;
-      },
+      [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
+      [=](grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
         return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale);
