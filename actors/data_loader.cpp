@@ -13,7 +13,7 @@ caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup s
   return {
       [=](batch_atom, uint64_t, uint32_t) {
         auto b = self->state.loader->next(self->state.micro_batch);
-        return messages::TensorList{{"inputs", "targets"}, {b.inputs, b.targets}};
+        return messages::TensorList{{"inputs", "targets"}, {b.inputs, b.targets}, {}};
       },
   };
 }

@@ -20,7 +20,7 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
   r.status = messages::RoundStatus::rejected;
   r.reason = why;
   r.tensor_names.clear();
-  self->send(to, round_atom::value, messages::make_round_frame(r, {}));
+  transport::send_frame(self, to, messages::FrameKind::round, messages::make_round_frame(r, {}));
 }
 
 void apply_round(Self* self) {
@@ -42,12 +42,57 @@ void apply_round(Self* self) {
   for (const auto& [id, handle] : s.members) {
     s.ctx->bytes->add(Traffic::parameters, bytes);
     // Workers copy θ(t) into their own parameters; the group's θ is never aliased.
-    self->send(handle, round_atom::value, messages::make_round_frame(h, tensors));
+    transport::send_frame(self, handle, messages::FrameKind::round,
+                          messages::make_round_frame(h, tensors));
   }
   ++s.round;
   s.contributions.clear();
   s.timer_armed = false;
 }
+void on_contribution(Self* self, const messages::Frame& frame) {
+  const uint32_t stage = self->state.stage;
+  auto& s = self->state;
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  messages::RoundHeader h;
+  try {
+    h = messages::open_round_frame(frame);
+  } catch (const messages::DecodeError& e) {
+    ++s.rejected;
+    spdlog::warn("diloco group {}: malformed round frame: {}", stage, e.what());
+    return;
+  }
+  if (h.status != messages::RoundStatus::contribution)
+    return reply_rejected(self, sender, h, "not a contribution");
+  if (static_cast<int64_t>(h.round_id) <= s.last_applied)
+    return reply_rejected(self, sender, h,
+                          "round " + std::to_string(h.round_id) + " is already applied");
+  if (h.round_id != s.round)
+    return reply_rejected(self, sender, h,
+                          "the group is collecting round " + std::to_string(s.round));
+  if (h.stage != stage || !s.members.count(h.contributor))
+    return reply_rejected(self, sender, h, "not a worker of stage " + std::to_string(stage));
+  const auto& theta = s.outer->theta();
+  if (h.tensor_names.size() != theta.size())
+    return reply_rejected(self, sender, h, "wrong number of tensors");
+  model::NamedTensors delta;
+  for (size_t i = 0; i < theta.size(); ++i) {
+    if (h.tensor_names[i] != theta[i].first ||
+        !frame.tensors[i].sizes().equals(theta[i].second.sizes()))
+      return reply_rejected(self, sender, h, "tensor '" + h.tensor_names[i] + "' mismatches");
+    delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
+  }
+  s.contributions[h.contributor] = std::move(delta);
+  if (s.contributions.size() >= s.members.size()) return apply_round(self);
+  // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
+  if (!s.timer_armed) {
+    s.timer_armed = true;
+    self->delayed_send(self,
+                       std::chrono::milliseconds(
+                           static_cast<int64_t>(s.ctx->config.diloco.round_timeout_s * 1000)),
+                       timeout_atom::value, s.round);
+  }
+}
+
 }  // namespace
 
 caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta) {
@@ -63,47 +108,21 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         if (stage < m.stages.size())
           for (const auto& w : m.stages[stage]) s.members[w.id] = w.handle;
       },
-      [=](round_atom, const messages::Frame& frame) {
+      [=](round_atom, const messages::Frame& frame) { on_contribution(self, frame); },
+      [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         auto& s = self->state;
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        messages::RoundHeader h;
-        try {
-          h = messages::open_round_frame(frame);
-        } catch (const messages::DecodeError& e) {
-          ++s.rejected;
-          spdlog::warn("diloco group {}: malformed round frame: {}", stage, e.what());
+        auto complete = s.chunks.add(chunk, "diloco group " + std::to_string(stage));
+        if (!complete) {
+          s.rejected += s.chunks.refused() - s.refused_chunks;
+          s.refused_chunks = s.chunks.refused();
           return;
         }
-        if (h.status != messages::RoundStatus::contribution)
-          return reply_rejected(self, sender, h, "not a contribution");
-        if (static_cast<int64_t>(h.round_id) <= s.last_applied)
-          return reply_rejected(self, sender, h,
-                                "round " + std::to_string(h.round_id) + " is already applied");
-        if (h.round_id != s.round)
-          return reply_rejected(self, sender, h,
-                                "the group is collecting round " + std::to_string(s.round));
-        if (h.stage != stage || !s.members.count(h.contributor))
-          return reply_rejected(self, sender, h, "not a worker of stage " + std::to_string(stage));
-        const auto& theta = s.outer->theta();
-        if (h.tensor_names.size() != theta.size())
-          return reply_rejected(self, sender, h, "wrong number of tensors");
-        model::NamedTensors delta;
-        for (size_t i = 0; i < theta.size(); ++i) {
-          if (h.tensor_names[i] != theta[i].first ||
-              !frame.tensors[i].sizes().equals(theta[i].second.sizes()))
-            return reply_rejected(self, sender, h, "tensor '" + h.tensor_names[i] + "' mismatches");
-          delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
+        if (complete->kind != messages::FrameKind::round) {
+          ++s.rejected;
+          spdlog::warn("diloco group {}: refused a micro-batch frame", stage);
+          return;
         }
-        s.contributions[h.contributor] = std::move(delta);
-        if (s.contributions.size() >= s.members.size()) return apply_round(self);
-        // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
-        if (!s.timer_armed) {
-          s.timer_armed = true;
-          self->delayed_send(self,
-                             std::chrono::milliseconds(
-                                 static_cast<int64_t>(s.ctx->config.diloco.round_timeout_s * 1000)),
-                             timeout_atom::value, s.round);
-        }
+        on_contribution(self, complete->frame);
       },
       [=](timeout_atom, uint64_t round) {
         auto& s = self->state;

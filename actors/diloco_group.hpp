@@ -12,6 +12,7 @@
 #include "actors/context.hpp"
 #include "messages/frame.hpp"
 #include "model/diloco.hpp"
+#include "transport/transport.hpp"
 
 namespace swarmrt::actors {
 
@@ -24,7 +25,9 @@ struct group_state {
   int64_t last_applied = -1;  // never applied twice
   std::map<uint32_t, model::NamedTensors> contributions;
   uint64_t rejected = 0;
+  uint64_t refused_chunks = 0;
   bool timer_armed = false;
+  transport::ChunkReceiver chunks;  // contributions from other processes
   static inline const char* name = "diloco_group";
 };
 

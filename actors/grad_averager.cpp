@@ -47,7 +47,7 @@ caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPt
           s.ctx->bytes->add(Traffic::gradients, bytes);
           // Every worker gets the same sum by reference and copies it into its own gradients;
           // no one writes to it, and the next step starts a new one.
-          self->send(handle, grads_atom::value, step, messages::TensorList{{}, s.sum});
+          self->send(handle, grads_atom::value, step, messages::TensorList{{}, s.sum, {}});
         }
       },
   };

@@ -28,7 +28,7 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   bytes.add(kind, messages::payload_bytes(ts));
   auto frame = messages::make_frame(std::move(h), std::move(ts));
   bytes.add(Traffic::control, frame.header.size());
-  self->send(to, frame_atom::value, std::move(frame));
+  transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
 }
 
 // Fault injection: stretch the time just spent computing by slow_factor.
@@ -54,7 +54,8 @@ void flush_outbox(Self* self) {
 }
 
 // Backward from this stage: send the input gradient upstream, or finish the micro-batch.
-void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& input) {
+void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& input,
+                     const caf::actor& upstream) {
   auto& s = self->state;
   if (s.setup.stage == 0) {
     self->send(s.setup.tracker, done_atom::value, h.step, h.micro_batch, h.attempt, s.setup.id);
@@ -63,11 +64,11 @@ void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor&
   MicroBatchHeader up = h;
   up.direction = Direction::backward;
   up.stage = s.setup.stage - 1;
-  send_hop(self, s.by_id.at(h.route.at(s.setup.stage - 1)), std::move(up), {input.grad()},
-           Traffic::gradients);
+  send_hop(self, upstream, std::move(up), {input.grad()}, Traffic::gradients);
 }
 
-void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
+void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
+                const caf::actor& upstream) {
   auto& s = self->state;
   const auto started = worker_state::Clock::now();
   const auto& ctx = *s.setup.ctx;
@@ -84,11 +85,11 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
     self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
                loss.item<double>());
     slow_down(s, started);
-    finish_backward(self, h, input);
+    finish_backward(self, h, input, upstream);
     return;
   }
   const worker_state::Key key{h.step, h.micro_batch, h.attempt};
-  s.inflight[key] = {input, output, {}, h.samples};
+  s.inflight[key] = {input, output, {}, h.samples, upstream};
   slow_down(s, started);
   s.outbox.push_back({key, std::move(h), {output.detach(), ts[1]}});
   flush_outbox(self);
@@ -105,6 +106,7 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   const auto now = worker_state::Clock::now();
   s.next.completed(h.route[s.setup.stage + 1], it->second.samples, it->second.sent, now);
   auto input = it->second.input;
+  auto upstream = it->second.upstream;
   if (!ts[0].sizes().equals(it->second.output.sizes())) {
     ++s.rejected;
     spdlog::warn("worker {}: backward for {}/{} has shape {}, output was {}", s.setup.id, h.step,
@@ -115,7 +117,7 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   it->second.output.backward(ts[0]);
   slow_down(s, now);
   s.inflight.erase(it);
-  finish_backward(self, h, input);
+  finish_backward(self, h, input, upstream);
   flush_outbox(self);
 }
 
@@ -163,6 +165,67 @@ void load_global(Self* self, const messages::Frame& f, const messages::RoundHead
   s.round = h.round_id + 1;
 }
 
+void on_frame(Self* self, const Frame& frame) {
+  auto upstream = caf::actor_cast<caf::actor>(self->current_sender());
+  auto& s = self->state;
+  MicroBatchHeader h;
+  try {
+    h = messages::open_frame(frame);
+    const size_t want = h.direction == Direction::backward ? 1 : 2;
+    if (h.stage != s.setup.stage || frame.tensors.size() != want)
+      throw messages::DecodeError("frame for stage " + std::to_string(h.stage) + " with " +
+                                  std::to_string(frame.tensors.size()) +
+                                  " tensors reached stage " + std::to_string(s.setup.stage));
+    if (h.direction != Direction::backward && s.setup.stage == 0 &&
+        frame.tensors[0].scalar_type() != at::kLong)
+      throw messages::DecodeError("stage 0 needs int64 token ids");
+  } catch (const messages::DecodeError& e) {
+    ++s.rejected;
+    spdlog::warn("worker {} rejected a frame: {}", s.setup.id, e.what());
+    return;
+  }
+  try {
+    switch (h.direction) {
+      case Direction::forward:
+        on_forward(self, std::move(h), frame.tensors, upstream);
+        break;
+      case Direction::backward:
+        on_backward(self, h, frame.tensors);
+        break;
+      case Direction::eval:
+        on_eval(self, std::move(h), frame.tensors);
+        break;
+    }
+  } catch (const c10::Error& e) {
+    // Shapes the model cannot take: refused, the worker keeps serving.
+    ++s.rejected;
+    spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step,
+                 h.micro_batch, e.what_without_backtrace());
+  }
+}
+
+void on_round(Self* self, const Frame& frame) {
+  auto& s = self->state;
+  messages::RoundHeader h;
+  try {
+    h = messages::open_round_frame(frame);
+  } catch (const messages::DecodeError& e) {
+    ++s.rejected;
+    spdlog::warn("worker {} rejected a round frame: {}", s.setup.id, e.what());
+    return;
+  }
+  if (h.status == messages::RoundStatus::rejected) {
+    // Keep the local parameters; the next applied round brings θ. The step is still
+    // done, so the tracker must not wait for this worker.
+    spdlog::warn("worker {}: round {} refused my contribution: {}", s.setup.id, h.round_id,
+                 h.reason);
+    self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
+    return;
+  }
+  load_global(self, frame, h);
+  self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
+}
+
 }  // namespace
 
 caf::behavior stage_worker(Self* self, WorkerSetup setup) {
@@ -205,42 +268,20 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         s.next.set_members(s.next_ids);
         flush_outbox(self);
       },
-      [=](frame_atom, const Frame& frame) {
+      [=](frame_atom, const Frame& frame) { on_frame(self, frame); },
+      [=](round_atom, const Frame& frame) { on_round(self, frame); },
+      [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         auto& s = self->state;
-        MicroBatchHeader h;
-        try {
-          h = messages::open_frame(frame);
-          const size_t want = h.direction == Direction::backward ? 1 : 2;
-          if (h.stage != s.setup.stage || frame.tensors.size() != want)
-            throw messages::DecodeError("frame for stage " + std::to_string(h.stage) + " with " +
-                                        std::to_string(frame.tensors.size()) +
-                                        " tensors reached stage " + std::to_string(s.setup.stage));
-          if (h.direction != Direction::backward && s.setup.stage == 0 &&
-              frame.tensors[0].scalar_type() != at::kLong)
-            throw messages::DecodeError("stage 0 needs int64 token ids");
-        } catch (const messages::DecodeError& e) {
-          ++s.rejected;
-          spdlog::warn("worker {} rejected a frame: {}", s.setup.id, e.what());
+        auto complete = s.chunks.add(chunk, "worker " + std::to_string(s.setup.id));
+        if (!complete) {
+          if (s.chunks.refused() > s.refused_chunks) ++s.rejected;
+          s.refused_chunks = s.chunks.refused();
           return;
         }
-        try {
-          switch (h.direction) {
-            case Direction::forward:
-              on_forward(self, std::move(h), frame.tensors);
-              break;
-            case Direction::backward:
-              on_backward(self, h, frame.tensors);
-              break;
-            case Direction::eval:
-              on_eval(self, std::move(h), frame.tensors);
-              break;
-          }
-        } catch (const c10::Error& e) {
-          // Shapes the model cannot take: refused, the worker keeps serving.
-          ++s.rejected;
-          spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step,
-                       h.micro_batch, e.what_without_backtrace());
-        }
+        if (complete->kind == messages::FrameKind::microbatch)
+          on_frame(self, complete->frame);
+        else
+          on_round(self, complete->frame);
       },
       [=](reduce_atom, uint64_t step) {
         auto& s = self->state;
@@ -256,7 +297,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           auto grads = grads_or_zeros(s.params);
           ctx.bytes->add(Traffic::gradients, messages::payload_bytes(grads));
           self->send(s.setup.averager, grads_atom::value, step, s.setup.id,
-                     messages::TensorList{{}, std::move(grads)});
+                     messages::TensorList{{}, std::move(grads), {}});
         } else {
           report_norm(self);
         }
@@ -308,28 +349,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(tensors));
         auto frame = messages::make_round_frame(rh, std::move(tensors));
         ctx.bytes->add(Traffic::control, frame.header.size());
-        self->send(s.setup.group, round_atom::value, std::move(frame));
-      },
-      [=](round_atom, const Frame& frame) {
-        auto& s = self->state;
-        messages::RoundHeader h;
-        try {
-          h = messages::open_round_frame(frame);
-        } catch (const messages::DecodeError& e) {
-          ++s.rejected;
-          spdlog::warn("worker {} rejected a round frame: {}", s.setup.id, e.what());
-          return;
-        }
-        if (h.status == messages::RoundStatus::rejected) {
-          // Keep the local parameters; the next applied round brings θ. The step is still
-          // done, so the tracker must not wait for this worker.
-          spdlog::warn("worker {}: round {} refused my contribution: {}", s.setup.id, h.round_id,
-                       h.reason);
-          self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
-          return;
-        }
-        load_global(self, frame, h);
-        self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
+        transport::send_frame(self, s.setup.group, messages::FrameKind::round, std::move(frame));
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
       [=](grads_atom) { return to_list(self->state.last_grads); },

@@ -17,6 +17,7 @@
 #include "actors/context.hpp"
 #include "actors/wiring.hpp"
 #include "messages/frame.hpp"
+#include "transport/transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gpt.hpp"
 
@@ -42,6 +43,7 @@ struct worker_state {
     torch::Tensor output;  // what was sent on; backward starts here
     Clock::time_point sent;
     uint32_t samples = 0;
+    caf::actor upstream;  // who sent the forward hop; the input gradient goes back to it
   };
   struct Outgoing {
     Key key;
@@ -58,10 +60,12 @@ struct worker_state {
   std::vector<uint32_t> next_ids;
   std::map<Key, InFlight> inflight;
   std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
+  transport::ChunkReceiver chunks;  // frames from other processes
 
   int64_t samples = 0;         // samples backpropagated in the current step
   int64_t forwards = 0;        // micro-batches forwarded, whole run
-  uint64_t rejected = 0;       // frames refused (malformed, mismatched)
+  uint64_t rejected = 0;       // frames and chunks refused (malformed, mismatched)
+  uint64_t refused_chunks = 0;
   uint64_t stale = 0;          // backward hops for unknown micro-batches
   uint64_t step = 0;           // step being reduced/applied
   model::NamedTensors anchor;  // DiLoCo: θ(t-1), the global parameters of the last round

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/frame.hpp"
+#include "transport/transport.hpp"
 #include "model/optim.hpp"
 #include "model/trainer.hpp"
 
@@ -42,7 +43,8 @@ void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   bytes.add(Traffic::activations, messages::payload_bytes(m.batch.tensors));
   auto frame = messages::make_frame(std::move(h), m.batch.tensors);
   bytes.add(Traffic::control, frame.header.size());
-  self->send(s.by_id.at(worker), frame_atom::value, std::move(frame));
+  transport::send_frame(self, s.by_id.at(worker), messages::FrameKind::microbatch,
+                        std::move(frame));
 }
 
 void dispatch_waiting(Self* self) {
@@ -128,9 +130,35 @@ void maybe_close_step(Self* self) {
   close_step(self);
 }
 
+// Takes the newest membership and announces it to every worker and stage actor. Called only
+// between steps (and before the first), so no step ever changes its set of workers midway:
+// every worker that computes in a step is asked to reduce and apply it.
+void adopt_membership(Self* self) {
+  auto& s = self->state;
+  if (!s.pending) return;
+  const auto m = std::move(*s.pending);
+  s.pending.reset();
+  s.members = m;
+  for (const auto& stage : m.stages)
+    for (const auto& w : stage)
+      if (!s.by_id.count(w.id)) self->monitor(w.handle);
+  s.by_id.clear();
+  std::vector<uint32_t> ids0;
+  for (const auto& stage : m.stages)
+    for (const auto& w : stage) {
+      s.by_id[w.id] = w.handle;
+      s.stage_of[w.id] = w.stage;
+      if (w.stage == 0) ids0.push_back(w.id);
+    }
+  s.stage0.set_members(ids0);
+  for (const auto& [id, handle] : s.by_id) self->send(handle, members_atom::value, m);
+  for (const auto& a : s.setup.stage_actors) self->send(a, members_atom::value, m);
+}
+
 void start_step(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
+  adopt_membership(self);
   ++s.step;
   s.phase = Phase::running;
   s.step_start = tracker_state::Clock::now();
@@ -169,8 +197,8 @@ void start_eval(Self* self) {
     h.stage = 0;
     h.direction = Direction::eval;
     h.samples = static_cast<uint32_t>(s.val[i].samples());
-    self->send(first.handle, frame_atom::value,
-               messages::make_frame(std::move(h), {s.val[i].inputs, s.val[i].targets}));
+    transport::send_frame(self, first.handle, messages::FrameKind::microbatch,
+                          messages::make_frame(std::move(h), {s.val[i].inputs, s.val[i].targets}));
   }
 }
 
@@ -192,10 +220,11 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
     auto& s = self->state;
     for (const auto& [id, handle] : s.by_id)
       if (handle.address() == down.source) {
+        if (s.phase == Phase::idle) return;  // between runs workers may stop
         const std::string why = "stage worker " + std::to_string(id) + " went down at step " +
                                 std::to_string(s.step) + ": " + self->system().render(down.reason);
         spdlog::error("{}", why);
-        if (s.phase != Phase::idle) {
+        {
           s.phase = Phase::idle;
           s.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
         }
@@ -205,19 +234,9 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
-        s.members = m;
-        for (const auto& stage : m.stages)
-          for (const auto& w : stage)
-            if (!s.by_id.count(w.id)) self->monitor(w.handle);
-        s.by_id.clear();
-        std::vector<uint32_t> ids0;
-        for (const auto& stage : m.stages)
-          for (const auto& w : stage) {
-            s.by_id[w.id] = w.handle;
-            s.stage_of[w.id] = w.stage;
-            if (w.stage == 0) ids0.push_back(w.id);
-          }
-        s.stage0.set_members(ids0);
+        if (s.pending && s.pending->version > m.version) return;
+        s.pending = m;
+        if (s.phase == Phase::idle) adopt_membership(self);
       },
       [=](run_atom) -> caf::result<messages::RunReport> {
         auto& s = self->state;

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "actors/context.hpp"
@@ -22,7 +23,8 @@ namespace swarmrt::actors {
 struct TrackerSetup {
   ContextPtr ctx;
   std::vector<caf::actor> loaders;
-  caf::actor metrics;  // optional metrics sink
+  std::vector<caf::actor> stage_actors;  // DiLoCo groups and gradient averagers
+  caf::actor metrics;                    // optional metrics sink
   std::shared_ptr<const model::TextCorpus> corpus;
   bool progress = true;
 };
@@ -43,6 +45,7 @@ struct tracker_state {
   TrackerSetup setup;
   Wiring stage0{"throughput"};
   messages::Membership members;
+  std::optional<messages::Membership> pending;  // adopted when the next step starts
   std::map<uint32_t, caf::actor> by_id;
   std::map<uint32_t, uint32_t> stage_of;
 

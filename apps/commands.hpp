@@ -10,5 +10,8 @@ namespace swarmrt::apps {
 // Each adds its subcommand to `app`; the subcommand's callback sets `exit_code`.
 void add_train_command(CLI::App& app, int& exit_code);
 void add_sample_command(CLI::App& app, int& exit_code);
+void add_coordinator_command(CLI::App& app, int& exit_code);
+void add_node_command(CLI::App& app, int& exit_code);
+void add_launch_command(CLI::App& app, int& exit_code);
 
 }  // namespace swarmrt::apps

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   swarmrt::apps::add_train_command(app, exit_code);
   swarmrt::apps::add_sample_command(app, exit_code);
+  swarmrt::apps::add_coordinator_command(app, exit_code);
+  swarmrt::apps::add_node_command(app, exit_code);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   try {
     app.parse(argc, argv);

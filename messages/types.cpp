@@ -5,6 +5,16 @@ namespace swarmrt::messages {
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<uint8_t>>("std::vector<uint8_t>");
   cfg.add_message_type<std::vector<double>>("std::vector<double>");
+  cfg.add_message_type<std::vector<uint32_t>>("std::vector<uint32_t>");
+  cfg.add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
+  cfg.add_message_type<std::vector<caf::actor>>("std::vector<caf::actor>");
+  cfg.add_message_type<Member>("swarmrt::Member");
+  cfg.add_message_type<std::vector<Member>>("std::vector<swarmrt::Member>");
+  cfg.add_message_type<Membership>("swarmrt::Membership");
+  cfg.add_message_type<TensorList>("swarmrt::TensorList");
+  cfg.add_message_type<JoinRequest>("swarmrt::JoinRequest");
+  cfg.add_message_type<JoinReply>("swarmrt::JoinReply");
+  cfg.add_message_type<RunReport>("swarmrt::RunReport");
 }
 
 }  // namespace swarmrt::messages

@@ -29,10 +29,33 @@ struct Membership {
   std::vector<std::vector<Member>> stages;
 };
 
-// Named tensors (parameters, gradients) as one message element.
+// Named tensors (parameters, gradients) as one message element. In one process they travel
+// by reference; to another process they are serialized as one checked frame (see inspect).
 struct TensorList {
   std::vector<std::string> names;
   std::vector<at::Tensor> tensors;
+  std::string error;  // set by deserialization when the bytes that came were refused
+};
+
+// What a node asks when it joins a swarm, and what the coordinator answers.
+struct JoinRequest {
+  uint32_t protocol = 0;
+  std::string fingerprint;  // model::fingerprint_text of the node's config; empty: adopt
+  std::string secret;
+  std::string node_name;
+  uint32_t workers = 1;
+  std::string device = "cpu";
+};
+
+struct JoinReply {
+  std::string config_toml;  // the run's effective config; every node trains with it
+  uint64_t run_id = 0;
+  uint32_t node_index = 0;
+  std::vector<uint32_t> worker_ids;  // one per requested worker
+  std::vector<uint32_t> stages;      // the stage of each worker
+  caf::actor tracker;
+  std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
+  std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
 };
 
 // What the step tracker hands back when a run ends.
@@ -48,12 +71,64 @@ struct RunReport {
 
 }  // namespace swarmrt::messages
 
-// These carry tensors by reference and never leave the process; the multi-process transport
-// moves tensors as byte frames instead.
+namespace swarmrt::messages {
+
+// TensorList bytes: one round-style frame (names and tensor metadata in the header, raw bytes
+// after it), checked on arrival like every frame. Decoding throws DecodeError.
+std::vector<uint8_t> encode_tensor_list(const TensorList& list);
+TensorList decode_tensor_list(const std::vector<uint8_t>& bytes);
+
+// How each type crosses a process boundary (CAF 0.17 inspectors).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Member& x) {
+  return f(caf::meta::type_name("swarmrt::Member"), x.id, x.stage, x.handle);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Membership& x) {
+  return f(caf::meta::type_name("swarmrt::Membership"), x.version, x.stages);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TensorList& x) {
+  std::vector<uint8_t> bytes;
+  if constexpr (Inspector::reads_state) bytes = encode_tensor_list(x);
+  // Refused bytes never fail the connection: the receiver finds `error` set and says why.
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    try {
+      x = decode_tensor_list(bytes);
+    } catch (const std::exception& e) {
+      x = TensorList{};
+      x.error = e.what();
+    }
+    return caf::none;
+  });
+  return f(caf::meta::type_name("swarmrt::TensorList"), bytes, load);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JoinRequest& x) {
+  return f(caf::meta::type_name("swarmrt::JoinRequest"), x.protocol, x.fingerprint, x.secret,
+           x.node_name, x.workers, x.device);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
+  return f(caf::meta::type_name("swarmrt::JoinReply"), x.config_toml, x.run_id, x.node_index,
+           x.worker_ids, x.stages, x.tracker, x.averagers, x.groups);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RunReport& x) {
+  return f(caf::meta::type_name("swarmrt::RunReport"), x.losses, x.step_seconds, x.completed,
+           x.duplicates, x.forwards, x.val_loss, x.rejected_frames);
+}
+
+}  // namespace swarmrt::messages
+
+// Frames carry tensors by reference and are never serialized by CAF: between processes the
+// transport sends them as chunks (transport/), so a big tensor never becomes one huge message.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(swarmrt::messages::Frame)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(swarmrt::messages::Membership)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(swarmrt::messages::TensorList)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(swarmrt::messages::RunReport)
 
 namespace swarmrt::atoms {
 // Atoms are named for what they ask or announce (CAF 0.17: at most 10 characters).
@@ -73,6 +148,11 @@ using members_atom = caf::atom_constant<caf::atom("members")>;     // membership
 using params_atom = caf::atom_constant<caf::atom("params")>;       // ask for parameters
 using stats_atom = caf::atom_constant<caf::atom("stats")>;         // ask for counters
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;     // a metrics.jsonl record
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;         // a frame chunk from afar
+using join_atom = caf::atom_constant<caf::atom("join")>;           // node -> coordinator
+using workers_atom = caf::atom_constant<caf::atom("workers")>;     // node: my workers are up
+using ready_atom = caf::atom_constant<caf::atom("ready")>;         // wait for a full swarm
+using stop_atom = caf::atom_constant<caf::atom("stop")>;           // stop this node / swarm
 }  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <cstring>
+#include <limits>
 
 #include "messages/frame.hpp"
 
@@ -172,6 +173,28 @@ Reassembler::Complete decode_message(const uint8_t* data, size_t size) {
     open_frame(out.frame);
   else
     open_round_frame(out.frame);
+  return out;
+}
+
+std::vector<uint8_t> encode_tensor_list(const TensorList& list) {
+  RoundHeader h;
+  h.status = RoundStatus::applied;
+  h.tensor_names = list.names;
+  h.tensor_names.resize(list.tensors.size());  // unnamed lists (gradient sums) get "" names
+  auto chunks = to_chunks(make_round_frame(std::move(h), list.tensors), FrameKind::round, 0,
+                          std::numeric_limits<uint32_t>::max());
+  if (chunks.size() != 1) throw DecodeError("tensor list larger than 4 GiB");
+  return std::move(chunks.front());
+}
+
+TensorList decode_tensor_list(const std::vector<uint8_t>& bytes) {
+  Reassembler one(kDefaultMaxMessage, 1);
+  auto complete = one.add(bytes);
+  if (!complete || complete->kind != FrameKind::round)
+    throw DecodeError("tensor list bytes are not one whole round-style frame");
+  TensorList out;
+  out.names = decode_round(complete->frame.header).tensor_names;
+  out.tensors = std::move(complete->frame.tensors);
   return out;
 }
 

@@ -1,0 +1,154 @@
+#include "actors/directory.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "model/fingerprint.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<directory_state>;
+
+size_t expected_workers(const model::RunConfig& config) {
+  return static_cast<size_t>(config.swarm.stages * config.swarm.workers_per_stage);
+}
+
+namespace {
+
+size_t joined_workers(const directory_state& s) {
+  size_t n = 0;
+  for (const auto& stage : s.membership.stages) n += stage.size();
+  return n;
+}
+
+caf::error refuse(Self* self, const messages::JoinRequest& r, const std::string& why) {
+  ++self->state.refused;
+  spdlog::warn("refused node '{}': {}", r.node_name, why);
+  return caf::make_error(caf::sec::invalid_argument, why);
+}
+
+// Why `r` may not join, or empty.
+std::string check_join(const directory_state& s, const messages::JoinRequest& r) {
+  if (r.protocol != model::kProtocolVersion)
+    return "protocol version " + std::to_string(r.protocol) + ", the coordinator speaks " +
+           std::to_string(model::kProtocolVersion);
+  if (!s.setup.secret.empty() && r.secret != s.setup.secret)
+    return r.secret.empty() ? "this swarm requires a secret (--secret or SWARMRT_SECRET)"
+                            : "wrong secret";
+  if (!r.fingerprint.empty()) {
+    auto diff = model::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
+    if (!diff.empty()) {
+      std::string why = "config differs from the coordinator's:";
+      for (auto line : diff) {
+        if (auto at = line.find(" here, "); at != std::string::npos)
+          line.replace(at, 7, " on the coordinator, ");
+        if (line.size() >= 6 && line.compare(line.size() - 6, 6, " there") == 0)
+          line.replace(line.size() - 6, 6, " on the joining node");
+        why += " " + line + ";";
+      }
+      why.pop_back();
+      return why;
+    }
+  }
+  if (r.workers == 0 || r.workers > 1000) return "a node brings 1 to 1000 workers";
+  if (r.device != "cpu" && r.device.rfind("cuda:", 0) != 0)
+    return "unknown device '" + r.device + "' (cpu or cuda:K)";
+  return {};
+}
+
+void maybe_ready(Self* self) {
+  auto& s = self->state;
+  if (joined_workers(s) < expected_workers(s.setup.ctx->config)) return;
+  for (auto& p : s.ready) p.deliver(caf::unit);
+  s.ready.clear();
+}
+
+}  // namespace
+
+caf::behavior directory(Self* self, DirectorySetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  const auto stages = static_cast<size_t>(s.setup.ctx->config.swarm.stages);
+  s.membership.stages.resize(stages);
+  s.assigned.assign(stages, 0);
+  s.next_replica.assign(stages, 0);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& s = self->state;
+    auto it = s.nodes.find(down.source);
+    if (it == s.nodes.end()) return;
+    if (down.reason)
+      spdlog::warn("node '{}' (node {}) is gone: {}", it->second.name, it->second.index,
+                   self->system().render(down.reason));
+    else
+      spdlog::info("node '{}' (node {}) stopped", it->second.name, it->second.index);
+    s.nodes.erase(it);
+  });
+  return {
+      [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
+        auto& s = self->state;
+        if (s.stopped) return refuse(self, r, "the coordinator is stopping");
+        if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
+        messages::JoinReply reply;
+        reply.config_toml = s.setup.config_toml;
+        reply.run_id = s.setup.ctx->run_id;
+        reply.node_index = s.next_node++;
+        for (uint32_t i = 0; i < r.workers; ++i) {
+          // Fill the stage with the fewest workers; ties go to the lowest stage.
+          size_t k = 0;
+          for (size_t j = 1; j < s.assigned.size(); ++j)
+            if (s.assigned[j] < s.assigned[k]) k = j;
+          ++s.assigned[k];
+          reply.stages.push_back(static_cast<uint32_t>(k));
+          reply.worker_ids.push_back(worker_id(static_cast<int64_t>(k), s.next_replica[k]++));
+        }
+        reply.tracker = s.setup.core.tracker;
+        reply.averagers = s.setup.core.averagers;
+        reply.groups = s.setup.core.groups;
+        std::string ids;
+        for (size_t i = 0; i < reply.worker_ids.size(); ++i)
+          ids += fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i],
+                             reply.stages[i]);
+        spdlog::info("node '{}' joined as node {} ({}): workers {}", r.node_name,
+                     reply.node_index, r.device, ids);
+        return reply;
+      },
+      [=](workers_atom, const std::string& node_name, uint32_t node_index,
+          const std::vector<messages::Member>& workers) {
+        auto& s = self->state;
+        auto agent = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!agent) return;
+        auto& node = s.nodes[agent.address()];
+        if (node.workers.empty()) self->monitor(agent);
+        node.name = node_name;
+        node.index = node_index;
+        for (const auto& w : workers) {
+          if (w.stage >= s.membership.stages.size()) continue;
+          node.workers.push_back(w.id);
+          s.membership.stages[w.stage].push_back(w);
+        }
+        ++s.membership.version;
+        self->send(s.setup.core.tracker, members_atom::value, s.membership);
+        spdlog::info("swarm has {}/{} workers (membership version {})", joined_workers(s),
+                     expected_workers(s.setup.ctx->config), s.membership.version);
+        maybe_ready(self);
+      },
+      [=](ready_atom) -> caf::result<void> {
+        auto& s = self->state;
+        if (s.stopped) return caf::make_error(caf::sec::request_receiver_down, "stopped");
+        auto p = self->make_response_promise();
+        s.ready.push_back(p);
+        maybe_ready(self);
+        return p;
+      },
+      [=](members_atom) { return self->state.membership; },
+      [=](stop_atom) {
+        auto& s = self->state;
+        s.stopped = true;
+        for (auto& p : s.ready) p.deliver(caf::make_error(caf::sec::request_receiver_down, "stopped"));
+        s.ready.clear();
+        for (const auto& [addr, node] : s.nodes)
+          if (auto agent = caf::actor_cast<caf::actor>(addr)) self->send(agent, stop_atom::value);
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,29 @@
+// A node's agent: announces the node's stage workers to the coordinator's directory, watches
+// the coordinator and its own workers, and stops the node when told (by the coordinator or a
+// signal) or when the coordinator is gone. Only the coordinator or the node itself may stop it.
+#pragma once
+
+#include <caf/all.hpp>
+#include <string>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace swarmrt::actors {
+
+struct NodeAgentSetup {
+  caf::actor directory;
+  std::string name;
+  uint32_t index = 0;
+  std::vector<messages::Member> workers;
+};
+
+struct node_agent_state {
+  NodeAgentSetup setup;
+  std::string stop_reason;
+  static inline const char* name = "node_agent";
+};
+
+caf::behavior node_agent(caf::stateful_actor<node_agent_state>* self, NodeAgentSetup setup);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,170 @@
+// swarmrt coordinator --config FILE --listen HOST:PORT [--secret S] [--out DIR]
+// Hosts the membership directory, step tracker, data loaders, gradient averagers and DiLoCo
+// groups; waits until nodes have brought stages x workers_per_stage workers, runs the training,
+// writes the whole model as a checkpoint, then tells every node to stop and exits.
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "actors/directory.hpp"
+#include "actors/runtime.hpp"
+#include "apps/commands.hpp"
+#include "apps/net.hpp"
+#include "model/checkpoint.hpp"
+#include "model/data.hpp"
+#include "model/fingerprint.hpp"
+#include "model/trainer.hpp"
+
+namespace swarmrt::apps {
+namespace {
+using namespace swarmrt::atoms;
+
+struct CoordinatorArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string listen = "127.0.0.1:0";
+  std::string out;
+  bool overwrite = false;
+  NetOptions net;
+};
+
+int run_coordinator(const CoordinatorArgs& args) {
+  model::RunConfig config;
+  HostPort listen;
+  try {
+    config = model::load_config(args.config, args.overrides);
+    listen = parse_host_port(args.listen, true);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  if (config.swarm.mode == "single") {
+    spdlog::error("{}: swarm.mode = \"single\" trains without a swarm; use `swarmrt train`",
+                  args.config);
+    return 2;
+  }
+  const std::string secret = resolve_secret(args.net);
+  if (!is_loopback(listen.host) && secret.empty()) {
+    spdlog::error("listening on {} (not 127.0.0.1) requires --secret or SWARMRT_SECRET",
+                  listen.host);
+    return 2;
+  }
+  const std::string out =
+      args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  try {
+    model::RunDir run(out, config,
+                      args.overwrite ? model::RunStart::overwrite : model::RunStart::fresh);
+    auto corpus = std::make_shared<const model::TextCorpus>(
+        model::TextCorpus::load(config.data.path, config.data.val_fraction));
+    caf::actor_system_config cfg;
+    configure_network(cfg, args.net);
+    // Signals are blocked before the actor system starts its threads.
+    caf::actor directory_handle;
+    caf::actor tracker_handle;
+    std::mutex handles_mutex;
+    StopSignals signals([&](int sig) {
+      spdlog::warn("coordinator: {} received, stopping the swarm", strsignal(sig));
+      std::lock_guard<std::mutex> lock(handles_mutex);
+      if (directory_handle) caf::anon_send(directory_handle, stop_atom::value);
+      if (tracker_handle) caf::anon_send_exit(tracker_handle, caf::exit_reason::user_shutdown);
+    });
+    caf::actor_system sys{cfg};
+
+    auto ctx = std::make_shared<actors::SwarmContext>();
+    ctx->config = config;
+    ctx->run_id = std::random_device{}();
+    auto core = actors::spawn_core(sys, ctx, corpus, &run, true);
+    actors::DirectorySetup ds{ctx, model::to_toml(config), model::fingerprint_text(config), secret,
+                              core};
+    auto dir = sys.spawn(actors::directory, ds);
+    {
+      std::lock_guard<std::mutex> lock(handles_mutex);
+      directory_handle = dir;
+      tracker_handle = core.tracker;
+    }
+    auto shutdown = [&] {
+      caf::anon_send(dir, stop_atom::value);
+      caf::scoped_actor self{sys};
+      // Give the stop messages a moment to leave before the connections close.
+      self->request(dir, std::chrono::seconds(5), members_atom::value)
+          .receive([](const messages::Membership&) {}, [](const caf::error&) {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      for (auto& a : core.all()) self->send_exit(a, caf::exit_reason::user_shutdown);
+      self->send_exit(dir, caf::exit_reason::user_shutdown);
+    };
+    const char* host = listen.host == "0.0.0.0" ? nullptr : listen.host.c_str();
+    auto port = sys.middleman().publish(dir, listen.port, host, true);
+    if (!port) {
+      spdlog::error("cannot listen on {}: {}", args.listen, sys.render(port.error()));
+      shutdown();
+      return 1;
+    }
+    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out,
+                 config.swarm.mode, config.swarm.stages, config.swarm.workers_per_stage,
+                 model::fingerprint(config));
+    // The launcher reads this line to learn the port.
+    std::printf("coordinator listening on %s:%u\n", listen.host.c_str(), *port);
+    std::fflush(stdout);
+
+    caf::scoped_actor self{sys};
+    bool full = false;
+    self->request(dir, caf::infinite, ready_atom::value)
+        .receive([&] { full = true; }, [&](const caf::error&) {});
+    if (!full) {
+      shutdown();
+      spdlog::info("coordinator stopped before the swarm was full");
+      return 0;
+    }
+    messages::Membership membership;
+    self->request(dir, caf::infinite, members_atom::value)
+        .receive([&](const messages::Membership& m) { membership = m; },
+                 [&](const caf::error&) {});
+    spdlog::info("swarm is full: training {} steps", config.train.steps);
+    actors::RuntimeResult result;
+    try {
+      result = actors::run_and_collect(sys, core, membership, false, ctx);
+    } catch (const std::exception& e) {
+      shutdown();
+      if (signals.fired()) {
+        spdlog::info("coordinator stopped by signal");
+        return 0;
+      }
+      spdlog::error("{}", e.what());
+      return 1;
+    }
+    model::Checkpoint ckpt;
+    ckpt.tensors = result.params;
+    ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
+    run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+    if (result.report.rejected_frames > 0)
+      spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
+    shutdown();
+    std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
+                result.report.val_loss, std::exp(result.report.val_loss),
+                static_cast<long long>(config.train.steps));
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_coordinator_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<CoordinatorArgs>();
+  auto* cmd = app.add_subcommand("coordinator", "host a swarm that nodes join, and train");
+  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
+  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
+  cmd->add_option("--listen", args->listen, "HOST:PORT to accept nodes on (port 0: any free)")->capture_default_str();
+  cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
+  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
+  add_net_options(*cmd, args->net);
+  cmd->callback([args, &exit_code] { exit_code = run_coordinator(*args); });
+}
+
+}  // namespace swarmrt::apps

@@ -1,0 +1,82 @@
+#include "apps/net.hpp"
+
+#include <pthread.h>
+#include <CLI/CLI.hpp>
+#include <caf/io/middleman.hpp>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "actors/runtime.hpp"
+
+namespace swarmrt::apps {
+
+HostPort parse_host_port(const std::string& text, bool allow_zero) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    throw std::invalid_argument("'" + text + "' is not HOST:PORT");
+  HostPort out;
+  out.host = text.substr(0, colon);
+  const auto port_text = text.substr(colon + 1);
+  if (port_text.find_first_not_of("0123456789") != std::string::npos || port_text.size() > 5)
+    throw std::invalid_argument("'" + port_text + "' in '" + text + "' is not a port number");
+  const long port = std::stol(port_text);
+  if (port > 65535 || (port == 0 && !allow_zero))
+    throw std::invalid_argument("port " + port_text + " in '" + text + "' is out of range");
+  out.port = static_cast<uint16_t>(port);
+  return out;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
+void add_net_options(CLI::App& cmd, NetOptions& net) {
+  cmd.add_option("--heartbeat-ms", net.heartbeat_ms,
+                 "middleman heartbeat interval in ms (a frozen peer is noticed by its absence)")
+      ->check(CLI::Range(int64_t{10}, int64_t{60000}));
+  cmd.add_option("--connection-timeout-ms", net.connection_timeout_ms,
+                 "drop a peer silent for this long, in ms")
+      ->check(CLI::Range(int64_t{50}, int64_t{600000}));
+  cmd.add_option("--secret", net.secret,
+                 "cluster secret every join must present (default: $SWARMRT_SECRET)");
+}
+
+std::string resolve_secret(const NetOptions& net) {
+  if (!net.secret.empty()) return net.secret;
+  const char* env = std::getenv("SWARMRT_SECRET");
+  return env ? env : "";
+}
+
+void configure_network(caf::actor_system_config& cfg, const NetOptions& net) {
+  actors::configure_actor_system(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(net.heartbeat_ms)});
+  cfg.set("middleman.connection-timeout",
+          caf::timespan{std::chrono::milliseconds(net.connection_timeout_ms)});
+  cfg.set("middleman.enable-automatic-connections", true);
+}
+
+StopSignals::StopSignals(std::function<void(int)> on_signal) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  thread_ = std::thread([this, set, on_signal = std::move(on_signal)] {
+    while (!done_) {
+      timespec wait{0, 100 * 1000 * 1000};
+      const int sig = sigtimedwait(&set, nullptr, &wait);
+      if (sig > 0) {
+        fired_ = true;
+        on_signal(sig);
+      }
+    }
+  });
+}
+
+StopSignals::~StopSignals() {
+  done_ = true;
+  thread_.join();
+}
+
+}  // namespace swarmrt::apps

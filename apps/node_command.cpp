@@ -1,0 +1,164 @@
+// swarmrt node --join HOST:PORT [--workers N] [--device cpu|cuda:K] [--config FILE]
+// Joins a coordinator, is assigned a stage per worker, runs those stage workers, and stops when
+// the coordinator says so, when it is gone, or on SIGINT/SIGTERM.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <mutex>
+#include <thread>
+
+#include "actors/node_agent.hpp"
+#include "actors/runtime.hpp"
+#include "apps/commands.hpp"
+#include "apps/net.hpp"
+#include "model/fingerprint.hpp"
+#include "model/threads.hpp"
+
+namespace swarmrt::apps {
+namespace {
+using namespace swarmrt::atoms;
+
+struct NodeArgs {
+  std::string join;
+  uint32_t workers = 1;
+  std::string device = "cpu";
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string name;
+  std::string listen = "127.0.0.1";
+  double connect_timeout_s = 30;
+  NetOptions net;
+};
+
+int run_node(const NodeArgs& args) {
+  HostPort coord;
+  messages::JoinRequest request;
+  try {
+    coord = parse_host_port(args.join, false);
+    if (!args.config.empty())
+      request.fingerprint = model::fingerprint_text(model::load_config(args.config, args.overrides));
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  if (args.device != "cpu") {
+    spdlog::error("--device {}: this build's LibTorch runs on the CPU only", args.device);
+    return 2;
+  }
+  if (!is_loopback(args.listen) && resolve_secret(args.net).empty()) {
+    spdlog::error("listening on {} (not 127.0.0.1) requires --secret or SWARMRT_SECRET",
+                  args.listen);
+    return 2;
+  }
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof(hostname) - 1);
+  request.protocol = model::kProtocolVersion;
+  request.secret = resolve_secret(args.net);
+  request.node_name =
+      args.name.empty() ? std::string(hostname) + ":" + std::to_string(getpid()) : args.name;
+  request.workers = args.workers;
+  request.device = args.device;
+
+  // Every worker computes with one torch thread on its own (detached) thread.
+  model::set_compute_threads(1);
+  caf::actor_system_config cfg;
+  configure_network(cfg, args.net);
+  caf::actor agent_handle;
+  std::mutex agent_mutex;
+  StopSignals signals([&](int sig) {
+    spdlog::warn("node: {} received", strsignal(sig));
+    std::lock_guard<std::mutex> lock(agent_mutex);
+    if (agent_handle) caf::anon_send(agent_handle, stop_atom::value);
+  });
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+
+  // The coordinator may still be starting: retry until --connect-timeout-s.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
+  caf::actor dir;
+  std::string last_error;
+  while (!dir) {
+    auto found = sys.middleman().remote_actor(coord.host, coord.port);
+    if (found) {
+      dir = *found;
+      break;
+    }
+    last_error = sys.render(found.error());
+    if (signals.fired() || std::chrono::steady_clock::now() > deadline) {
+      spdlog::error("cannot reach the coordinator at {}: {}", args.join, last_error);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  messages::JoinReply reply;
+  std::string refusal;
+  self->request(dir, std::chrono::seconds(30), join_atom::value, request)
+      .receive([&](const messages::JoinReply& r) { reply = r; },
+               [&](const caf::error& e) { refusal = sys.render(e); });
+  if (!refusal.empty()) {
+    spdlog::error("the coordinator at {} refused this node: {}", args.join, refusal);
+    return 3;
+  }
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  try {
+    ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 3;
+  }
+  ctx->run_id = reply.run_id;
+  // Other nodes connect here directly instead of through the coordinator.
+  if (auto port = sys.middleman().publish(self, 0, args.listen.c_str(), true); !port)
+    spdlog::warn("node: no direct port on {} ({}); hops go through the coordinator", args.listen,
+                 sys.render(port.error()));
+  actors::NodeAgentSetup setup;
+  setup.directory = dir;
+  setup.name = request.node_name;
+  setup.index = reply.node_index;
+  for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
+    auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
+                                   reply.averagers, reply.groups);
+    setup.workers.push_back({ws.id, ws.stage, actors::spawn_worker(sys, ws)});
+  }
+  auto agent = sys.spawn(actors::node_agent, setup);
+  {
+    std::lock_guard<std::mutex> lock(agent_mutex);
+    agent_handle = agent;
+  }
+  spdlog::info("node '{}' serving {} workers for the coordinator at {}", setup.name,
+               setup.workers.size(), args.join);
+  self->monitor(agent);
+  self->receive([](const caf::down_msg&) {});
+  std::string traffic;
+  const nlohmann::json sent = ctx->bytes->to_json();
+  for (const auto& [kind, bytes] : sent.items())
+    traffic +=
+        fmt::format("{}{} {:.1f} MB", traffic.empty() ? "" : ", ", kind, bytes.get<double>() / 1e6);
+  spdlog::info("node '{}' stopped; bytes sent by its workers: {}", setup.name, traffic);
+  return 0;
+}
+
+}  // namespace
+
+void add_node_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<NodeArgs>();
+  auto* cmd = app.add_subcommand("node", "join a coordinator and serve stage workers");
+  cmd->add_option("--join", args->join, "the coordinator's HOST:PORT")->required();
+  cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--device", args->device, "cpu or cuda:K")->capture_default_str();
+  cmd->add_option("--config,-c", args->config,
+                  "this node's config; joining checks it against the coordinator's");
+  cmd->add_option("--set", args->overrides, "override a key of --config (repeatable)");
+  cmd->add_option("--name", args->name, "name in the coordinator's logs (default host:pid)");
+  cmd->add_option("--listen", args->listen, "address other nodes reach this one on")->capture_default_str();
+  cmd->add_option("--connect-timeout-s", args->connect_timeout_s,
+                  "keep trying to reach the coordinator this long")->capture_default_str();
+  add_net_options(*cmd, args->net);
+  cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
+}
+
+}  // namespace swarmrt::apps
