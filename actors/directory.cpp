@@ -105,10 +105,10 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         reply.groups = s.setup.core.groups;
         std::string ids;
         for (size_t i = 0; i < reply.worker_ids.size(); ++i)
-          ids += fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i],
-                             reply.stages[i]);
-        spdlog::info("node '{}' joined as node {} ({}): workers {}", r.node_name,
-                     reply.node_index, r.device, ids);
+          ids +=
+              fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i], reply.stages[i]);
+        spdlog::info("node '{}' joined as node {} ({}): workers {}", r.node_name, reply.node_index,
+                     r.device, ids);
         return reply;
       },
       [=](workers_atom, const std::string& node_name, uint32_t node_index,
@@ -143,7 +143,8 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
       [=](stop_atom) {
         auto& s = self->state;
         s.stopped = true;
-        for (auto& p : s.ready) p.deliver(caf::make_error(caf::sec::request_receiver_down, "stopped"));
+        for (auto& p : s.ready)
+          p.deliver(caf::make_error(caf::sec::request_receiver_down, "stopped"));
         s.ready.clear();
         for (const auto& [addr, node] : s.nodes)
           if (auto agent = caf::actor_cast<caf::actor>(addr)) self->send(agent, stop_atom::value);

@@ -174,8 +174,8 @@ void on_frame(Self* self, const Frame& frame) {
     const size_t want = h.direction == Direction::backward ? 1 : 2;
     if (h.stage != s.setup.stage || frame.tensors.size() != want)
       throw messages::DecodeError("frame for stage " + std::to_string(h.stage) + " with " +
-                                  std::to_string(frame.tensors.size()) +
-                                  " tensors reached stage " + std::to_string(s.setup.stage));
+                                  std::to_string(frame.tensors.size()) + " tensors reached stage " +
+                                  std::to_string(s.setup.stage));
     if (h.direction != Direction::backward && s.setup.stage == 0 &&
         frame.tensors[0].scalar_type() != at::kLong)
       throw messages::DecodeError("stage 0 needs int64 token ids");
@@ -199,8 +199,8 @@ void on_frame(Self* self, const Frame& frame) {
   } catch (const c10::Error& e) {
     // Shapes the model cannot take: refused, the worker keeps serving.
     ++s.rejected;
-    spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step,
-                 h.micro_batch, e.what_without_backtrace());
+    spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step, h.micro_batch,
+                 e.what_without_backtrace());
   }
 }
 

@@ -17,9 +17,9 @@
 #include "actors/context.hpp"
 #include "actors/wiring.hpp"
 #include "messages/frame.hpp"
-#include "transport/transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gpt.hpp"
+#include "transport/transport.hpp"
 
 namespace swarmrt::actors {
 
@@ -59,12 +59,12 @@ struct worker_state {
   std::unordered_map<uint32_t, caf::actor> by_id;
   std::vector<uint32_t> next_ids;
   std::map<Key, InFlight> inflight;
-  std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
+  std::deque<Outgoing> outbox;      // forward hops waiting for a free slot downstream
   transport::ChunkReceiver chunks;  // frames from other processes
 
-  int64_t samples = 0;         // samples backpropagated in the current step
-  int64_t forwards = 0;        // micro-batches forwarded, whole run
-  uint64_t rejected = 0;       // frames and chunks refused (malformed, mismatched)
+  int64_t samples = 0;    // samples backpropagated in the current step
+  int64_t forwards = 0;   // micro-batches forwarded, whole run
+  uint64_t rejected = 0;  // frames and chunks refused (malformed, mismatched)
   uint64_t refused_chunks = 0;
   uint64_t stale = 0;          // backward hops for unknown micro-batches
   uint64_t step = 0;           // step being reduced/applied

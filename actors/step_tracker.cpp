@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/frame.hpp"
-#include "transport/transport.hpp"
 #include "model/optim.hpp"
 #include "model/trainer.hpp"
+#include "transport/transport.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;

@@ -103,9 +103,8 @@ int run_coordinator(const CoordinatorArgs& args) {
       shutdown();
       return 1;
     }
-    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out,
-                 config.swarm.mode, config.swarm.stages, config.swarm.workers_per_stage,
-                 model::fingerprint(config));
+    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out, config.swarm.mode,
+                 config.swarm.stages, config.swarm.workers_per_stage, model::fingerprint(config));
     // The launcher reads this line to learn the port.
     std::printf("coordinator listening on %s:%u\n", listen.host.c_str(), *port);
     std::fflush(stdout);
@@ -121,8 +120,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     }
     messages::Membership membership;
     self->request(dir, caf::infinite, members_atom::value)
-        .receive([&](const messages::Membership& m) { membership = m; },
-                 [&](const caf::error&) {});
+        .receive([&](const messages::Membership& m) { membership = m; }, [&](const caf::error&) {});
     spdlog::info("swarm is full: training {} steps", config.train.steps);
     actors::RuntimeResult result;
     try {
@@ -160,7 +158,8 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("coordinator", "host a swarm that nodes join, and train");
   cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
   cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
-  cmd->add_option("--listen", args->listen, "HOST:PORT to accept nodes on (port 0: any free)")->capture_default_str();
+  cmd->add_option("--listen", args->listen, "HOST:PORT to accept nodes on (port 0: any free)")
+      ->capture_default_str();
   cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
   cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
   add_net_options(*cmd, args->net);

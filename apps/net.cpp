@@ -50,7 +50,8 @@ std::string resolve_secret(const NetOptions& net) {
 void configure_network(caf::actor_system_config& cfg, const NetOptions& net) {
   actors::configure_actor_system(cfg);
   cfg.load<caf::io::middleman>();
-  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(net.heartbeat_ms)});
+  cfg.set("middleman.heartbeat-interval",
+          caf::timespan{std::chrono::milliseconds(net.heartbeat_ms)});
   cfg.set("middleman.connection-timeout",
           caf::timespan{std::chrono::milliseconds(net.connection_timeout_ms)});
   cfg.set("middleman.enable-automatic-connections", true);

@@ -25,7 +25,7 @@ HostPort parse_host_port(const std::string& text, bool allow_zero);
 bool is_loopback(const std::string& host);
 
 struct NetOptions {
-  int64_t heartbeat_ms = 250;             // middleman.heartbeat-interval
+  int64_t heartbeat_ms = 250;            // middleman.heartbeat-interval
   int64_t connection_timeout_ms = 2000;  // middleman.connection-timeout
   std::string secret;                    // --secret, else SWARMRT_SECRET
 };

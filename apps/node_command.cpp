@@ -38,7 +38,8 @@ int run_node(const NodeArgs& args) {
   try {
     coord = parse_host_port(args.join, false);
     if (!args.config.empty())
-      request.fingerprint = model::fingerprint_text(model::load_config(args.config, args.overrides));
+      request.fingerprint =
+          model::fingerprint_text(model::load_config(args.config, args.overrides));
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
@@ -76,8 +77,9 @@ int run_node(const NodeArgs& args) {
   caf::scoped_actor self{sys};
 
   // The coordinator may still be starting: retry until --connect-timeout-s.
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
   caf::actor dir;
   std::string last_error;
   while (!dir) {
@@ -147,16 +149,19 @@ void add_node_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<NodeArgs>();
   auto* cmd = app.add_subcommand("node", "join a coordinator and serve stage workers");
   cmd->add_option("--join", args->join, "the coordinator's HOST:PORT")->required();
-  cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")->capture_default_str()
+  cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--device", args->device, "cpu or cuda:K")->capture_default_str();
   cmd->add_option("--config,-c", args->config,
                   "this node's config; joining checks it against the coordinator's");
   cmd->add_option("--set", args->overrides, "override a key of --config (repeatable)");
   cmd->add_option("--name", args->name, "name in the coordinator's logs (default host:pid)");
-  cmd->add_option("--listen", args->listen, "address other nodes reach this one on")->capture_default_str();
+  cmd->add_option("--listen", args->listen, "address other nodes reach this one on")
+      ->capture_default_str();
   cmd->add_option("--connect-timeout-s", args->connect_timeout_s,
-                  "keep trying to reach the coordinator this long")->capture_default_str();
+                  "keep trying to reach the coordinator this long")
+      ->capture_default_str();
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
 }

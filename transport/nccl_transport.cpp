@@ -15,7 +15,8 @@ void check(cudaError_t e, const char* what) {
 }
 
 void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw NcclError(std::string(what) + ": NCCL error: " + ncclGetErrorString(r));
+  if (r != ncclSuccess)
+    throw NcclError(std::string(what) + ": NCCL error: " + ncclGetErrorString(r));
 }
 
 ncclDataType_t nccl_type(at::ScalarType t) {
@@ -33,8 +34,12 @@ ncclDataType_t nccl_type(at::ScalarType t) {
   }
 }
 
-ncclComm_t as_comm(void* p) { return static_cast<ncclComm_t>(p); }
-cudaStream_t as_stream(void* p) { return static_cast<cudaStream_t>(p); }
+ncclComm_t as_comm(void* p) {
+  return static_cast<ncclComm_t>(p);
+}
+cudaStream_t as_stream(void* p) {
+  return static_cast<cudaStream_t>(p);
+}
 
 }  // namespace
 
@@ -124,7 +129,8 @@ void NcclTransport::send(caf::local_actor* self, const caf::actor& to, messages:
                          messages::Frame frame) {
   // Sends are enqueued before the header leaves, so the receiver's recv always finds them.
   for (const auto& t : frame.tensors) comm_->send(t, peer_);
-  caf::unsafe_send_as(self, to, nccl_atom::value, static_cast<uint8_t>(kind), std::move(frame.header));
+  caf::unsafe_send_as(self, to, nccl_atom::value, static_cast<uint8_t>(kind),
+                      std::move(frame.header));
 }
 
 messages::Frame nccl_receive(NcclComm& comm, int peer, messages::FrameKind kind,

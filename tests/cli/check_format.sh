@@ -3,7 +3,7 @@
 set -u
 clang_format=$1
 files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cc' 2>/dev/null)
-[ -n "$files" ] || files=$(find actors apps bench messages model supervisors tests -name '*.[ch]pp' 2>/dev/null)
+[ -n "$files" ] || files=$(find actors apps bench messages model supervisors transport tests -name '*.[ch]pp' 2>/dev/null)
 out=$(echo "$files" | xargs "$clang_format" --dry-run --Werror 2>&1)
 if [ -n "$out" ]; then
   echo "$out" | head -40
