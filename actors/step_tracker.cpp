@@ -238,6 +238,14 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         s.pending = m;
         if (s.phase == Phase::idle) adopt_membership(self);
       },
+      [=](stop_atom) {
+        auto& s = self->state;
+        if (s.phase == Phase::idle) return;
+        spdlog::warn("step tracker: stopped at step {}", s.step);
+        s.phase = Phase::idle;
+        s.promise.deliver(
+            caf::make_error(caf::sec::runtime_error, "stopped at step " + std::to_string(s.step)));
+      },
       [=](run_atom) -> caf::result<messages::RunReport> {
         auto& s = self->state;
         s.promise = self->make_response_promise<messages::RunReport>();

@@ -33,6 +33,16 @@ struct CoordinatorArgs {
 };
 
 int run_coordinator(const CoordinatorArgs& args) {
+  // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
+  caf::actor directory_handle;
+  caf::actor tracker_handle;
+  std::mutex handles_mutex;
+  StopSignals signals([&](int sig) {
+    spdlog::warn("coordinator: {} received, stopping the swarm", strsignal(sig));
+    std::lock_guard<std::mutex> lock(handles_mutex);
+    if (directory_handle) caf::anon_send(directory_handle, stop_atom::value);
+    if (tracker_handle) caf::anon_send(tracker_handle, stop_atom::value);
+  });
   model::RunConfig config;
   HostPort listen;
   try {
@@ -62,16 +72,6 @@ int run_coordinator(const CoordinatorArgs& args) {
         model::TextCorpus::load(config.data.path, config.data.val_fraction));
     caf::actor_system_config cfg;
     configure_network(cfg, args.net);
-    // Signals are blocked before the actor system starts its threads.
-    caf::actor directory_handle;
-    caf::actor tracker_handle;
-    std::mutex handles_mutex;
-    StopSignals signals([&](int sig) {
-      spdlog::warn("coordinator: {} received, stopping the swarm", strsignal(sig));
-      std::lock_guard<std::mutex> lock(handles_mutex);
-      if (directory_handle) caf::anon_send(directory_handle, stop_atom::value);
-      if (tracker_handle) caf::anon_send_exit(tracker_handle, caf::exit_reason::user_shutdown);
-    });
     caf::actor_system sys{cfg};
 
     auto ctx = std::make_shared<actors::SwarmContext>();

@@ -1,6 +1,8 @@
 #include "apps/net.hpp"
 
+#include <poll.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <caf/io/middleman.hpp>
 #include <cstdlib>
@@ -57,17 +59,40 @@ void configure_network(caf::actor_system_config& cfg, const NetOptions& net) {
   cfg.set("middleman.enable-automatic-connections", true);
 }
 
+namespace {
+// Threads that libraries start before main (OpenBLAS's pool) cannot have the signals blocked,
+// so a signal may land on any thread: the handler only writes its number to a pipe, and the
+// watcher thread reads it there.
+int g_signal_pipe[2] = {-1, -1};
+void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = write(g_signal_pipe[1], &b, 1);
+}
+}  // namespace
+
 StopSignals::StopSignals(std::function<void(int)> on_signal) {
+  if (g_signal_pipe[0] < 0 && pipe(g_signal_pipe) != 0)
+    throw std::runtime_error("cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  // Threads started from here on (CAF's, torch's) keep the signals blocked; the watcher
+  // unblocks them for itself.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   thread_ = std::thread([this, set, on_signal = std::move(on_signal)] {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     while (!done_) {
-      timespec wait{0, 100 * 1000 * 1000};
-      const int sig = sigtimedwait(&set, nullptr, &wait);
-      if (sig > 0) {
+      pollfd p{g_signal_pipe[0], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      unsigned char sig = 0;
+      if (read(g_signal_pipe[0], &sig, 1) == 1) {
         fired_ = true;
         on_signal(sig);
       }

@@ -33,6 +33,14 @@ struct NodeArgs {
 };
 
 int run_node(const NodeArgs& args) {
+  // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
+  caf::actor agent_handle;
+  std::mutex agent_mutex;
+  StopSignals signals([&](int sig) {
+    spdlog::warn("node: {} received", strsignal(sig));
+    std::lock_guard<std::mutex> lock(agent_mutex);
+    if (agent_handle) caf::anon_send(agent_handle, stop_atom::value);
+  });
   HostPort coord;
   messages::JoinRequest request;
   try {
@@ -66,13 +74,6 @@ int run_node(const NodeArgs& args) {
   model::set_compute_threads(1);
   caf::actor_system_config cfg;
   configure_network(cfg, args.net);
-  caf::actor agent_handle;
-  std::mutex agent_mutex;
-  StopSignals signals([&](int sig) {
-    spdlog::warn("node: {} received", strsignal(sig));
-    std::lock_guard<std::mutex> lock(agent_mutex);
-    if (agent_handle) caf::anon_send(agent_handle, stop_atom::value);
-  });
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
 
@@ -112,10 +113,6 @@ int run_node(const NodeArgs& args) {
     return 3;
   }
   ctx->run_id = reply.run_id;
-  // Other nodes connect here directly instead of through the coordinator.
-  if (auto port = sys.middleman().publish(self, 0, args.listen.c_str(), true); !port)
-    spdlog::warn("node: no direct port on {} ({}); hops go through the coordinator", args.listen,
-                 sys.render(port.error()));
   actors::NodeAgentSetup setup;
   setup.directory = dir;
   setup.name = request.node_name;
@@ -130,6 +127,10 @@ int run_node(const NodeArgs& args) {
     std::lock_guard<std::mutex> lock(agent_mutex);
     agent_handle = agent;
   }
+  // Other nodes connect here directly instead of through the coordinator.
+  if (auto port = sys.middleman().publish(agent, 0, args.listen.c_str(), true); !port)
+    spdlog::warn("node: no direct port on {} ({}); hops go through the coordinator", args.listen,
+                 sys.render(port.error()));
   spdlog::info("node '{}' serving {} workers for the coordinator at {}", setup.name,
                setup.workers.size(), args.join);
   self->monitor(agent);
@@ -140,7 +141,11 @@ int run_node(const NodeArgs& args) {
     traffic +=
         fmt::format("{}{} {:.1f} MB", traffic.empty() ? "" : ", ", kind, bytes.get<double>() / 1e6);
   spdlog::info("node '{}' stopped; bytes sent by its workers: {}", setup.name, traffic);
-  return 0;
+  // Every worker has stopped and a node writes no files. CAF's teardown can wait forever for
+  // a detached worker's thread while a message to a vanished peer still references it, so the
+  // process ends here instead of in the actor system's destructor.
+  std::fflush(nullptr);
+  _exit(0);
 }
 
 }  // namespace

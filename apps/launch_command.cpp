@@ -1,0 +1,263 @@
+// swarmrt launch --local N --config FILE         (a coordinator and N nodes on this machine)
+// swarmrt launch --hostfile FILE --config FILE --listen HOST:PORT   (nodes over ssh)
+// Starts the coordinator, then the nodes once it listens; streams every process's output with
+// a prefix; stops them all by pid when the run ends, on Ctrl-C, or when no node is left.
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "apps/commands.hpp"
+#include "apps/hostfile.hpp"
+#include "apps/net.hpp"
+#include "apps/process.hpp"
+#include "model/config.hpp"
+
+namespace swarmrt::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct LaunchArgs {
+  int local = 0;
+  std::string hostfile;
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out;
+  bool overwrite = false;
+  uint32_t workers = 0;  // per local node; 0: the swarm's workers spread evenly
+  std::string listen = "127.0.0.1:0";
+  std::vector<std::string> ssh_options;
+  double grace_s = 10;
+  NetOptions net;
+};
+
+void print_lines(Child& c) {
+  for (const auto& line : c.read_lines()) std::printf("[%s] %s\n", c.label().c_str(), line.c_str());
+  std::fflush(stdout);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<std::string> net_flags(const NetOptions& net) {
+  return {"--heartbeat-ms", std::to_string(net.heartbeat_ms), "--connection-timeout-ms",
+          std::to_string(net.connection_timeout_ms)};
+}
+
+// Waits for every child to exit, signalling the stragglers: SIGTERM after `grace`, SIGKILL
+// five seconds later.
+void stop_all(std::vector<std::unique_ptr<Child>>& children, double grace_s) {
+  const auto term_at =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1e3));
+  const auto kill_at = term_at + std::chrono::seconds(5);
+  bool termed = false, killed = false;
+  for (;;) {
+    bool any = false;
+    for (auto& c : children) {
+      print_lines(*c);
+      if (c->running()) any = true;
+    }
+    if (!any) break;
+    if (!termed && Clock::now() > term_at) {
+      for (auto& c : children)
+        if (c->running()) {
+          std::printf("[launch] %s (pid %d) still running: SIGTERM\n", c->label().c_str(),
+                      c->pid());
+          c->signal(SIGTERM);
+        }
+      termed = true;
+    }
+    if (!killed && Clock::now() > kill_at) {
+      for (auto& c : children)
+        if (c->running()) {
+          std::printf("[launch] %s (pid %d) still running: SIGKILL\n", c->label().c_str(),
+                      c->pid());
+          c->signal(SIGKILL);
+        }
+      killed = true;
+    }
+    poll(nullptr, 0, 50);
+  }
+  for (auto& c : children) print_lines(*c);
+}
+
+int run_launch(const LaunchArgs& args) {
+  model::RunConfig config;
+  std::vector<HostEntry> hosts;
+  HostPort listen;
+  try {
+    config = model::load_config(args.config, args.overrides);
+    listen = parse_host_port(args.listen, true);
+    if (!args.hostfile.empty()) hosts = load_hostfile(args.hostfile);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  if ((args.local > 0) == !hosts.empty()) {
+    spdlog::error("launch needs exactly one of --local N and --hostfile FILE");
+    return 2;
+  }
+  if (!hosts.empty() && listen.host == "0.0.0.0") {
+    spdlog::error("--listen must name the address the hosts reach the coordinator on");
+    return 2;
+  }
+  const std::string secret = resolve_secret(args.net);
+  // Children inherit the secret through the environment, never on a command line.
+  if (!secret.empty()) setenv("SWARMRT_SECRET", secret.c_str(), 1);
+  const std::string exe = std::filesystem::canonical("/proc/self/exe").string();
+
+  std::atomic<bool> stop_requested{false};
+  StopSignals signals([&](int) { stop_requested = true; });
+  std::vector<std::unique_ptr<Child>> children;
+  try {
+    std::vector<std::string> argv = {exe,         "coordinator", "--config",
+                                     args.config, "--listen",    args.listen};
+    for (const auto& o : args.overrides) argv.insert(argv.end(), {"--set", o});
+    if (!args.out.empty()) argv.insert(argv.end(), {"--out", args.out});
+    if (args.overwrite) argv.push_back("--overwrite");
+    for (const auto& f : net_flags(args.net)) argv.push_back(f);
+    children.push_back(std::make_unique<Child>("coord", argv));
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  Child& coord = *children.front();
+
+  // Wait for the coordinator's port.
+  std::string join;
+  const std::string marker = "coordinator listening on ";
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (join.empty()) {
+    for (const auto& line : coord.read_lines()) {
+      std::printf("[coord] %s\n", line.c_str());
+      if (line.rfind(marker, 0) == 0) join = line.substr(marker.size());
+    }
+    std::fflush(stdout);
+    if (!join.empty()) break;
+    if (!coord.running() || stop_requested || Clock::now() > deadline) {
+      if (coord.running()) coord.signal(SIGTERM);
+      stop_all(children, 5);
+      const int code = coord.poll_exit().value_or(1);
+      spdlog::error("the coordinator did not start listening (exit {})", code);
+      return code == 0 ? 1 : code;
+    }
+    pollfd p{coord.fd(), POLLIN, 0};
+    poll(&p, coord.fd() >= 0 ? 1 : 0, 100);
+  }
+
+  const uint32_t total =
+      static_cast<uint32_t>(config.swarm.stages * config.swarm.workers_per_stage);
+  try {
+    if (args.local > 0) {
+      const uint32_t n = static_cast<uint32_t>(args.local);
+      for (uint32_t k = 0; k < n; ++k) {
+        // Spread the swarm's workers over the nodes; earlier nodes take the remainder.
+        const uint32_t w = args.workers > 0 ? args.workers : total / n + (k < total % n ? 1 : 0);
+        if (w == 0) continue;
+        const std::string name = "node" + std::to_string(k + 1);
+        std::vector<std::string> argv = {
+            exe, "node", "--join", join, "--workers", std::to_string(w), "--name", name};
+        for (const auto& f : net_flags(args.net)) argv.push_back(f);
+        children.push_back(std::make_unique<Child>(name, argv));
+      }
+    } else {
+      for (const auto& h : hosts) {
+        std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes"};
+        for (const auto& o : args.ssh_options) argv.insert(argv.end(), {"-o", o});
+        argv.insert(argv.end(), {"-p", std::to_string(h.port)});
+        if (!h.identity.empty()) argv.insert(argv.end(), {"-i", h.identity});
+        argv.push_back(h.user.empty() ? h.host : h.user + "@" + h.host);
+        // The secret comes on stdin, so it shows in no process list on either machine.
+        std::string remote = "read -r SWARMRT_SECRET; export SWARMRT_SECRET; exec " +
+                             shell_quote(h.bin.empty() ? exe : h.bin) + " node --join " +
+                             shell_quote(join) + " --workers " + std::to_string(h.workers) +
+                             " --name " + shell_quote(h.host) + " --listen " +
+                             shell_quote(h.listen);
+        for (const auto& f : net_flags(args.net)) remote += " " + f;
+        argv.push_back(remote);
+        children.push_back(std::make_unique<Child>(h.host, argv, secret + "\n"));
+      }
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    coord.signal(SIGTERM);
+    stop_all(children, 5);
+    return 1;
+  }
+  for (size_t i = 1; i < children.size(); ++i)
+    std::printf("[launch] %s started (pid %d)\n", children[i]->label().c_str(), children[i]->pid());
+
+  bool signalled = false;
+  bool alone = false;
+  Clock::time_point alone_since;
+  while (coord.running()) {
+    std::vector<pollfd> fds;
+    for (auto& c : children)
+      if (c->fd() >= 0) fds.push_back({c->fd(), POLLIN, 0});
+    poll(fds.data(), fds.size(), 100);
+    for (auto& c : children) print_lines(*c);
+    if (stop_requested && !signalled) {
+      std::printf("[launch] stopping: SIGTERM to the coordinator (pid %d)\n", coord.pid());
+      coord.signal(SIGTERM);
+      signalled = true;
+    }
+    // Nodes stop when the run ends, just before the coordinator does; a coordinator left
+    // without nodes for the grace period is stopped.
+    bool node_left = false;
+    for (size_t i = 1; i < children.size(); ++i) node_left |= children[i]->running();
+    if (node_left) {
+      alone = false;
+    } else if (!alone) {
+      alone = true;
+      alone_since = Clock::now();
+    } else if (!signalled &&
+               Clock::now() - alone_since >
+                   std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1e3))) {
+      std::printf("[launch] no node is left: stopping the coordinator\n");
+      coord.signal(SIGTERM);
+      signalled = true;
+    }
+  }
+  stop_all(children, args.grace_s);
+  for (size_t i = 1; i < children.size(); ++i)
+    if (auto code = children[i]->poll_exit(); code && *code != 0)
+      std::printf("[launch] %s exited with %d\n", children[i]->label().c_str(), *code);
+  const int code = coord.poll_exit().value_or(1);
+  std::printf("[launch] coordinator exited with %d\n", code);
+  if (stop_requested) return 130;
+  return code;
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<LaunchArgs>();
+  auto* cmd = app.add_subcommand("launch", "start a coordinator and its nodes, here or over ssh");
+  auto* local = cmd->add_option("--local", args->local, "run N nodes on this machine")
+                    ->check(CLI::Range(1, 64));
+  cmd->add_option("--hostfile", args->hostfile, "start one node per hostfile line over ssh")
+      ->excludes(local);
+  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
+  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
+  cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
+  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
+  cmd->add_option("--workers,-w", args->workers, "workers per local node (default: spread evenly)");
+  cmd->add_option("--listen", args->listen, "the coordinator's HOST:PORT")->capture_default_str();
+  cmd->add_option("--ssh-option", args->ssh_options, "an ssh -o option (repeatable)");
+  cmd->add_option("--grace-s", args->grace_s,
+                  "after the coordinator exits, wait this long for nodes before SIGTERM")
+      ->capture_default_str();
+  add_net_options(*cmd, args->net);
+  cmd->callback([args, &exit_code] { exit_code = run_launch(*args); });
+}
+
+}  // namespace swarmrt::apps
