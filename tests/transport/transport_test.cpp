@@ -1,0 +1,131 @@
+// Frames between two actor systems over real TCP on 127.0.0.1 (CAF middleman): a stage worker
+// published by one system is fed chunks by the other. Malformed chunks are refused with a
+// reason, and the worker keeps serving; a frame cut into many chunks arrives whole; tensor
+// lists come back through their serialization.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <caf/io/all.hpp>
+#include <cstring>
+
+#include "actors/runtime.hpp"
+#include "actors/stage_worker.hpp"
+#include "messages/frame.hpp"
+#include "messages/wire.hpp"
+#include "transport/transport.hpp"
+
+using namespace swarmrt;
+using namespace swarmrt::atoms;
+using messages::Direction;
+
+namespace {
+
+struct NetSystem {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  NetSystem() {
+    actors::configure_actor_system(cfg);
+    cfg.load<caf::io::middleman>();
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+messages::Frame eval_frame(const at::Tensor& ids, uint32_t index) {
+  messages::MicroBatchHeader h;
+  h.direction = Direction::eval;
+  h.micro_batch = index;
+  h.samples = static_cast<uint32_t>(ids.size(0));
+  return messages::make_frame(h, {ids, ids});
+}
+
+}  // namespace
+
+TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
+  NetSystem a, b;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+  caf::scoped_actor tracker{*a.sys};
+  actors::WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  messages::Membership m;
+  m.stages = {{{0, 0, worker}}};
+  tracker->send(worker, members_atom::value, m);
+  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port) << a.sys->render(port.error());
+
+  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
+  ASSERT_TRUE(remote) << b.sys->render(remote.error());
+  caf::scoped_actor sender{*b.sys};
+  ASSERT_NE(remote->node(), sender->node());
+
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  const auto good = messages::to_chunks(eval_frame(ids, 0), messages::FrameKind::microbatch, 1);
+  ASSERT_EQ(good.size(), 1u);
+
+  auto truncated = good[0];
+  truncated.resize(truncated.size() - 10);
+  // The header says [2, 20] int64 tensors; the bytes behind it are [2, 16].
+  messages::MicroBatchHeader lying;
+  lying.direction = Direction::eval;
+  lying.samples = 2;
+  lying.tensors =
+      messages::metas_of({at::zeros({2, 20}, at::kLong), at::zeros({2, 20}, at::kLong)});
+  messages::Frame mismatched{
+      messages::encode(lying),
+      {ids, ids},
+  };
+  auto disagreeing = messages::to_chunks(mismatched, messages::FrameKind::microbatch, 2)[0];
+  // A chunk that announces a 5 GiB message: refused before anything is buffered.
+  auto oversized = good[0];
+  const uint64_t huge = uint64_t{5} << 30;
+  std::memcpy(oversized.data() + 24, &huge, sizeof(huge));
+
+  for (const auto* bad : {&truncated, &disagreeing, &oversized})
+    sender->send(*remote, chunk_atom::value, *bad);
+  // A good frame through the transport, and one cut into 256-byte chunks.
+  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 7));
+  transport::ChunkTransport small(256);
+  small.send(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 8));
+
+  std::set<uint32_t> answered;
+  for (int i = 0; i < 2; ++i)
+    tracker->receive(
+        [&](eval_loss_atom, uint64_t, uint32_t index, double loss) {
+          answered.insert(index);
+          EXPECT_GT(loss, 4.0);
+          EXPECT_LT(loss, 7.0);
+        },
+        caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
+  EXPECT_EQ(answered, (std::set<uint32_t>{7, 8}));
+  tracker->request(worker, caf::infinite, stats_atom::value)
+      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t) { EXPECT_EQ(rejected, 3u); },
+               [&](const caf::error& e) { FAIL() << a.sys->render(e); });
+
+  // Parameters cross back as a serialized tensor list, bit for bit.
+  messages::TensorList local, over_tcp;
+  tracker->request(worker, caf::infinite, params_atom::value)
+      .receive([&](const messages::TensorList& p) { local = p; },
+               [&](const caf::error& e) { FAIL() << a.sys->render(e); });
+  sender->request(*remote, std::chrono::seconds(20), params_atom::value)
+      .receive([&](const messages::TensorList& p) { over_tcp = p; },
+               [&](const caf::error& e) { FAIL() << b.sys->render(e); });
+  EXPECT_TRUE(over_tcp.error.empty()) << over_tcp.error;
+  ASSERT_EQ(over_tcp.names, local.names);
+  ASSERT_EQ(over_tcp.tensors.size(), local.tensors.size());
+  for (size_t i = 0; i < local.tensors.size(); ++i)
+    EXPECT_TRUE(at::equal(over_tcp.tensors[i], local.tensors[i])) << local.names[i];
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+TEST(Transport, TensorListRoundTripAndRefusal) {
+  messages::TensorList list{{"w", "b"}, {at::randn({3, 4}), at::arange(5, at::kLong)}, {}};
+  auto bytes = messages::encode_tensor_list(list);
+  auto back = messages::decode_tensor_list(bytes);
+  ASSERT_EQ(back.names, list.names);
+  EXPECT_TRUE(at::equal(back.tensors[0], list.tensors[0]));
+  EXPECT_TRUE(at::equal(back.tensors[1], list.tensors[1]));
+  bytes.resize(bytes.size() - 4);
+  EXPECT_THROW(messages::decode_tensor_list(bytes), messages::DecodeError);
+}
