@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -170,7 +171,11 @@ int run_launch(const LaunchArgs& args) {
         children.push_back(std::make_unique<Child>(name, argv));
       }
     } else {
+      std::map<std::string, int> seen;
       for (const auto& h : hosts) {
+        // A host listed twice runs two nodes; their prefixes tell them apart.
+        const int nth = ++seen[h.host];
+        const std::string label = nth == 1 ? h.host : h.host + "#" + std::to_string(nth);
         std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes"};
         for (const auto& o : args.ssh_options) argv.insert(argv.end(), {"-o", o});
         argv.insert(argv.end(), {"-p", std::to_string(h.port)});
@@ -180,11 +185,11 @@ int run_launch(const LaunchArgs& args) {
         std::string remote = "read -r SWARMRT_SECRET; export SWARMRT_SECRET; exec " +
                              shell_quote(h.bin.empty() ? exe : h.bin) + " node --join " +
                              shell_quote(join) + " --workers " + std::to_string(h.workers) +
-                             " --name " + shell_quote(h.host) + " --listen " +
+                             " --name " + shell_quote(label) + " --listen " +
                              shell_quote(h.listen);
         for (const auto& f : net_flags(args.net)) remote += " " + f;
         argv.push_back(remote);
-        children.push_back(std::make_unique<Child>(h.host, argv, secret + "\n"));
+        children.push_back(std::make_unique<Child>(label, argv, secret + "\n"));
       }
     }
   } catch (const std::exception& e) {

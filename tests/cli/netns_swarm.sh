@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Nodes on separate network hosts: three network namespaces (coordinator and two nodes) on one
+# bridge, each link capped at 100 Mbit/s with tc tbf. The coordinator listens on its namespace
+# address (so a secret is required), the nodes join from theirs, and a short diloco-swarm run
+# completes. Processes are stopped by pid and the namespaces removed, also on failure.
+set -u
+bin=$1 root=$2
+[ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
+command -v ip >/dev/null && command -v tc >/dev/null || { echo "FAIL: needs iproute2"; exit 1; }
+tag=$(( $$ % 100000 ))
+hub="swh$tag" names=("swc$tag" "swa$tag" "swb$tag") addrs=(10.231.7.1 10.231.7.2 10.231.7.3)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.5
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for n in "${names[@]}" "$hub"; do ip netns del "$n" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+ns() { ip netns exec "$@"; }
+
+ip netns add "$hub" || fail "cannot create namespaces"
+ns "$hub" ip link add br0 type bridge || fail "bridge"
+ns "$hub" ip link set br0 up
+for i in 0 1 2; do
+  n=${names[$i]}
+  ip netns add "$n" || fail "namespace $n"
+  ip link add "v$n" netns "$n" type veth peer name "p$n" netns "$hub" || fail "veth for $n"
+  ns "$hub" ip link set "p$n" master br0
+  ns "$hub" ip link set "p$n" up
+  ns "$n" ip link set lo up
+  ns "$n" ip addr add "${addrs[$i]}/24" dev "v$n"
+  ns "$n" ip link set "v$n" up
+  ns "$n" tc qdisc add dev "v$n" root tbf rate 100mbit burst 128kb latency 50ms || fail "tbf on $n"
+done
+
+export SWARMRT_SECRET=netns-test
+ns "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7411" \
+  --set "data.path=$root/data/brown.txt" --set train.steps=8 --set train.eval_every=0 \
+  --set train.eval_batches=4 --set diloco.inner_steps=4 -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
+pids+=($!)
+coord=$!
+for i in 1 2; do
+  ns "${names[$i]}" "$bin" node --join "${addrs[0]}:7411" --workers 2 --name "ns$i" \
+    --listen "${addrs[$i]}" >"$tmp/node$i.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 1 240); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done
+kill -0 "$coord" 2>/dev/null && fail "coordinator still running after 240 s: $(tail -20 "$tmp/coord.log")"
+wait "$coord" || fail "coordinator exited with $?: $(tail -30 "$tmp/coord.log")"
+grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss: $(cat "$tmp/coord.log")"
+grep -q "node 'ns1' joined" "$tmp/coord.log" || fail "ns1 did not join"
+grep -q "node 'ns2' joined" "$tmp/coord.log" || fail "ns2 did not join"
+# The qdisc really was in the path: it counted the nodes' bytes.
+sent=$(ns "${names[1]}" tc -s qdisc show dev "v${names[1]}" | sed -n 's/.*Sent \([0-9]*\) bytes.*/\1/p' | head -1)
+[ "${sent:-0}" -gt 100000 ] || fail "tbf on ${names[1]} saw only ${sent:-0} bytes"
+for i in 1 2; do
+  for _ in $(seq 1 50); do kill -0 "${pids[$i]}" 2>/dev/null || break; sleep 0.2; done
+  grep -q "stopped" "$tmp/node$i.log" || fail "node $i did not stop: $(cat "$tmp/node$i.log")"
+done
+echo "ok: $(grep 'final validation loss' "$tmp/coord.log"); ${sent} bytes through node 1's tbf"
