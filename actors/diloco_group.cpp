@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/tensor_list.hpp"
+#include "transport/bulk.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -49,10 +50,9 @@ void apply_round(Self* self) {
   s.contributions.clear();
   s.timer_armed = false;
 }
-void on_contribution(Self* self, const messages::Frame& frame) {
+void on_contribution(Self* self, const messages::Frame& frame, const caf::actor& sender) {
   const uint32_t stage = self->state.stage;
   auto& s = self->state;
-  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   messages::RoundHeader h;
   try {
     h = messages::open_round_frame(frame);
@@ -93,6 +93,17 @@ void on_contribution(Self* self, const messages::Frame& frame) {
   }
 }
 
+void on_bulk(Self* self, const transport::BulkDelivery& d) {
+  auto& s = self->state;
+  if (!d.error.empty() || d.kind != messages::FrameKind::round) {
+    ++s.rejected;
+    spdlog::warn("diloco group {}: refused a frame: {}", s.stage,
+                 d.error.empty() ? "not a round frame" : d.error);
+    return;
+  }
+  on_contribution(self, d.frame, d.sender);
+}
+
 }  // namespace
 
 caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta) {
@@ -106,9 +117,20 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         auto& s = self->state;
         s.members.clear();
         if (stage < m.stages.size())
-          for (const auto& w : m.stages[stage]) s.members[w.id] = w.handle;
+          for (const auto& w : m.stages[stage]) {
+            s.members[w.id] = w.handle;
+            transport::register_endpoint(w.handle.node(), w.endpoint);
+          }
       },
-      [=](round_atom, const messages::Frame& frame) { on_contribution(self, frame); },
+      [=](round_atom, const messages::Frame& frame) {
+        on_contribution(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](transport::bulk_atom, uint64_t id) {
+        if (auto d = transport::claim_bulk(self, id)) on_bulk(self, *d);
+      },
+      [=](transport::bulk_ready_atom, uint64_t id) {
+        if (auto d = transport::take_bulk(id)) on_bulk(self, *d);
+      },
       [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         auto& s = self->state;
         auto complete = s.chunks.add(chunk, "diloco group " + std::to_string(stage));
@@ -122,7 +144,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
           spdlog::warn("diloco group {}: refused a micro-batch frame", stage);
           return;
         }
-        on_contribution(self, complete->frame);
+        on_contribution(self, complete->frame, caf::actor_cast<caf::actor>(self->current_sender()));
       },
       [=](timeout_atom, uint64_t round) {
         auto& s = self->state;

@@ -103,6 +103,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         reply.tracker = s.setup.core.tracker;
         reply.averagers = s.setup.core.averagers;
         reply.groups = s.setup.core.groups;
+        reply.endpoint = s.setup.endpoint;
         std::string ids;
         for (size_t i = 0; i < reply.worker_ids.size(); ++i)
           ids +=

@@ -21,6 +21,7 @@ struct DirectorySetup {
   std::string config_toml;       // the effective config every node trains with
   std::string fingerprint_text;  // model::fingerprint_text of it
   std::string secret;            // what joiners must present; empty: none
+  std::string endpoint;          // this process's bulk frame link; empty: frames over CAF
   CoreActors core;
 };
 

@@ -162,7 +162,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
       ws.keep_grads = options.keep_grads;
       if (auto it = options.slow_factors.find(ws.id); it != options.slow_factors.end())
         ws.slow_factor = it->second;
-      stage.push_back({ws.id, ws.stage, spawn_worker(sys, ws)});
+      stage.push_back({ws.id, ws.stage, spawn_worker(sys, ws), {}});
       everyone.push_back(stage.back().handle);
     }
     membership.stages.push_back(std::move(stage));

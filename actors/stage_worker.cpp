@@ -8,6 +8,7 @@
 #include "model/diloco.hpp"
 #include "model/optim.hpp"
 #include "model/threads.hpp"
+#include "transport/bulk.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -165,8 +166,7 @@ void load_global(Self* self, const messages::Frame& f, const messages::RoundHead
   s.round = h.round_id + 1;
 }
 
-void on_frame(Self* self, const Frame& frame) {
-  auto upstream = caf::actor_cast<caf::actor>(self->current_sender());
+void on_frame(Self* self, const Frame& frame, const caf::actor& upstream) {
   auto& s = self->state;
   MicroBatchHeader h;
   try {
@@ -226,6 +226,18 @@ void on_round(Self* self, const Frame& frame) {
   self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
 }
 
+void on_bulk(Self* self, const transport::BulkDelivery& d) {
+  auto& s = self->state;
+  if (!d.error.empty()) {
+    ++s.rejected;
+    return;
+  }
+  if (d.kind == messages::FrameKind::microbatch)
+    on_frame(self, d.frame, d.sender);
+  else
+    on_round(self, d.frame);
+}
+
 }  // namespace
 
 caf::behavior stage_worker(Self* self, WorkerSetup setup) {
@@ -261,14 +273,19 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
         for (const auto& stage : m.stages)
-          for (const auto& member : stage) s.by_id[member.id] = member.handle;
+          for (const auto& member : stage) {
+            s.by_id[member.id] = member.handle;
+            transport::register_endpoint(member.handle.node(), member.endpoint);
+          }
         s.next_ids.clear();
         if (s.setup.stage + 1 < m.stages.size())
           for (const auto& member : m.stages[s.setup.stage + 1]) s.next_ids.push_back(member.id);
         s.next.set_members(s.next_ids);
         flush_outbox(self);
       },
-      [=](frame_atom, const Frame& frame) { on_frame(self, frame); },
+      [=](frame_atom, const Frame& frame) {
+        on_frame(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
       [=](round_atom, const Frame& frame) { on_round(self, frame); },
       [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         auto& s = self->state;
@@ -279,9 +296,15 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           return;
         }
         if (complete->kind == messages::FrameKind::microbatch)
-          on_frame(self, complete->frame);
+          on_frame(self, complete->frame, caf::actor_cast<caf::actor>(self->current_sender()));
         else
           on_round(self, complete->frame);
+      },
+      [=](transport::bulk_atom, uint64_t id) {
+        if (auto d = transport::claim_bulk(self, id)) on_bulk(self, *d);
+      },
+      [=](transport::bulk_ready_atom, uint64_t id) {
+        if (auto d = transport::take_bulk(id)) on_bulk(self, *d);
       },
       [=](reduce_atom, uint64_t step) {
         auto& s = self->state;

@@ -7,6 +7,7 @@
 #include "messages/frame.hpp"
 #include "model/optim.hpp"
 #include "model/trainer.hpp"
+#include "transport/bulk.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors {
@@ -148,6 +149,7 @@ void adopt_membership(Self* self) {
     for (const auto& w : stage) {
       s.by_id[w.id] = w.handle;
       s.stage_of[w.id] = w.stage;
+      transport::register_endpoint(w.handle.node(), w.endpoint);
       if (w.stage == 0) ids0.push_back(w.id);
     }
   s.stage0.set_members(ids0);

@@ -18,6 +18,7 @@
 #include "model/data.hpp"
 #include "model/fingerprint.hpp"
 #include "model/trainer.hpp"
+#include "transport/bulk.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -29,6 +30,7 @@ struct CoordinatorArgs {
   std::string listen = "127.0.0.1:0";
   std::string out;
   bool overwrite = false;
+  bool frames_over_caf = false;
   NetOptions net;
 };
 
@@ -78,8 +80,11 @@ int run_coordinator(const CoordinatorArgs& args) {
     ctx->config = config;
     ctx->run_id = std::random_device{}();
     auto core = actors::spawn_core(sys, ctx, corpus, &run, true);
-    actors::DirectorySetup ds{ctx, model::to_toml(config), model::fingerprint_text(config), secret,
-                              core};
+    // Frames to and from the nodes go over a TCP link of their own beside CAF's.
+    const std::string endpoint =
+        args.frames_over_caf ? std::string() : transport::start_bulk_server(listen.host);
+    actors::DirectorySetup ds{
+        ctx, model::to_toml(config), model::fingerprint_text(config), secret, endpoint, core};
     auto dir = sys.spawn(actors::directory, ds);
     {
       std::lock_guard<std::mutex> lock(handles_mutex);
@@ -162,6 +167,9 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
   cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
+  cmd->add_flag("--frames-over-caf", args->frames_over_caf,
+                "send tensor frames as chunks inside CAF messages instead of on a TCP link of "
+                "their own");
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_coordinator(*args); });
 }

@@ -185,8 +185,7 @@ int run_launch(const LaunchArgs& args) {
         std::string remote = "read -r SWARMRT_SECRET; export SWARMRT_SECRET; exec " +
                              shell_quote(h.bin.empty() ? exe : h.bin) + " node --join " +
                              shell_quote(join) + " --workers " + std::to_string(h.workers) +
-                             " --name " + shell_quote(label) + " --listen " +
-                             shell_quote(h.listen);
+                             " --name " + shell_quote(label) + " --listen " + shell_quote(h.listen);
         for (const auto& f : net_flags(args.net)) remote += " " + f;
         argv.push_back(remote);
         children.push_back(std::make_unique<Child>(label, argv, secret + "\n"));

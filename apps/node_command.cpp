@@ -15,6 +15,7 @@
 #include "apps/net.hpp"
 #include "model/fingerprint.hpp"
 #include "model/threads.hpp"
+#include "transport/bulk.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -113,6 +114,11 @@ int run_node(const NodeArgs& args) {
     return 3;
   }
   ctx->run_id = reply.run_id;
+  // Frames travel on a TCP link of their own (see transport/bulk.hpp) unless either side
+  // has none, then inside CAF messages.
+  const std::string bulk =
+      reply.endpoint.empty() ? std::string() : transport::start_bulk_server(args.listen);
+  transport::register_endpoint(dir.node(), reply.endpoint);
   actors::NodeAgentSetup setup;
   setup.directory = dir;
   setup.name = request.node_name;
@@ -120,7 +126,7 @@ int run_node(const NodeArgs& args) {
   for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
     auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
                                    reply.averagers, reply.groups);
-    setup.workers.push_back({ws.id, ws.stage, actors::spawn_worker(sys, ws)});
+    setup.workers.push_back({ws.id, ws.stage, actors::spawn_worker(sys, ws), bulk});
   }
   auto agent = sys.spawn(actors::node_agent, setup);
   {

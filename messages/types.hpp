@@ -21,6 +21,7 @@ struct Member {
   uint32_t id = 0;
   uint32_t stage = 0;
   caf::actor handle;
+  std::string endpoint;  // its process's bulk frame link, "host:port"; empty: over CAF
 };
 
 // Who serves each stage. Every sender re-wires from the newest version it has seen.
@@ -56,6 +57,7 @@ struct JoinReply {
   caf::actor tracker;
   std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
   std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
+  std::string endpoint;               // the coordinator's bulk frame link; empty: over CAF
 };
 
 // What the step tracker hands back when a run ends.
@@ -81,7 +83,7 @@ TensorList decode_tensor_list(const std::vector<uint8_t>& bytes);
 // How each type crosses a process boundary (CAF 0.17 inspectors).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Member& x) {
-  return f(caf::meta::type_name("swarmrt::Member"), x.id, x.stage, x.handle);
+  return f(caf::meta::type_name("swarmrt::Member"), x.id, x.stage, x.handle, x.endpoint);
 }
 
 template <class Inspector>
@@ -115,7 +117,7 @@ typename Inspector::result_type inspect(Inspector& f, JoinRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
   return f(caf::meta::type_name("swarmrt::JoinReply"), x.config_toml, x.run_id, x.node_index,
-           x.worker_ids, x.stages, x.tracker, x.averagers, x.groups);
+           x.worker_ids, x.stages, x.tracker, x.averagers, x.groups, x.endpoint);
 }
 
 template <class Inspector>

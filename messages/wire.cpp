@@ -35,20 +35,21 @@ struct Piece {
 
 }  // namespace
 
-std::vector<std::vector<uint8_t>> to_chunks(const Frame& frame, FrameKind kind, uint64_t message_id,
-                                            size_t max_chunk) {
+std::unique_ptr<ChunkPlan> plan_chunks(const Frame& frame, FrameKind kind, uint64_t message_id,
+                                       size_t max_chunk) {
   if (max_chunk <= kChunkPrefix) throw DecodeError("chunk limit leaves no room for data");
-  std::vector<uint8_t> prefix;
+  auto plan = std::make_unique<ChunkPlan>();
+  auto& prefix = plan->message_prefix;
   put<uint8_t>(prefix, static_cast<uint8_t>(kind));
   put<uint8_t>(prefix, 0);
   put<uint16_t>(prefix, 0);
   put<uint32_t>(prefix, static_cast<uint32_t>(frame.header.size()));
-  std::vector<at::Tensor> contiguous;
+  plan->header = frame.header;
   std::vector<Piece> pieces = {{prefix.data(), prefix.size()},
-                               {frame.header.data(), frame.header.size()}};
+                               {plan->header.data(), plan->header.size()}};
   for (const auto& t : frame.tensors) {
-    contiguous.push_back(t.detach().to(at::kCPU).contiguous());
-    const auto& c = contiguous.back();
+    plan->tensors.push_back(t.detach().to(at::kCPU).contiguous());
+    const auto& c = plan->tensors.back();
     pieces.push_back({static_cast<const uint8_t*>(c.data_ptr()),
                       static_cast<size_t>(c.numel()) * c.element_size()});
   }
@@ -59,36 +60,66 @@ std::vector<std::vector<uint8_t>> to_chunks(const Frame& frame, FrameKind kind, 
   if (count64 > UINT32_MAX) throw DecodeError("message too large to chunk");
   const auto count = static_cast<uint32_t>(count64);
 
-  std::vector<std::vector<uint8_t>> chunks;
   size_t piece = 0, within = 0;
   uint64_t offset = 0;
   for (uint32_t index = 0; index < count; ++index) {
     const auto len = static_cast<uint32_t>(std::min<uint64_t>(slice_max, total - offset));
-    std::vector<uint8_t> chunk;
-    chunk.reserve(kChunkPrefix + len);
-    chunk.insert(chunk.end(), kMagic, kMagic + 4);
-    put<uint32_t>(chunk, kVersion);
-    put<uint64_t>(chunk, message_id);
-    put<uint32_t>(chunk, index);
-    put<uint32_t>(chunk, count);
-    put<uint64_t>(chunk, total);
-    put<uint64_t>(chunk, offset);
-    put<uint32_t>(chunk, len);
-    put<uint32_t>(chunk, 0);
+    ChunkPlan::Chunk chunk;
+    auto& head = chunk.prefix;
+    head.reserve(kChunkPrefix);
+    head.insert(head.end(), kMagic, kMagic + 4);
+    put<uint32_t>(head, kVersion);
+    put<uint64_t>(head, message_id);
+    put<uint32_t>(head, index);
+    put<uint32_t>(head, count);
+    put<uint64_t>(head, total);
+    put<uint64_t>(head, offset);
+    put<uint32_t>(head, len);
+    put<uint32_t>(head, 0);
     size_t left = len;
     while (left > 0) {
       const auto& p = pieces[piece];
       const size_t take = std::min(left, p.size - within);
-      chunk.insert(chunk.end(), p.data + within, p.data + within + take);
+      chunk.slices.push_back({p.data + within, take});
       within += take;
       left -= take;
       if (within == p.size) ++piece, within = 0;
     }
     while (piece < pieces.size() && pieces[piece].size == 0) ++piece;
     offset += len;
+    chunk.bytes = kChunkPrefix + len;
+    plan->chunks.push_back(std::move(chunk));
+  }
+  return plan;
+}
+
+std::vector<std::vector<uint8_t>> to_chunks(const Frame& frame, FrameKind kind, uint64_t message_id,
+                                            size_t max_chunk) {
+  auto plan = plan_chunks(frame, kind, message_id, max_chunk);
+  std::vector<std::vector<uint8_t>> chunks;
+  for (const auto& c : plan->chunks) {
+    std::vector<uint8_t> chunk;
+    chunk.reserve(c.bytes);
+    chunk.insert(chunk.end(), c.prefix.begin(), c.prefix.end());
+    for (const auto& s : c.slices) chunk.insert(chunk.end(), s.data, s.data + s.size);
     chunks.push_back(std::move(chunk));
   }
   return chunks;
+}
+
+ChunkPrefix parse_chunk_prefix(const uint8_t* data) {
+  if (std::memcmp(data, kMagic, 4) != 0) throw DecodeError("chunk has a bad magic");
+  if (const auto v = get<uint32_t>(data + 4); v != kVersion)
+    throw DecodeError("chunk format version " + std::to_string(v) + ", this build speaks " +
+                      std::to_string(kVersion));
+  ChunkPrefix p;
+  p.message_id = get<uint64_t>(data + 8);
+  p.index = get<uint32_t>(data + 16);
+  p.count = get<uint32_t>(data + 20);
+  p.total = get<uint64_t>(data + 24);
+  p.offset = get<uint64_t>(data + 32);
+  p.length = get<uint32_t>(data + 40);
+  return p;
 }
 
 std::optional<Reassembler::Complete> Reassembler::add(const uint8_t* data, size_t size) {
@@ -142,6 +173,11 @@ std::optional<Reassembler::Complete> Reassembler::add(const uint8_t* data, size_
 }
 
 Reassembler::Complete decode_message(const uint8_t* data, size_t size) {
+  return decode_message(data, size, nullptr);
+}
+
+Reassembler::Complete decode_message(const uint8_t* data, size_t size,
+                                     const std::shared_ptr<void>& owner) {
   if (size < kMessagePrefix) throw DecodeError("message shorter than its prefix");
   const auto kind = data[0];
   if (kind > static_cast<uint8_t>(FrameKind::round))
@@ -164,10 +200,18 @@ Reassembler::Complete decode_message(const uint8_t* data, size_t size) {
                       std::to_string(have));
   const uint8_t* cursor = data + kMessagePrefix + header_len;
   for (const auto& m : metas) {
-    auto t = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
-    std::memcpy(t.data_ptr(), cursor, m.byte_size);
+    const auto options = at::TensorOptions().dtype(m.dtype);
+    const auto align = static_cast<uintptr_t>(c10::elementSize(m.dtype));
+    if (owner && reinterpret_cast<uintptr_t>(cursor) % align == 0 && m.byte_size > 0) {
+      // A view of the received bytes: the buffer lives as long as the last tensor on it.
+      out.frame.tensors.push_back(at::from_blob(
+          const_cast<uint8_t*>(cursor), m.shape, [owner](void*) {}, options));
+    } else {
+      auto t = at::empty(m.shape, options);
+      if (m.byte_size > 0) std::memcpy(t.data_ptr(), cursor, m.byte_size);
+      out.frame.tensors.push_back(std::move(t));
+    }
     cursor += m.byte_size;
-    out.frame.tensors.push_back(std::move(t));
   }
   if (out.kind == FrameKind::microbatch)
     open_frame(out.frame);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,39 @@ constexpr size_t kDefaultMaxChunk = size_t{32} << 20;       // 32 MiB per chunk
 constexpr uint64_t kDefaultMaxMessage = uint64_t{4} << 30;  // 4 GiB per message
 
 enum class FrameKind : uint8_t { microbatch = 0, round = 1 };
+
+// A frame laid out as chunks without copying its tensors: each chunk is its prefix and byte
+// ranges into the plan's own copy of the header and the tensors the plan keeps alive, for a
+// writer that sends them straight from memory (writev).
+struct ChunkPlan {
+  struct Slice {
+    const uint8_t* data;
+    size_t size;
+  };
+  struct Chunk {
+    std::vector<uint8_t> prefix;
+    std::vector<Slice> slices;
+    size_t bytes = 0;  // prefix and slices
+  };
+  std::vector<Chunk> chunks;
+  std::vector<uint8_t> message_prefix;
+  std::vector<uint8_t> header;
+  std::vector<at::Tensor> tensors;
+};
+std::unique_ptr<ChunkPlan> plan_chunks(const Frame& frame, FrameKind kind, uint64_t message_id,
+                                       size_t max_chunk = kDefaultMaxChunk);
+
+// The fields of a chunk's prefix (kChunkPrefix bytes); throws DecodeError on a bad magic or
+// version. The caller checks the rest, as Reassembler::add does.
+struct ChunkPrefix {
+  uint64_t message_id = 0;
+  uint32_t index = 0;
+  uint32_t count = 0;
+  uint64_t total = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+};
+ChunkPrefix parse_chunk_prefix(const uint8_t* data);
 
 // Splits a frame into chunks. Tensors are written in their native byte order (every node of a
 // swarm is little-endian x86-64 or aarch64; the handshake checks the rest of the build).
@@ -65,5 +99,9 @@ class Reassembler {
 // Turns a whole message's bytes (the concatenated slices) into a frame; used by the
 // reassembler and directly by the fuzz target.
 Reassembler::Complete decode_message(const uint8_t* data, size_t size);
+// The same, with tensors that are views of `data` where their alignment allows; `owner` keeps
+// the bytes alive as long as any of those tensors.
+Reassembler::Complete decode_message(const uint8_t* data, size_t size,
+                                     const std::shared_ptr<void>& owner);
 
 }  // namespace swarmrt::messages

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <random>
 
+#include "transport/bulk.hpp"
+
 namespace swarmrt::transport {
 using namespace swarmrt::atoms;
 
@@ -34,7 +36,9 @@ void ChunkTransport::send(caf::local_actor* self, const caf::actor& to, messages
 Transport& for_peer(const caf::local_actor* self, const caf::actor& to) {
   static LocalTransport local;
   static ChunkTransport chunks;
+  static BulkTransport bulk;
   if (to.node() == self->node()) return local;
+  if (endpoint_of(to.node())) return bulk;
   return chunks;
 }
 

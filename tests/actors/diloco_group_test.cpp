@@ -42,7 +42,8 @@ TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
   auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
                              uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}});
   messages::Membership m;
-  m.stages = {{{1, 0, caf::actor_cast<caf::actor>(a)}, {2, 0, caf::actor_cast<caf::actor>(b)}}};
+  m.stages = {
+      {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
   a->send(group, members_atom::value, m);
 
   a->send(group, round_atom::value, contribution(0, 1, at::tensor({0.2f, 0.0f})));

@@ -21,7 +21,7 @@ TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
   auto worker = ts.sys->spawn<caf::detached>(actors::stage_worker, ws);
   messages::Membership m;
-  m.stages = {{{0, 0, worker}}};
+  m.stages = {{{0, 0, worker, {}}}};
   tracker->send(worker, members_atom::value, m);
 
   messages::MicroBatchHeader h;

@@ -5,6 +5,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <caf/io/all.hpp>
 #include <cstring>
 
@@ -12,6 +17,7 @@
 #include "actors/stage_worker.hpp"
 #include "messages/frame.hpp"
 #include "messages/wire.hpp"
+#include "transport/bulk.hpp"
 #include "transport/transport.hpp"
 
 using namespace swarmrt;
@@ -50,7 +56,7 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
   auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
   messages::Membership m;
-  m.stages = {{{0, 0, worker}}};
+  m.stages = {{{0, 0, worker, {}}}};
   tracker->send(worker, members_atom::value, m);
   auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
   ASSERT_TRUE(port) << a.sys->render(port.error());
@@ -128,4 +134,47 @@ TEST(Transport, TensorListRoundTripAndRefusal) {
   EXPECT_TRUE(at::equal(back.tensors[1], list.tensors[1]));
   bytes.resize(bytes.size() - 4);
   EXPECT_THROW(messages::decode_tensor_list(bytes), messages::DecodeError);
+}
+
+TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
+  NetSystem a, b;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+  caf::scoped_actor tracker{*a.sys};
+  actors::WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port);
+  const auto endpoint = transport::start_bulk_server("127.0.0.1");
+  ASSERT_FALSE(endpoint.empty());
+
+  // Garbage on the bulk port: the link is closed on the first bad prefix.
+  {
+    const auto colon = endpoint.rfind(':');
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::vector<uint8_t> junk(messages::kChunkPrefix, 0xAB);
+    ASSERT_EQ(write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+    char c;
+    EXPECT_EQ(read(fd, &c, 1), 0) << "the server kept a stream it could not parse";
+    close(fd);
+  }
+
+  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
+  ASSERT_TRUE(remote);
+  caf::scoped_actor sender{*b.sys};
+  transport::register_endpoint(remote->node(), endpoint);
+  EXPECT_STREQ(transport::for_peer(sender.ptr(), *remote).name(), "bulk");
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 3));
+  tracker->receive(
+      [&](eval_loss_atom, uint64_t, uint32_t index, double) { EXPECT_EQ(index, 3u); },
+      caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "no frame over the bulk link"; });
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }

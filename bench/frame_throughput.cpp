@@ -1,0 +1,249 @@
+// Loopback throughput of tensor frames between two processes: swarmrt's chunked frames over
+// CAF's middleman (BASP over TCP) against a plain TCP socket copy of the same bytes. The
+// receiver is a separate process (this binary, re-executed with --serve). Both paths keep
+// four frames in flight and count a frame when the receiver acknowledges it; the CAF receiver
+// rebuilds the tensors from the chunks, the TCP receiver only reads the bytes.
+// Usage: bench_frame_throughput SIZE_MIB FRAMES bulk|caf|tcp   -> one JSON line
+//   bulk: swarmrt's frame link (ids over CAF, bytes on a TCP link of their own; the default
+//   between processes); caf: the same chunks inside CAF messages; tcp: the plain socket copy.
+#include <ATen/ATen.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "actors/runtime.hpp"
+#include "messages/frame.hpp"
+#include "transport/bulk.hpp"
+#include "transport/transport.hpp"
+
+using namespace swarmrt;
+using namespace swarmrt::atoms;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const int kWindow =
+    std::getenv("SWARMRT_BENCH_WINDOW") ? std::atoi(std::getenv("SWARMRT_BENCH_WINDOW")) : 4;
+
+void configure(caf::actor_system_config& cfg) {
+  actors::configure_actor_system(cfg);
+  cfg.load<caf::io::middleman>();
+}
+
+struct receiver_state {
+  transport::ChunkReceiver chunks;
+  int left = 0;
+};
+
+caf::behavior receiver(caf::stateful_actor<receiver_state>* self, int frames) {
+  self->state.left = frames;
+  auto ack = [=](const messages::Frame& f, const caf::actor& to) {
+    self->send(to, done_atom::value, static_cast<uint64_t>(f.tensors.at(0).numel()));
+    if (--self->state.left == 0) self->quit();
+  };
+  return {
+      [=](chunk_atom, const std::vector<uint8_t>& chunk) {
+        auto done = self->state.chunks.add(chunk, "bench receiver");
+        if (done) ack(done->frame, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](transport::bulk_atom, uint64_t id) {
+        if (auto d = transport::claim_bulk(self, id)) ack(d->frame, d->sender);
+      },
+      [=](transport::bulk_ready_atom, uint64_t id) {
+        if (auto d = transport::take_bulk(id)) ack(d->frame, d->sender);
+      },
+  };
+}
+
+int serve_caf(int frames) {
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system sys{cfg};
+  auto r = sys.spawn(receiver, frames);
+  auto port = sys.middleman().publish(r, 0, "127.0.0.1", true);
+  if (!port) return 1;
+  std::printf("%u %s\n", *port, transport::start_bulk_server("127.0.0.1").c_str());
+  std::fflush(stdout);
+  sys.await_all_actors_done();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fflush(nullptr);
+  _exit(0);
+}
+
+bool read_all(int fd, void* buf, size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r, n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* buf, size_t n) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = write(fd, p, n);
+    if (r <= 0) return false;
+    p += r, n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+int serve_tcp(int frames) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(s, 1) != 0) return 1;
+  socklen_t len = sizeof(a);
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  std::printf("%u\n", ntohs(a.sin_port));
+  std::fflush(stdout);
+  int c = accept(s, nullptr, nullptr);
+  std::vector<char> buf;
+  for (int i = 0; i < frames; ++i) {
+    uint64_t n = 0;
+    if (!read_all(c, &n, sizeof(n))) return 1;
+    buf.resize(n);
+    if (!read_all(c, buf.data(), n)) return 1;
+    const char ack = 1;
+    if (!write_all(c, &ack, 1)) return 1;
+  }
+  close(c);
+  close(s);
+  return 0;
+}
+
+// Starts this binary as the receiver and returns its pid and port.
+struct Server {
+  pid_t pid;
+  uint16_t port;
+  std::string bulk;
+};
+Server start_server(const char* self_path, const std::string& kind, int frames) {
+  int p[2];
+  if (pipe(p) != 0) std::exit(1);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[0]);
+    close(p[1]);
+    const std::string n = std::to_string(frames);
+    execl(self_path, self_path, "--serve", kind.c_str(), n.c_str(), nullptr);
+    _exit(127);
+  }
+  close(p[1]);
+  char line[128] = {0};
+  size_t got = 0;
+  while (got < sizeof(line) - 1 && read(p[0], line + got, 1) == 1 && line[got] != '\n') ++got;
+  close(p[0]);
+  const std::string text(line, got);
+  const auto space = text.find(' ');
+  return {pid, static_cast<uint16_t>(std::atoi(line)),
+          space == std::string::npos ? std::string() : text.substr(space + 1)};
+}
+
+// `bulk`: frames on swarmrt's own TCP link, CAF carrying only their ids; otherwise as chunks
+// inside CAF messages.
+double run_caf(const char* self_path, const at::Tensor& t, int frames, bool bulk) {
+  auto [pid, port, endpoint] = start_server(self_path, "caf", frames + 1);
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system sys{cfg};
+  auto remote = sys.middleman().remote_actor("127.0.0.1", port);
+  if (!remote) std::exit(1);
+  caf::scoped_actor self{sys};
+  messages::MicroBatchHeader h;
+  h.samples = 1;
+  auto frame = messages::make_frame(h, {t});
+  const char* chunk_env = std::getenv("SWARMRT_BENCH_CHUNK_KIB");
+  transport::ChunkTransport chunks(chunk_env ? size_t(std::atoi(chunk_env)) << 10
+                                             : messages::kDefaultMaxChunk);
+  transport::BulkTransport link;
+  if (bulk) transport::register_endpoint(remote->node(), endpoint);
+  transport::Transport& via = bulk ? static_cast<transport::Transport&>(link) : chunks;
+  auto send = [&] { via.send(self.ptr(), *remote, messages::FrameKind::microbatch, frame); };
+  auto ack = [&] { self->receive([](done_atom, uint64_t) {}); };
+  send();  // warm-up frame: connection and allocations
+  ack();
+  const auto start = Clock::now();
+  int sent = 0, acked = 0;
+  while (sent < std::min(kWindow, frames)) send(), ++sent;
+  while (acked < frames) {
+    ack(), ++acked;
+    if (sent < frames) send(), ++sent;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  int status;
+  waitpid(pid, &status, 0);
+  return secs;
+}
+
+double run_tcp(const char* self_path, const at::Tensor& t, int frames) {
+  auto [pid, port, unused] = start_server(self_path, "tcp", frames + 1);
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) std::exit(1);
+  int one = 1;
+  setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const uint64_t n = static_cast<uint64_t>(t.numel()) * t.element_size();
+  auto send = [&] {
+    write_all(s, &n, sizeof(n));
+    write_all(s, t.data_ptr(), n);
+  };
+  auto ack = [&] {
+    char c;
+    read_all(s, &c, 1);
+  };
+  send();
+  ack();
+  const auto start = Clock::now();
+  int sent = 0, acked = 0;
+  // The socket buffer holds what is in flight; a blocking write of a whole frame while the
+  // receiver waits for us to read acks cannot deadlock, since the receiver reads frames whole.
+  while (sent < std::min(kWindow, frames)) send(), ++sent;
+  while (acked < frames) {
+    ack(), ++acked;
+    if (sent < frames) send(), ++sent;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  close(s);
+  int status;
+  waitpid(pid, &status, 0);
+  return secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--serve")
+    return std::string(argv[2]) == "caf" ? serve_caf(std::atoi(argv[3]))
+                                         : serve_tcp(std::atoi(argv[3]));
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s SIZE_MIB FRAMES caf|tcp\n", argv[0]);
+    return 2;
+  }
+  const int mib = std::atoi(argv[1]), frames = std::atoi(argv[2]);
+  const std::string path = argv[3];
+  const auto t = at::rand({static_cast<int64_t>(mib) << 18});  // mib MiB of float32
+  const double secs = path == "tcp" ? run_tcp("/proc/self/exe", t, frames)
+                                    : run_caf("/proc/self/exe", t, frames, path == "bulk");
+  const double bytes = static_cast<double>(frames) * static_cast<double>(mib) * (1 << 20);
+  std::printf(
+      "{\"path\":\"%s\",\"size_mib\":%d,\"frames\":%d,\"seconds\":%.6f,\"mib_per_s\":%.1f}\n",
+      path.c_str(), mib, frames, secs, bytes / secs / (1 << 20));
+  return 0;
+}

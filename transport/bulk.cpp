@@ -1,0 +1,400 @@
+#include "transport/bulk.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+namespace swarmrt::transport {
+namespace {
+
+bool read_all(int fd, void* buf, size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* buf, size_t n) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// ---- the inbox: payloads and the actors waiting for them -------------------------------
+struct Entry {
+  std::optional<BulkDelivery> delivery;  // the bytes have come (or were refused)
+  caf::actor waiter;                     // an actor has the CAF message and waits
+  caf::actor sender;
+};
+
+struct Inbox {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, Entry> entries;
+};
+Inbox& inbox() {
+  static Inbox* i = new Inbox;  // never destroyed: reader threads may outlive main
+  return *i;
+}
+
+void arrived(uint64_t id, BulkDelivery d) {
+  auto& in = inbox();
+  caf::actor wake;
+  {
+    std::lock_guard<std::mutex> lock(in.mutex);
+    auto& e = in.entries[id];
+    e.delivery = std::move(d);
+    wake = e.waiter;
+  }
+  if (wake) caf::anon_send(wake, bulk_ready_atom::value, id);
+}
+
+// ---- the listening end --------------------------------------------------------------------
+struct Server {
+  std::mutex mutex;
+  std::string endpoint;
+  bool started = false;
+};
+Server& server() {
+  static Server* s = new Server;
+  return *s;
+}
+
+// Receive buffers are reused: a fresh multi-megabyte buffer costs a page fault per 4 KiB on
+// first touch, which on a VM costs more than the copy itself. Freed buffers wait here (up to
+// 512 MiB) for the next frame of a similar size.
+struct Pool {
+  std::mutex mutex;
+  std::multimap<size_t, uint8_t*> free;
+  size_t pooled = 0;
+};
+Pool& pool() {
+  static Pool* p = new Pool;
+  return *p;
+}
+
+void release(uint8_t* data, size_t capacity) {
+  auto& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (p.pooled + capacity <= (size_t{512} << 20)) {
+    p.free.emplace(capacity, data);
+    p.pooled += capacity;
+  } else {
+    delete[] data;
+  }
+}
+
+std::shared_ptr<uint8_t> acquire(size_t size) {
+  auto& p = pool();
+  uint8_t* data = nullptr;
+  size_t capacity = size;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    auto it = p.free.lower_bound(size);
+    if (it != p.free.end() && it->first <= 2 * size + 4096) {
+      capacity = it->first;
+      data = it->second;
+      p.pooled -= capacity;
+      p.free.erase(it);
+    }
+  }
+  if (!data) data = new uint8_t[std::max<size_t>(capacity, 1)];
+  return std::shared_ptr<uint8_t>(data, [capacity](uint8_t* d) { release(d, capacity); });
+}
+
+// One thread per incoming connection. Chunks of one message come in order (one writer thread
+// per link sends whole messages), and each slice is read straight into the message's buffer;
+// the tensors of the decoded frame are views of that buffer. A refused chunk ends the
+// connection (the stream cannot be trusted after it); the message it belonged to is delivered
+// as refused, so its receiver counts it and goes on.
+void serve_connection(int fd) {
+  uint8_t head[messages::kChunkPrefix];
+  std::shared_ptr<uint8_t> buffer;
+  messages::ChunkPrefix current;
+  uint64_t received = 0;
+  for (;;) {
+    if (!read_all(fd, head, sizeof(head))) break;
+    messages::ChunkPrefix c;
+    std::string why;
+    try {
+      c = messages::parse_chunk_prefix(head);
+    } catch (const messages::DecodeError& e) {
+      why = e.what();
+    }
+    if (why.empty()) {
+      if (c.length > messages::kDefaultMaxChunk - messages::kChunkPrefix)
+        why = "chunk of " + std::to_string(c.length) + " bytes exceeds the chunk limit";
+      else if (c.total > messages::kDefaultMaxMessage)
+        why = "message of " + std::to_string(c.total) + " bytes exceeds the limit";
+      else if (c.count == 0 || c.index >= c.count)
+        why = "chunk index out of range";
+      else if (c.offset > c.total || c.length > c.total - c.offset)
+        why = "slice lies outside the message";
+      else if (c.index == 0
+                   ? (buffer != nullptr)
+                   : (!buffer || c.message_id != current.message_id || c.count != current.count ||
+                      c.total != current.total || c.offset != received))
+        why = "chunk out of order";
+    }
+    if (!why.empty()) {
+      spdlog::warn("bulk link refused a chunk: {}; closing the link", why);
+      arrived(c.message_id, BulkDelivery{{}, {}, {}, why});
+      break;
+    }
+    if (c.index == 0) {
+      current = c;
+      received = 0;
+      buffer = acquire(static_cast<size_t>(c.total));
+    }
+    if (!read_all(fd, buffer.get() + c.offset, c.length)) break;
+    received += c.length;
+    if (c.index + 1 < c.count) continue;
+    if (received != current.total) {
+      arrived(c.message_id, BulkDelivery{{}, {}, {}, "chunks end before the message does"});
+      break;
+    }
+    try {
+      auto done = messages::decode_message(buffer.get(), static_cast<size_t>(current.total),
+                                           std::static_pointer_cast<void>(buffer));
+      arrived(c.message_id, BulkDelivery{done.kind, std::move(done.frame), {}, {}});
+    } catch (const messages::DecodeError& e) {
+      spdlog::warn("bulk link refused a message: {}", e.what());
+      arrived(c.message_id, BulkDelivery{{}, {}, {}, e.what()});
+    }
+    buffer.reset();
+  }
+  ::close(fd);
+}
+
+// ---- the sending end: one connection and writer thread per peer endpoint -------------------
+struct Link {
+  int fd = -1;
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::unique_ptr<messages::ChunkPlan>> queue;
+  bool broken = false;
+};
+
+// Writes each chunk's prefix and then its slices straight from the tensors' memory.
+void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
+  for (;;) {
+    std::unique_ptr<messages::ChunkPlan> plan;
+    {
+      std::unique_lock<std::mutex> lock(link->mutex);
+      link->ready.wait(lock, [&] { return !link->queue.empty(); });
+      plan = std::move(link->queue.front());
+      link->queue.pop_front();
+    }
+    for (const auto& c : plan->chunks) {
+      bool ok = write_all(link->fd, c.prefix.data(), c.prefix.size());
+      for (const auto& slice : c.slices) ok = ok && write_all(link->fd, slice.data, slice.size);
+      if (!ok) {
+        spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
+        std::lock_guard<std::mutex> lock(link->mutex);
+        link->broken = true;
+        return;
+      }
+    }
+  }
+}
+
+int connect_to(const std::string& endpoint) {
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return -1;
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(endpoint.substr(0, colon).c_str(), endpoint.substr(colon + 1).c_str(), &hints,
+                  &res) != 0)
+    return -1;
+  int fd = socket(res->ai_family, SOCK_STREAM, 0);
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+    ::close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd >= 0) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  return fd;
+}
+
+struct Links {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<Link>> by_endpoint;
+  std::map<caf::node_id, std::string> endpoints;
+};
+Links& links() {
+  static Links* l = new Links;
+  return *l;
+}
+
+std::shared_ptr<Link> link_to(const std::string& endpoint) {
+  auto& ls = links();
+  std::lock_guard<std::mutex> lock(ls.mutex);
+  auto& link = ls.by_endpoint[endpoint];
+  if (link) {
+    std::lock_guard<std::mutex> l(link->mutex);
+    if (!link->broken) return link;
+  }
+  link = std::make_shared<Link>();
+  link->fd = connect_to(endpoint);
+  if (link->fd < 0) {
+    spdlog::warn("bulk link: cannot connect to {}; frames go over CAF", endpoint);
+    link->broken = true;
+    return link;
+  }
+  std::thread(write_loop, link, endpoint).detach();
+  return link;
+}
+
+uint64_t next_id() {
+  static std::atomic<uint64_t> next{std::random_device{}() * 0x9E3779B97F4A7C15ull};
+  return next.fetch_add(1);
+}
+
+}  // namespace
+
+std::string start_bulk_server(const std::string& host) {
+  auto& s = server();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.started) return s.endpoint;
+  s.started = true;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (host == "0.0.0.0") {
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+  } else if (host == "localhost") {
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    spdlog::warn("bulk link: '{}' is not an IPv4 address; frames go over CAF", host);
+    ::close(fd);
+    return {};
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 64) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    spdlog::warn("bulk link: cannot listen on {}: {}; frames go over CAF", host,
+                 std::strerror(errno));
+    ::close(fd);
+    return {};
+  }
+  s.endpoint = (host == "localhost" ? "127.0.0.1" : host) + ":" + std::to_string(ntohs(a.sin_port));
+  std::thread([fd] {
+    for (;;) {
+      int c = accept(fd, nullptr, nullptr);
+      if (c < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      int one = 1;
+      setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      std::thread(serve_connection, c).detach();
+    }
+  }).detach();
+  return s.endpoint;
+}
+
+std::string bulk_endpoint() {
+  auto& s = server();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.endpoint;
+}
+
+void register_endpoint(const caf::node_id& node, const std::string& endpoint) {
+  if (endpoint.empty()) return;
+  auto& ls = links();
+  std::lock_guard<std::mutex> lock(ls.mutex);
+  ls.endpoints[node] = endpoint;
+}
+
+std::optional<std::string> endpoint_of(const caf::node_id& node) {
+  auto& ls = links();
+  std::lock_guard<std::mutex> lock(ls.mutex);
+  auto it = ls.endpoints.find(node);
+  if (it == ls.endpoints.end()) return std::nullopt;
+  return it->second;
+}
+
+void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
+                         messages::Frame frame) {
+  auto endpoint = endpoint_of(to.node());
+  auto link = endpoint ? link_to(*endpoint) : nullptr;
+  bool usable = false;
+  if (link) {
+    std::lock_guard<std::mutex> lock(link->mutex);
+    usable = !link->broken;
+  }
+  if (!usable) {
+    static ChunkTransport chunks;
+    return chunks.send(self, to, kind, std::move(frame));
+  }
+  const uint64_t id = next_id();
+  // The writer thread sends from the tensors' memory after send returns. Micro-batch tensors
+  // are never written again; a DiLoCo group updates θ in place at its next round, so round
+  // frames are copied first.
+  if (kind == messages::FrameKind::round)
+    for (auto& t : frame.tensors) t = t.clone();
+  auto plan = messages::plan_chunks(frame, kind, id);
+  {
+    std::lock_guard<std::mutex> lock(link->mutex);
+    link->queue.push_back(std::move(plan));
+  }
+  link->ready.notify_one();
+  caf::unsafe_send_as(self, to, bulk_atom::value, id);
+}
+
+std::optional<BulkDelivery> claim_bulk(caf::local_actor* self, uint64_t id) {
+  auto& in = inbox();
+  std::lock_guard<std::mutex> lock(in.mutex);
+  auto& e = in.entries[id];
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  if (e.delivery) {
+    auto d = std::move(*e.delivery);
+    d.sender = sender;
+    in.entries.erase(id);
+    return d;
+  }
+  e.waiter = caf::actor_cast<caf::actor>(self);
+  e.sender = sender;
+  return std::nullopt;
+}
+
+std::optional<BulkDelivery> take_bulk(uint64_t id) {
+  auto& in = inbox();
+  std::lock_guard<std::mutex> lock(in.mutex);
+  auto it = in.entries.find(id);
+  if (it == in.entries.end() || !it->second.delivery) return std::nullopt;
+  auto d = std::move(*it->second.delivery);
+  d.sender = it->second.sender;
+  in.entries.erase(it);
+  return d;
+}
+
+}  // namespace swarmrt::transport

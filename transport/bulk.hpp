@@ -1,0 +1,53 @@
+// Frames between processes over a plain TCP connection beside CAF's: the tensor bytes of a
+// frame (in the same checked chunk format as ChunkTransport) go over a socket this process
+// keeps per peer process, written by its own thread; CAF carries only (bulk_atom, id) from the
+// sending actor, so the receiver still knows who sent it and CAF's I/O thread never copies the
+// tensors. Whichever of the two arrives first waits for the other in this process's inbox.
+//
+// Every process that receives frames runs one BulkServer; its endpoint travels with the
+// membership (Member::endpoint) and the join reply, and senders pick this transport for a peer
+// whose node has a known endpoint (for_peer in transport.hpp), CAF chunks otherwise.
+#pragma once
+
+#include <caf/all.hpp>
+#include <optional>
+#include <string>
+
+#include "transport/transport.hpp"
+
+namespace swarmrt::transport {
+
+using bulk_atom = caf::atom_constant<caf::atom("bulk")>;             // id of a frame on the side
+using bulk_ready_atom = caf::atom_constant<caf::atom("bulkready")>;  // the inbox: it has come
+
+// Starts this process's listening end on `host` (port chosen by the kernel) once; returns its
+// "host:port", or empty with the reason logged when it cannot listen.
+std::string start_bulk_server(const std::string& host);
+std::string bulk_endpoint();
+
+// Which endpoint serves the actors of a node.
+void register_endpoint(const caf::node_id& node, const std::string& endpoint);
+std::optional<std::string> endpoint_of(const caf::node_id& node);
+
+class BulkTransport final : public Transport {
+ public:
+  const char* name() const override { return "bulk"; }
+  void send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
+            messages::Frame frame) override;
+};
+
+// What a receiving actor gets: the frame and the actor that sent it, or why it was refused.
+struct BulkDelivery {
+  messages::FrameKind kind = messages::FrameKind::microbatch;
+  messages::Frame frame;
+  caf::actor sender;
+  std::string error;
+};
+
+// For (bulk_atom, id): the frame if its bytes are here, otherwise the inbox sends
+// (bulk_ready_atom, id) to `self` when they come.
+std::optional<BulkDelivery> claim_bulk(caf::local_actor* self, uint64_t id);
+// For (bulk_ready_atom, id).
+std::optional<BulkDelivery> take_bulk(uint64_t id);
+
+}  // namespace swarmrt::transport
