@@ -58,6 +58,7 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
 void maybe_ready(Self* self) {
   auto& s = self->state;
   if (joined_workers(s) < expected_workers(s.setup.ctx->config)) return;
+  s.full = true;
   for (auto& p : s.ready) p.deliver(caf::unit);
   s.ready.clear();
 }
@@ -87,6 +88,11 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         auto& s = self->state;
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
+        if (s.full && !s.setup.ctx->diloco())
+          return refuse(self, r,
+                        "the run has started, and a worker joining a running " +
+                            s.setup.ctx->mode() +
+                            " run cannot take its stage's state yet (DiLoCo modes can)");
         messages::JoinReply reply;
         reply.config_toml = s.setup.config_toml;
         reply.run_id = s.setup.ctx->run_id;

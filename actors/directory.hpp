@@ -40,6 +40,7 @@ struct directory_state {
   uint64_t refused = 0;
   std::vector<caf::response_promise> ready;  // waiting for a full swarm
   bool stopped = false;
+  bool full = false;  // the swarm has been full once: the run has started
   static inline const char* name = "directory";
 };
 

@@ -255,6 +255,28 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                   static_cast<int>(cfg.swarm.max_inflight));
   if (s.setup.ctx->diloco()) s.anchor = model::parameters_of(*s.module);
+  if (s.setup.ctx->diloco() && s.setup.group) {
+    // A worker may join a swarm that is already training: it starts from its stage's global
+    // parameters θ and the group's next round, not from the initialization. (At the start of
+    // a run these are the same.) Nothing else is handled until both have come.
+    const auto timeout = std::chrono::seconds(60);
+    self->request(s.setup.group, timeout, params_atom::value)
+        .await(
+            [=](const messages::TensorList& theta) {
+              auto& s = self->state;
+              if (!theta.error.empty()) throw std::runtime_error("θ was refused: " + theta.error);
+              auto named = to_named(theta);
+              model::assign_parameters(*s.module, named);
+              s.anchor = std::move(named);
+            },
+            [=](const caf::error& e) {
+              throw std::runtime_error("no θ from the DiLoCo group: " + self->system().render(e));
+            });
+    self->request(s.setup.group, timeout, stats_atom::value)
+        .await([=](int64_t last_applied, uint64_t) {
+          self->state.round = static_cast<uint64_t>(last_applied + 1);
+        });
+  }
   // Bad input is refused inside the frame handler; anything else that throws ends the worker
   // with the reason logged, and the tracker, which monitors every worker, fails the run
   // with that reason instead of waiting for it.
