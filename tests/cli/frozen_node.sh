@@ -46,11 +46,11 @@ gone=$(grep "node 'frozen' .* is gone" "$tmp/coord.log" | head -1)
 [ -n "$gone" ] || fail "no 'is gone' line: $(tail -5 "$tmp/coord.log")"
 grep -q "swarm run failed: .*stage worker [0-9]* went down at step" "$tmp/coord.log" \
   || fail "the failure does not name the worker and step: $(tail -5 "$tmp/coord.log")"
-# The coordinator logs wall-clock time: detection must lie within the 1 s timeout (+1 s slack
+# The coordinator logs wall-clock time: detection must lie within the 1 s timeout (+2 s slack
 # for heartbeat phase and scheduling).
 seen=$(echo "$gone" | sed -n 's/^\[\([0-9:.]*\)\].*/\1/p')
 delay=$(awk -v s="$stopped_at" -v t="$seen" 'BEGIN { split(t, a, ":"); d = a[1]*3600 + a[2]*60 + a[3] - (s % 86400); print d }')
-awk -v d="$delay" 'BEGIN { exit !(d >= 0 && d < 2.0) }' || fail "detected after $delay s"
+awk -v d="$delay" 'BEGIN { exit !(d >= 0 && d < 3.0) }' || fail "detected after $delay s"
 for _ in $(seq 1 50); do kill -0 "$steady" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$steady" 2>/dev/null && fail "the steady node was not stopped"
 echo "ok: frozen node noticed after ${delay} s"
