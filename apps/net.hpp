@@ -33,8 +33,7 @@ void add_net_options(CLI::App& cmd, NetOptions& net);
 // The secret given on the command line, else from SWARMRT_SECRET.
 std::string resolve_secret(const NetOptions& net);
 
-// Registers swarmrt's message types, loads CAF's middleman with heartbeats on, and lets nodes
-// that learn of each other through the coordinator connect directly.
+// Registers swarmrt's message types and loads CAF's middleman with heartbeats on.
 void configure_network(caf::actor_system_config& cfg, const NetOptions& net);
 
 // Blocks SIGINT and SIGTERM in every thread started after it (construct it before the actor

@@ -133,12 +133,8 @@ int run_node(const NodeArgs& args) {
     std::lock_guard<std::mutex> lock(agent_mutex);
     agent_handle = agent;
   }
-  // Other nodes connect here directly instead of through the coordinator.
-  if (auto port = sys.middleman().publish(agent, 0, args.listen.c_str(), true); !port)
-    spdlog::warn("node: no direct port on {} ({}); hops go through the coordinator", args.listen,
-                 sys.render(port.error()));
-  spdlog::info("node '{}' serving {} workers for the coordinator at {}", setup.name,
-               setup.workers.size(), args.join);
+  spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
+               setup.workers.size(), args.join, bulk.empty() ? "none (over CAF)" : bulk);
   self->monitor(agent);
   self->receive([](const caf::down_msg&) {});
   std::string traffic;
@@ -168,7 +164,8 @@ void add_node_command(CLI::App& app, int& exit_code) {
                   "this node's config; joining checks it against the coordinator's");
   cmd->add_option("--set", args->overrides, "override a key of --config (repeatable)");
   cmd->add_option("--name", args->name, "name in the coordinator's logs (default host:pid)");
-  cmd->add_option("--listen", args->listen, "address other nodes reach this one on")
+  cmd->add_option("--listen", args->listen,
+                  "address other processes reach this node's frame link on")
       ->capture_default_str();
   cmd->add_option("--connect-timeout-s", args->connect_timeout_s,
                   "keep trying to reach the coordinator this long")
