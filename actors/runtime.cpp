@@ -84,6 +84,8 @@ WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
   ws.tracker = tracker;
   if (stage < averagers.size()) ws.averager = averagers[stage];
   if (stage < groups.size()) ws.group = groups[stage];
+  if (ctx->config.chaos.slow_worker == static_cast<int64_t>(id))
+    ws.slow_factor = ctx->config.chaos.slow_factor;
   return ws;
 }
 
@@ -160,8 +162,6 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
       auto ws = worker_setup(ctx, worker_id(k, r), static_cast<uint32_t>(k), core.tracker,
                              core.averagers, core.groups);
       ws.keep_grads = options.keep_grads;
-      if (auto it = options.slow_factors.find(ws.id); it != options.slow_factors.end())
-        ws.slow_factor = it->second;
       stage.push_back({ws.id, ws.stage, spawn_worker(sys, ws), {}});
       everyone.push_back(stage.back().handle);
     }

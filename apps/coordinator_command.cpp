@@ -80,6 +80,10 @@ int run_coordinator(const CoordinatorArgs& args) {
     ctx->config = config;
     ctx->run_id = std::random_device{}();
     auto core = actors::spawn_core(sys, ctx, corpus, &run, true);
+    transport::set_link_delay(config.chaos.link_delay_ms);
+    if (config.chaos.link_delay_ms > 0)
+      spdlog::warn("chaos: every frame sent between processes waits {} ms",
+                   config.chaos.link_delay_ms);
     // Frames to and from the nodes go over a TCP link of their own beside CAF's.
     const std::string endpoint =
         args.frames_over_caf ? std::string() : transport::start_bulk_server(listen.host);

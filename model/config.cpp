@@ -63,6 +63,11 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(diloco, round_timeout_s, "seconds to wait for a quorum"),
       SWARMRT_FIELD(checkpoint, every_steps, "steps between checkpoints, 0 disables"),
       SWARMRT_FIELD(checkpoint, keep, "checkpoints kept on disk"),
+      SWARMRT_FIELD(chaos, seed, "fault-injection seed"),
+      SWARMRT_FIELD(chaos, link_delay_ms, "delay every frame sent between processes by this"),
+      SWARMRT_FIELD(chaos, slow_worker, "worker id to slow down, -1 = none"),
+      SWARMRT_FIELD(chaos, slow_factor,
+                    "compute of chaos.slow_worker takes this many times longer"),
   };
   return table;
 }
@@ -327,6 +332,10 @@ void validate(const RunConfig& c, const std::string& origin) {
 
   if (c.checkpoint.every_steps < 0) fail("checkpoint.every_steps", "must be >= 0");
   if (c.checkpoint.keep < 1) fail("checkpoint.keep", "must be >= 1");
+  if (c.chaos.link_delay_ms < 0 || c.chaos.link_delay_ms > 600000)
+    fail("chaos.link_delay_ms", "must be between 0 and 600000");
+  if (c.chaos.slow_factor < 1 || c.chaos.slow_factor > 1000)
+    fail("chaos.slow_factor", "must be between 1 and 1000");
 }
 
 }  // namespace swarmrt::model

@@ -71,6 +71,14 @@ struct CheckpointConfig {
   int64_t keep = 3;
 };
 
+// Fault injection (SPEC §7). Local to each run, so not part of the fingerprint.
+struct ChaosConfig {
+  int64_t seed = 0;
+  double link_delay_ms = 0;  // every frame sent on a process link waits this long first
+  int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
+  double slow_factor = 1.0;  // by this factor
+};
+
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
@@ -78,6 +86,7 @@ struct RunConfig {
   SwarmConfig swarm;
   DilocoConfig diloco;
   CheckpointConfig checkpoint;
+  ChaosConfig chaos;
 
   // Tokens in one optimizer step, the unit every mode shares.
   int64_t tokens_per_step() const {

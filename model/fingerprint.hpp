@@ -1,7 +1,7 @@
 // What two nodes of one swarm must agree on before they train together: the protocol version
 // and every config key that changes the math (model shape, batch, optimizer, mode, DiLoCo).
-// Keys that are a node's own business (threads, logging, data path, checkpoints) are left
-// out, so two machines may keep their data in different places.
+// Keys that are a node's own business (threads, logging, data path, checkpoints, fault
+// injection) are left out, so two machines may keep their data in different places.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -197,6 +199,8 @@ struct Link {
   bool broken = false;
 };
 
+std::atomic<int64_t> g_link_delay_us{0};
+
 // Writes each chunk's prefix and then its slices straight from the tensors' memory.
 void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
   for (;;) {
@@ -207,6 +211,8 @@ void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
       plan = std::move(link->queue.front());
       link->queue.pop_front();
     }
+    if (const auto delay = g_link_delay_us.load(); delay > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(delay));
     for (const auto& c : plan->chunks) {
       bool ok = write_all(link->fd, c.prefix.data(), c.prefix.size());
       for (const auto& slice : c.slices) ok = ok && write_all(link->fd, slice.data, slice.size);
@@ -277,6 +283,10 @@ uint64_t next_id() {
 }
 
 }  // namespace
+
+void set_link_delay(double ms) {
+  g_link_delay_us = static_cast<int64_t>(ms * 1000);
+}
 
 std::string start_bulk_server(const std::string& host) {
   auto& s = server();

@@ -29,6 +29,10 @@ std::string bulk_endpoint();
 void register_endpoint(const caf::node_id& node, const std::string& endpoint);
 std::optional<std::string> endpoint_of(const caf::node_id& node);
 
+// Fault injection: every message this process writes on a frame link waits `ms` first
+// (chaos.link_delay_ms), so links behave like slow, far ones.
+void set_link_delay(double ms);
+
 class BulkTransport final : public Transport {
  public:
   const char* name() const override { return "bulk"; }

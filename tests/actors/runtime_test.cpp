@@ -134,9 +134,10 @@ TEST(Runtime, ThroughputWiringFavoursTheFasterWorker) {
     config.train.micro_batches = 12;
     config.swarm.max_inflight = 16;
     config.swarm.wiring = wiring;
-    actors::RuntimeOptions o;
-    o.slow_factors[actors::worker_id(0, 1)] = 2.0;
-    auto result = run(config, o);
+    // Slowed the way a user does it: [chaos] slow_worker / slow_factor.
+    config.chaos.slow_worker = actors::worker_id(0, 1);
+    config.chaos.slow_factor = 2.0;
+    auto result = run(config, actors::RuntimeOptions{});
     const double slow = static_cast<double>(result.forwards.at(actors::worker_id(0, 1)));
     const double fast = static_cast<double>(result.forwards.at(actors::worker_id(0, 0)));
     EXPECT_EQ(slow + fast, 96);

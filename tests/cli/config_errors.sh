@@ -24,6 +24,7 @@ expect wrong_type $'[train]\nsteps = "ten"' "train.steps: expected an integer"
 expect too_many_stages $'[swarm]\nmode = "pp"\nstages = 9' "swarm.stages: must be <= model.n_layer"
 expect bad_syntax $'[train\nsteps = 3' "syntax error"
 expect bad_override '' "unknown key 'train.bogus'" --set train.bogus=1
+expect bad_chaos $'[chaos]\nslow_factor = 0.5' "chaos.slow_factor: must be between 1 and 1000"
 "$bin" train --config "$tmp/does-not-exist.toml" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q "cannot open config file" "$tmp/out"; then echo "FAIL missing file: rc $rc $(cat "$tmp/out")"; fail=1; fi

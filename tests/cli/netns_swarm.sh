@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Nodes on separate network hosts: three network namespaces (coordinator and two nodes) on one
-# bridge, each link capped at 100 Mbit/s with tc tbf. The coordinator listens on its namespace
-# address (so a secret is required), the nodes join from theirs, and a short diloco-swarm run
-# completes. Processes are stopped by pid and the namespaces removed, also on failure.
+# bridge, each link capped at 100 Mbit/s with tc tbf, and 5 ms added to every frame by
+# chaos.link_delay_ms (this kernel has tbf but no netem). The coordinator listens on its
+# namespace address (so a secret is required), the nodes join from theirs, and a short
+# diloco-swarm run completes. Processes are stopped by pid and the namespaces removed, also on
+# failure.
 set -u
 bin=$1 root=$2
 [ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
@@ -40,7 +42,8 @@ done
 export SWARMRT_SECRET=netns-test
 ns "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7411" \
   --set "data.path=$root/data/brown.txt" --set train.steps=8 --set train.eval_every=0 \
-  --set train.eval_batches=4 --set diloco.inner_steps=4 -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
+  --set train.eval_batches=4 --set diloco.inner_steps=4 --set chaos.link_delay_ms=5 \
+  -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
 pids+=($!)
 coord=$!
 for i in 1 2; do
@@ -53,6 +56,7 @@ kill -0 "$coord" 2>/dev/null && fail "coordinator still running after 240 s: $(t
 wait "$coord" || fail "coordinator exited with $?: $(tail -30 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss: $(cat "$tmp/coord.log")"
 grep -q "node 'ns1' joined" "$tmp/coord.log" || fail "ns1 did not join"
+grep -q "chaos: every frame sent between processes waits 5 ms" "$tmp/coord.log" || fail "no link delay"
 grep -q "node 'ns2' joined" "$tmp/coord.log" || fail "ns2 did not join"
 # The qdisc really was in the path: it counted the nodes' bytes.
 sent=$(ns "${names[1]}" tc -s qdisc show dev "v${names[1]}" | sed -n 's/.*Sent \([0-9]*\) bytes.*/\1/p' | head -1)

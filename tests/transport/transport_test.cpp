@@ -178,3 +178,32 @@ TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
       caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "no frame over the bulk link"; });
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
+
+TEST(Transport, ChaosLinkDelayHoldsEveryFrameBack) {
+  NetSystem a, b;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+  caf::scoped_actor tracker{*a.sys};
+  actors::WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port);
+  const auto endpoint = transport::start_bulk_server("127.0.0.1");
+  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
+  ASSERT_TRUE(remote);
+  caf::scoped_actor sender{*b.sys};
+  transport::register_endpoint(remote->node(), endpoint);
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  // Injected delay is behaviour, not speed: a frame must not arrive before it has passed.
+  transport::set_link_delay(300);
+  const auto start = std::chrono::steady_clock::now();
+  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 1));
+  tracker->receive([](eval_loss_atom, uint64_t, uint32_t, double) {},
+                   caf::after(std::chrono::seconds(20)) >> [] { FAIL() << "no frame"; });
+  const auto waited = std::chrono::steady_clock::now() - start;
+  transport::set_link_delay(0);
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
