@@ -23,7 +23,7 @@ namespace swarmrt::actors {
 struct RuntimeOptions {
   model::RunDir* run = nullptr;  // metrics and the final checkpoint go here when set
   bool progress = true;
-  bool keep_grads = false;                  // collect each worker's last reduced gradient
+  bool keep_grads = false;  // collect each worker's last reduced gradient
   // Called once every actor is spawned and wired, before step 1 (fault injection, inspection).
   std::function<void(caf::actor_system&, const messages::Membership&)> on_start;
 };

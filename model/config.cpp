@@ -63,7 +63,6 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(diloco, round_timeout_s, "seconds to wait for a quorum"),
       SWARMRT_FIELD(checkpoint, every_steps, "steps between checkpoints, 0 disables"),
       SWARMRT_FIELD(checkpoint, keep, "checkpoints kept on disk"),
-      SWARMRT_FIELD(chaos, seed, "fault-injection seed"),
       SWARMRT_FIELD(chaos, link_delay_ms, "delay every frame sent between processes by this"),
       SWARMRT_FIELD(chaos, slow_worker, "worker id to slow down, -1 = none"),
       SWARMRT_FIELD(chaos, slow_factor,

@@ -73,7 +73,6 @@ struct CheckpointConfig {
 
 // Fault injection (SPEC §7). Local to each run, so not part of the fingerprint.
 struct ChaosConfig {
-  int64_t seed = 0;
   double link_delay_ms = 0;  // every frame sent on a process link waits this long first
   int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
   double slow_factor = 1.0;  // by this factor

@@ -26,6 +26,10 @@ using messages::Direction;
 
 namespace {
 
+// The workers here are spawned on the scheduler, not detached as the runtime spawns them: a
+// detached actor's thread outlives a test until the last reference to the actor is gone, and
+// with two actor systems in one process the middleman may hold one past the test's end.
+
 struct NetSystem {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
@@ -54,7 +58,7 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
   actors::WorkerSetup ws;
   ws.ctx = ctx;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  auto worker = a.sys->spawn(actors::stage_worker, ws);
   messages::Membership m;
   m.stages = {{{0, 0, worker, {}}}};
   tracker->send(worker, members_atom::value, m);
@@ -144,7 +148,7 @@ TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
   actors::WorkerSetup ws;
   ws.ctx = ctx;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  auto worker = a.sys->spawn(actors::stage_worker, ws);
   auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
   ASSERT_TRUE(port);
   const auto endpoint = transport::start_bulk_server("127.0.0.1");
@@ -187,7 +191,7 @@ TEST(Transport, ChaosLinkDelayHoldsEveryFrameBack) {
   actors::WorkerSetup ws;
   ws.ctx = ctx;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  auto worker = a.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  auto worker = a.sys->spawn(actors::stage_worker, ws);
   auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
   ASSERT_TRUE(port);
   const auto endpoint = transport::start_bulk_server("127.0.0.1");
