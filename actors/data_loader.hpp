@@ -16,6 +16,7 @@ struct LoaderSetup {
   int64_t block_size = 128;
   int64_t micro_batch = 16;
   uint64_t seed = 0;
+  int64_t micro_batches = 1;  // per step
 };
 
 struct loader_state {
@@ -23,10 +24,12 @@ struct loader_state {
   std::unique_ptr<model::Windows> windows;
   std::unique_ptr<model::ShardLoader> loader;
   int64_t micro_batch = 0;
+  int64_t micro_batches = 1;
+  int64_t shard = 0, shards = 1;
   static inline const char* name = "data_loader";
 };
 
-// (batch_atom, step, micro_batch) -> TensorList {inputs, targets}
+// (batch_atom, step, micro_batch) -> TensorList {inputs, targets}; steps count from 1.
 caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup setup);
 
 }  // namespace swarmrt::actors

@@ -24,12 +24,38 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
   transport::send_frame(self, to, messages::FrameKind::round, messages::make_round_frame(r, {}));
 }
 
+// The last applied round's θ as an `applied` round frame, for `to`.
+void send_theta(Self* self, const caf::actor& to) {
+  auto& s = self->state;
+  messages::RoundHeader h;
+  h.round_id = static_cast<uint64_t>(s.last_applied);
+  h.stage = s.stage;
+  h.status = messages::RoundStatus::applied;
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : s.outer->theta()) {
+    h.tensor_names.push_back(name);
+    tensors.push_back(t);
+  }
+  s.ctx->bytes->add(Traffic::parameters, messages::payload_bytes(tensors));
+  transport::send_frame(self, to, messages::FrameKind::round,
+                        messages::make_round_frame(h, std::move(tensors)));
+}
+
 void apply_round(Self* self) {
   auto& s = self->state;
   std::vector<const model::NamedTensors*> deltas;
   for (const auto& [id, d] : s.contributions) deltas.push_back(&d);
   const auto& theta = s.outer->step(deltas);
   s.last_applied = static_cast<int64_t>(s.round);
+  {
+    std::lock_guard<std::mutex> lock(s.store->mu);
+    s.store->theta.clear();
+    s.store->momentum.clear();
+    for (const auto& [name, t] : theta) s.store->theta.emplace_back(name, t.clone());
+    for (const auto& [name, t] : s.outer->momentum()) s.store->momentum.emplace_back(name, t.clone());
+    s.store->last_applied = s.last_applied;
+    s.store->applied_rounds.push_back(s.round);
+  }
   messages::RoundHeader h;
   h.round_id = s.round;
   h.stage = s.stage;
@@ -106,21 +132,44 @@ void on_bulk(Self* self, const transport::BulkDelivery& d) {
 
 }  // namespace
 
-caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta) {
+caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
+                           GroupStorePtr store) {
   auto& s = self->state;
   s.ctx = std::move(ctx);
   s.stage = stage;
+  s.store = std::move(store);
   const auto& d = s.ctx->config.diloco;
   s.outer = std::make_unique<model::OuterNesterov>(std::move(theta), d.outer_lr, d.outer_momentum);
+  {
+    std::lock_guard<std::mutex> lock(s.store->mu);
+    if (!s.store->theta.empty()) {
+      model::NamedTensors t, m;
+      for (const auto& [name, x] : s.store->theta) t.emplace_back(name, x.clone());
+      for (const auto& [name, x] : s.store->momentum) m.emplace_back(name, x.clone());
+      s.outer->restore(std::move(t), std::move(m));
+      s.last_applied = s.store->last_applied;
+      s.round = static_cast<uint64_t>(s.last_applied + 1);
+    }
+  }
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
+        auto before = std::move(s.members);
         s.members.clear();
         if (stage < m.stages.size())
           for (const auto& w : m.stages[stage]) {
             s.members[w.id] = w.handle;
             transport::register_endpoint(w.handle.node(), w.endpoint);
+            // A worker new to the stage may have taken its state before the last round was
+            // applied: it gets that round's θ (it ignores a round it already has).
+            auto old = before.find(w.id);
+            if (s.last_applied >= 0 && (old == before.end() || old->second != w.handle))
+              send_theta(self, w.handle);
           }
+        // A member lost while the round was collected: the survivors may all be in.
+        size_t in = 0;
+        for (const auto& [id, d] : s.contributions) in += s.members.count(id);
+        if (!s.contributions.empty() && in >= s.members.size()) apply_round(self);
       },
       [=](round_atom, const messages::Frame& frame) {
         on_contribution(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));
@@ -161,7 +210,23 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         auto& s = self->state;
         return caf::make_message(s.last_applied, s.rejected);
       },
+      // The round being collected and how many contributions it holds (fault injection).
+      [=](faults_atom) {
+        auto& s = self->state;
+        return caf::make_message(s.round, static_cast<uint64_t>(s.contributions.size()));
+      },
       [=](params_atom) { return to_list(self->state.outer->theta(), /*clone=*/true); },
+      // The state a restarted or joining worker of this stage starts from: θ and the next round.
+      [=](state_atom) {
+        auto& s = self->state;
+        messages::WorkerState st;
+        st.params = to_list(s.outer->theta(), /*clone=*/true);
+        st.anchor = st.params;
+        st.round = s.last_applied + 1;
+        st.source = "DiLoCo group " + std::to_string(stage) + " (round " +
+                    std::to_string(s.last_applied) + ")";
+        return st;
+      },
   };
 }
 

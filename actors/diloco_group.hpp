@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "actors/context.hpp"
@@ -16,9 +17,21 @@
 
 namespace swarmrt::actors {
 
+// What outlives a group actor: θ, the outer momentum and the last applied round, written
+// after every applied round. A restarted group continues from it, so a round is neither
+// applied twice nor lost; checkpoints read it.
+struct GroupStore {
+  std::mutex mu;
+  model::NamedTensors theta, momentum;  // empty until the first round is applied
+  int64_t last_applied = -1;
+  std::vector<uint64_t> applied_rounds;  // every round applied, in order
+};
+using GroupStorePtr = std::shared_ptr<GroupStore>;
+
 struct group_state {
   ContextPtr ctx;
   uint32_t stage = 0;
+  GroupStorePtr store;
   std::unique_ptr<model::OuterNesterov> outer;
   std::map<uint32_t, caf::actor> members;
   uint64_t round = 0;         // the round being collected
@@ -31,8 +44,9 @@ struct group_state {
   static inline const char* name = "diloco_group";
 };
 
-// `theta` is the stage's initial global parameters.
+// `theta` is the stage's initial global parameters; a store that holds a round (a restart,
+// a resumed run) takes precedence.
 caf::behavior diloco_group(caf::stateful_actor<group_state>* self, ContextPtr ctx, uint32_t stage,
-                           model::NamedTensors theta);
+                           model::NamedTensors theta, GroupStorePtr store);
 
 }  // namespace swarmrt::actors

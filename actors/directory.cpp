@@ -72,6 +72,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
   s.membership.stages.resize(stages);
   s.assigned.assign(stages, 0);
   s.next_replica.assign(stages, 0);
+  s.rng.seed(static_cast<uint64_t>(s.setup.ctx->config.chaos.seed));
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;
     auto it = s.nodes.find(down.source);
@@ -81,18 +82,26 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
                    self->system().render(down.reason));
     else
       spdlog::info("node '{}' (node {}) stopped", it->second.name, it->second.index);
+    // Its workers leave the membership (the tracker has removed them already, through its
+    // own monitors); their stages may take a new node's workers.
+    for (auto id : it->second.workers)
+      for (size_t k = 0; k < s.membership.stages.size(); ++k) {
+        auto& st = s.membership.stages[k];
+        auto before = st.size();
+        st.erase(std::remove_if(st.begin(), st.end(),
+                                [&](const messages::Member& w) { return w.id == id; }),
+                 st.end());
+        if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
+      }
     s.nodes.erase(it);
+    ++s.membership.version;
+    self->send(s.setup.core.tracker, members_atom::value, s.membership);
   });
   return {
       [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
         auto& s = self->state;
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
-        if (s.full && !s.setup.ctx->diloco())
-          return refuse(self, r,
-                        "the run has started, and a worker joining a running " +
-                            s.setup.ctx->mode() +
-                            " run cannot take its stage's state yet (DiLoCo modes can)");
         messages::JoinReply reply;
         reply.config_toml = s.setup.config_toml;
         reply.run_id = s.setup.ctx->run_id;
@@ -137,6 +146,37 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         spdlog::info("swarm has {}/{} workers (membership version {})", joined_workers(s),
                      expected_workers(s.setup.ctx->config), s.membership.version);
         maybe_ready(self);
+      },
+      // A node's stage supervisor restarted one of its workers: same id, new handle.
+      [=](restarted_atom, const messages::Member& w) {
+        auto& s = self->state;
+        for (const auto& [addr, node] : s.nodes) {
+          if (addr.node() != w.handle.node() ||
+              std::find(node.workers.begin(), node.workers.end(), w.id) == node.workers.end())
+            continue;
+          for (auto& st : s.membership.stages)
+            st.erase(std::remove_if(st.begin(), st.end(),
+                                    [&](const messages::Member& x) { return x.id == w.id; }),
+                     st.end());
+          if (w.stage < s.membership.stages.size()) s.membership.stages[w.stage].push_back(w);
+          ++s.membership.version;
+          self->send(s.setup.core.tracker, members_atom::value, s.membership);
+          spdlog::info("node '{}' restarted worker {} (membership version {})", node.name, w.id,
+                       s.membership.version);
+          return;
+        }
+        spdlog::warn("ignored a restart of worker {} from a node that does not own it", w.id);
+      },
+      // Fault injection: a node kill or a kill of an actor the coordinator does not host goes
+      // to a node drawn at random.
+      [=](kill_atom, const std::string& target) {
+        auto& s = self->state;
+        if (s.nodes.empty()) return;
+        auto it = s.nodes.begin();
+        std::advance(it, static_cast<long>(s.rng() % s.nodes.size()));
+        spdlog::warn("chaos: '{}' goes to node '{}'", target, it->second.name);
+        if (auto agent = caf::actor_cast<caf::actor>(it->first))
+          self->send(agent, kill_atom::value, target);
       },
       [=](ready_atom) -> caf::result<void> {
         auto& s = self->state;

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "actors/context.hpp"
@@ -41,6 +42,7 @@ struct directory_state {
   std::vector<caf::response_promise> ready;  // waiting for a full swarm
   bool stopped = false;
   bool full = false;  // the swarm has been full once: the run has started
+  std::mt19937_64 rng{12345};  // picks the node of a forwarded chaos kill
   static inline const char* name = "directory";
 };
 

@@ -5,9 +5,36 @@
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<averager_state>;
 
-caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPtr ctx,
-                            uint32_t stage) {
+namespace {
+
+// Sends the stage's gradient once every live worker has reported. Each worker's gradient is
+// already scaled by its share of the step's samples; when a fault lost some of them (a dead
+// worker's gradient) or a re-run counted some twice, the sum is rescaled so the stage's
+// gradient stays the mean over the samples it actually backpropagated.
+void maybe_finish(Self* self) {
+  auto& s = self->state;
+  if (s.sum.empty() || s.sent) return;
+  for (const auto& id : s.members)
+    if (!s.reported.count(id)) return;
+  const int64_t want = s.ctx->step_samples();
+  if (s.samples > 0 && s.samples != want)
+    for (auto& t : s.sum) t.mul_(static_cast<double>(want) / static_cast<double>(s.samples));
+  uint64_t bytes = 0;
+  for (const auto& t : s.sum) bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+  for (const auto& [id, handle] : s.reported) {
+    s.ctx->bytes->add(Traffic::gradients, bytes);
+    // Every worker gets the same sum by reference and copies it into its own gradients;
+    // no one writes to it, and the next step starts a new one.
+    self->send(handle, grads_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
+  }
+  s.sent = true;
+}
+
+}  // namespace
+
+caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage) {
   self->state.ctx = std::move(ctx);
   self->state.stage = stage;
   return {
@@ -16,13 +43,17 @@ caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPt
         s.members.clear();
         if (stage < m.stages.size())
           for (const auto& w : m.stages[stage]) s.members.insert(w.id);
+        maybe_finish(self);  // a worker that died while the others had reported
       },
-      [=](grads_atom, uint64_t step, uint32_t worker, const messages::TensorList& grads) {
+      [=](grads_atom, uint64_t step, uint32_t worker, int64_t samples,
+          const messages::TensorList& grads) {
         auto& s = self->state;
         if (step != s.step) {  // a new step: start a fresh sum
           s.step = step;
           s.reported.clear();
           s.sum.clear();
+          s.samples = 0;
+          s.sent = false;
         }
         if (!s.members.count(worker) || s.reported.count(worker)) {
           spdlog::warn("averager {}: ignoring gradient from worker {} for step {}", stage, worker,
@@ -39,16 +70,9 @@ caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPt
           }
           for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i].add_(grads.tensors[i]);
         }
+        s.samples += samples;
         s.reported[worker] = caf::actor_cast<caf::actor>(self->current_sender());
-        if (s.reported.size() < s.members.size()) return;
-        uint64_t bytes = 0;
-        for (const auto& t : s.sum) bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
-        for (const auto& [id, handle] : s.reported) {
-          s.ctx->bytes->add(Traffic::gradients, bytes);
-          // Every worker gets the same sum by reference and copies it into its own gradients;
-          // no one writes to it, and the next step starts a new one.
-          self->send(handle, grads_atom::value, step, messages::TensorList{{}, s.sum, {}});
-        }
+        maybe_finish(self);
       },
   };
 }

@@ -1,6 +1,7 @@
 // Gradient all-reduce inside one stage (pp, dp and swarm modes): each worker sends its
 // accumulated gradient, already scaled by its share of the step's samples; the sum is the
-// stage's gradient over the whole step, and every worker gets it back.
+// stage's gradient over the whole step, and every worker gets it back. A worker lost during the
+// step leaves the sum rescaled to the mean over the samples that were backpropagated.
 #pragma once
 
 #include <caf/all.hpp>
@@ -19,6 +20,8 @@ struct averager_state {
   uint64_t step = 0;
   std::map<uint32_t, caf::actor> reported;
   std::vector<at::Tensor> sum;
+  int64_t samples = 0;  // samples behind `sum`
+  bool sent = false;
   static inline const char* name = "grad_averager";
 };
 

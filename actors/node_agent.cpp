@@ -11,8 +11,13 @@ namespace {
 void stop(Self* self, const std::string& why) {
   auto& s = self->state;
   spdlog::info("node '{}' stopping: {}", s.setup.name, why);
+  // Stopping a supervisor stops its workers.
+  for (const auto& sup : s.setup.supervisors) self->send_exit(sup, caf::exit_reason::user_shutdown);
   for (const auto& w : s.setup.workers) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
-  self->quit(caf::exit_reason::normal);
+  if (s.failed)
+    self->quit(caf::make_error(caf::sec::runtime_error, why));
+  else
+    self->quit(caf::exit_reason::normal);
 }
 
 }  // namespace
@@ -21,18 +26,27 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
   self->monitor(s.setup.directory);
-  for (const auto& w : s.setup.workers) self->monitor(w.handle);
+  for (const auto& sup : s.setup.supervisors) self->monitor(sup);
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;
     if (down.source == s.setup.directory.address())
       return stop(self, "lost the coordinator (" + self->system().render(down.reason) + ")");
-    for (const auto& w : s.setup.workers)
-      if (w.handle.address() == down.source)
-        spdlog::error("node '{}': worker {} went down: {}", s.setup.name, w.id,
-                      self->system().render(down.reason));
+    for (const auto& sup : s.setup.supervisors)
+      if (sup.address() == down.source && down.reason &&
+          down.reason != caf::exit_reason::user_shutdown) {
+        s.failed = true;
+        return stop(self, "a supervisor gave up: " + self->system().render(down.reason));
+      }
   });
   self->send(s.setup.directory, workers_atom::value, s.setup.name, s.setup.index, s.setup.workers);
   return {
+      // Fault injection the coordinator forwards here (see chaos_control).
+      [=](kill_atom, const std::string& target) {
+        auto& s = self->state;
+        if (self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(s.setup.directory))
+          return;
+        if (s.setup.chaos) self->send(s.setup.chaos, kill_atom::value, target);
+      },
       [=](stop_atom) {
         auto& s = self->state;
         const auto& sender = self->current_sender();

@@ -15,12 +15,15 @@ struct NodeAgentSetup {
   caf::actor directory;
   std::string name;
   uint32_t index = 0;
-  std::vector<messages::Member> workers;
+  std::vector<messages::Member> workers;  // as first started
+  std::vector<caf::actor> supervisors;    // one per stage served; they restart the workers
+  caf::actor chaos;                       // this node's chaos control actor
 };
 
 struct node_agent_state {
   NodeAgentSetup setup;
   std::string stop_reason;
+  bool failed = false;  // a supervisor gave up
   static inline const char* name = "node_agent";
 };
 

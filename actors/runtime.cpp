@@ -9,9 +9,12 @@
 #include "actors/grad_averager.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/step_tracker.hpp"
+#include "actors/swarm_checkpoint.hpp"
 #include "actors/tensor_list.hpp"
 #include "model/gpt.hpp"
 #include "model/threads.hpp"
+#include "supervisors/chaos_control.hpp"
+#include "supervisors/supervisor.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -29,8 +32,9 @@ void configure_actor_system(caf::actor_system_config& cfg) {
 
 std::vector<caf::actor> CoreActors::all() const {
   std::vector<caf::actor> out;
-  for (const auto& a : {sink, tracker})
+  for (const auto& a : {sink, tracker, chaos})
     if (a) out.push_back(a);
+  for (const auto& a : supervisors) out.push_back(a);
   for (const auto* list : {&loaders, &averagers, &groups})
     for (const auto& a : *list)
       if (a) out.push_back(a);
@@ -38,40 +42,142 @@ std::vector<caf::actor> CoreActors::all() const {
 }
 
 CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext>& ctx,
-                      const std::shared_ptr<const model::TextCorpus>& corpus, model::RunDir* run,
-                      bool progress) {
+                      const std::shared_ptr<const model::TextCorpus>& corpus,
+                      const CoreOptions& options) {
   const auto& config = ctx->config;
   const auto& sw = config.swarm;
   const bool averaged = ctx->grad_sync() && sw.workers_per_stage > 1;
   CoreActors core;
+  auto* run = options.run;
+  std::optional<std::pair<std::string, model::Checkpoint>> resume;
+  if (options.resume) {
+    if (!run) throw model::CheckpointError("--resume needs a run directory");
+    resume = run->checkpoints().newest_valid([](const auto& p, const auto& why) {
+      spdlog::error("refusing checkpoint {}: {}", p, why);
+    });
+    if (!resume) throw model::CheckpointError(run->root() + ": no valid checkpoint to resume from");
+    spdlog::info("resuming from {} at step {}", resume->first,
+                 swarm_checkpoint_step(resume->second, resume->first));
+  }
   if (run) core.sink = sys.spawn(metrics_sink, &run->metrics());
+  // Supervisors announce restarts to the tracker, which is spawned last.
+  auto tracker = std::make_shared<caf::actor>();
+  std::vector<supervisors::ChildSpec> loader_children, group_children;
   for (int64_t k = 0; k < sw.loaders; ++k) {
     LoaderSetup ls{corpus,
                    k,
                    sw.loaders,
                    config.model.block_size,
                    config.train.micro_batch,
-                   static_cast<uint64_t>(config.train.seed)};
-    core.loaders.push_back(sys.spawn(data_loader, ls));
+                   static_cast<uint64_t>(config.train.seed),
+                   config.train.micro_batches};
+    supervisors::ChildSpec child;
+    child.name = "loader:" + std::to_string(k);
+    child.kind = "loader";
+    child.start = [&sys, ls] { return sys.spawn(data_loader, ls); };
+    child.on_restart = [tracker, k](const caf::actor& h) {
+      caf::anon_send(*tracker, replaced_atom::value, std::string("loader"),
+                     static_cast<uint32_t>(k), h);
+    };
+    child.current = child.start();
+    core.loaders.push_back(child.current);
+    loader_children.push_back(std::move(child));
   }
-  std::vector<caf::actor> stage_actors;
   for (int64_t k = 0; k < sw.stages; ++k) {
     caf::actor averager, group;
+    GroupStorePtr store;
     if (averaged) averager = sys.spawn(grad_averager, ctx, static_cast<uint32_t>(k));
     if (ctx->diloco()) {
       // θ(0) is the stage's initialization, which every worker also starts from.
       model::GPT init(model::GPTConfig::from(config.model), model::StageSpec{k, sw.stages},
                       static_cast<uint64_t>(config.train.seed));
-      group = sys.spawn(diloco_group, ctx, static_cast<uint32_t>(k), model::parameters_of(*init));
+      auto theta = model::parameters_of(*init);
+      store = std::make_shared<GroupStore>();
+      if (resume && !restore_group(resume->second, static_cast<uint32_t>(k), *store))
+        throw model::CheckpointError(resume->first + ": no DiLoCo group state for stage " +
+                                     std::to_string(k));
+      supervisors::ChildSpec child;
+      child.name = "group:" + std::to_string(k);
+      child.kind = "group";
+      child.start = [&sys, ctx, k, theta, store] {
+        return sys.spawn(diloco_group, ContextPtr(ctx), static_cast<uint32_t>(k), theta, store);
+      };
+      child.on_restart = [tracker, k](const caf::actor& h) {
+        caf::anon_send(*tracker, replaced_atom::value, std::string("group"),
+                       static_cast<uint32_t>(k), h);
+      };
+      child.current = child.start();
+      group = child.current;
+      group_children.push_back(std::move(child));
     }
     core.averagers.push_back(averager);
     core.groups.push_back(group);
-    for (auto& a : {averager, group})
-      if (a) stage_actors.push_back(a);
+    core.group_stores.push_back(store);
   }
-  TrackerSetup ts{ctx, core.loaders, stage_actors, core.sink, corpus, progress};
+  const auto& policy = config.supervision;
+  core.supervisors.push_back(sys.spawn(
+      supervisors::supervisor,
+      supervisors::SupervisorSetup{"loader supervisor", policy, std::move(loader_children),
+                                   core.sink, core.roster}));
+  if (!group_children.empty())
+    core.supervisors.push_back(sys.spawn(
+        supervisors::supervisor,
+        supervisors::SupervisorSetup{"group supervisor", policy, std::move(group_children),
+                                     core.sink, core.roster}));
+  supervisors::ChaosSetup cs;
+  cs.config = config.chaos;
+  cs.roster = core.roster;
+  cs.metrics = core.sink;
+  if (options.forward_kills) cs.forward = options.forward_kills;
+  core.chaos = sys.spawn(supervisors::chaos_control, cs);
+  supervisors::register_chaos(core.chaos);
+
+  TrackerSetup ts;
+  ts.ctx = ctx;
+  ts.loaders = core.loaders;
+  ts.averagers = core.averagers;
+  ts.groups = core.groups;
+  ts.metrics = core.sink;
+  ts.corpus = corpus;
+  ts.progress = options.progress;
+  ts.run = run;
+  ts.group_stores = core.group_stores;
+  if (resume) {
+    ts.resume = std::move(resume->second);
+    ts.resume_origin = resume->first;
+  }
+  ts.chaos = core.chaos;
   core.tracker = sys.spawn(step_tracker, ts);
+  *tracker = core.tracker;
+  for (const auto& sup : core.supervisors) caf::anon_send(core.tracker, watch_atom::value, sup);
   return core;
+}
+
+caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& name,
+                                  const ContextPtr& ctx, std::vector<WorkerSetup> setups,
+                                  const std::string& endpoint, const caf::actor& announce,
+                                  const caf::actor& metrics,
+                                  const std::shared_ptr<supervisors::Roster>& roster,
+                                  std::vector<messages::Member>& members) {
+  std::vector<supervisors::ChildSpec> children;
+  for (const auto& ws : setups) {
+    supervisors::ChildSpec child;
+    child.name = "worker:" + std::to_string(ws.id);
+    child.kind = "worker";
+    child.start = [&sys, ws] { return spawn_worker(sys, ws); };
+    // The restarted worker keeps its id; it takes its stage's state before it takes work.
+    child.on_restart = [announce, ws, endpoint](const caf::actor& h) {
+      caf::anon_send(announce, restarted_atom::value,
+                     messages::Member{ws.id, ws.stage, h, endpoint});
+    };
+    child.current = child.start();
+    members.push_back({ws.id, ws.stage, child.current, endpoint});
+    children.push_back(std::move(child));
+  }
+  (void)ctx;
+  return sys.spawn(supervisors::supervisor,
+                   supervisors::SupervisorSetup{name, ctx->config.supervision,
+                                                std::move(children), metrics, roster});
 }
 
 WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
@@ -105,7 +211,20 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
       .receive([&](const messages::RunReport& r) { result.report = r; },
                [&](const caf::error& e) { failure = sys.render(e); });
   if (!failure.empty()) throw std::runtime_error("swarm run failed: " + failure);
-  for (const auto& stage : membership.stages)
+  // Restarted workers have new handles: ask the tracker who serves now.
+  messages::Membership now = membership;
+  self->request(core.tracker, caf::infinite, members_atom::value)
+      .receive([&](const messages::Membership& m) { now = m; }, [&](const caf::error&) {});
+  for (const auto& sup : core.supervisors)
+    self->request(sup, std::chrono::seconds(10), faults_atom::value)
+        .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
+  for (const auto& store : core.group_stores) {
+    result.applied_rounds.emplace_back();
+    if (!store) continue;
+    std::lock_guard<std::mutex> lock(store->mu);
+    result.applied_rounds.back() = store->applied_rounds;
+  }
+  for (const auto& stage : now.stages)
     for (const auto& w : stage) {
       self->request(w.handle, caf::infinite, params_atom::value)
           .receive(
@@ -129,7 +248,8 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
             .receive([&](const messages::TensorList& g) { result.grads[w.id] = to_named(g); },
                      [&](const caf::error&) {});
     }
-  for (const auto& stage : membership.stages) {
+  for (const auto& stage : now.stages) {
+    if (stage.empty()) continue;
     const auto& first = result.worker_params[stage.at(0).id];
     result.params.insert(result.params.end(), first.begin(), first.end());
   }
@@ -151,25 +271,37 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   ctx->run_id = std::random_device{}();
   const auto& sw = config.swarm;
   auto shared_corpus = std::shared_ptr<const model::TextCorpus>(&corpus, [](auto*) {});
-  auto core = spawn_core(sys, ctx, shared_corpus, options.run, options.progress);
+  CoreOptions co;
+  co.run = options.run;
+  co.progress = options.progress;
+  co.resume = options.resume;
+  auto core = spawn_core(sys, ctx, shared_corpus, co);
 
+  // One stage supervisor per stage; restarts go straight to the tracker.
   messages::Membership membership;
   membership.version = 1;
   std::vector<caf::actor> everyone = core.all();
   for (int64_t k = 0; k < sw.stages; ++k) {
-    std::vector<messages::Member> stage;
+    std::vector<WorkerSetup> setups;
     for (int64_t r = 0; r < sw.workers_per_stage; ++r) {
       auto ws = worker_setup(ctx, worker_id(k, r), static_cast<uint32_t>(k), core.tracker,
                              core.averagers, core.groups);
       ws.keep_grads = options.keep_grads;
-      stage.push_back({ws.id, ws.stage, spawn_worker(sys, ws), {}});
-      everyone.push_back(stage.back().handle);
+      setups.push_back(ws);
     }
+    std::vector<messages::Member> stage;
+    auto sup = spawn_stage_supervisor(sys, "stage " + std::to_string(k) + " supervisor", ctx,
+                                      setups, "", core.tracker, core.sink, core.roster, stage);
+    caf::anon_send(core.tracker, watch_atom::value, sup);
+    everyone.push_back(sup);
+    core.supervisors.push_back(sup);
     membership.stages.push_back(std::move(stage));
   }
   if (options.on_start) options.on_start(sys, membership);
+  if (options.on_core) options.on_core(sys, core);
   auto shutdown = [&] {
     caf::scoped_actor self{sys};
+    // Supervisors first (they stop their children), then everything else.
     for (auto& a : everyone) self->send_exit(a, caf::exit_reason::user_shutdown);
   };
   try {

@@ -1,6 +1,7 @@
 #include "actors/stage_worker.hpp"
 
 #include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
 #include <thread>
 
@@ -47,15 +48,40 @@ void flush_outbox(Self* self) {
     if (!pick) return;
     auto out = std::move(s.outbox.front());
     s.outbox.pop_front();
-    s.inflight[out.key].sent = worker_state::Clock::now();
+    auto& f = s.inflight[out.key];
+    f.sent = worker_state::Clock::now();
+    f.to = *pick;
     out.header.stage = s.setup.stage + 1;
     send_hop(self, s.by_id.at(*pick), std::move(out.header), std::move(out.tensors),
              Traffic::activations);
   }
 }
 
+// Runs backward from `output` (seeded with `grad`, or a scalar loss when undefined). The
+// parameters' gradients take each micro-batch of a step once: a re-run attempt reaching this
+// worker again computes only the gradient of its input. Returns that input gradient
+// (undefined at stage 0, which has no input gradient).
+torch::Tensor backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& output,
+                       const torch::Tensor& grad, const torch::Tensor& input) {
+  auto& s = self->state;
+  const auto key = std::make_pair(h.step, h.micro_batch);
+  if (s.accumulated.insert(key).second) {
+    if (grad.defined())
+      output.backward(grad);
+    else
+      output.backward();
+    s.samples += h.samples;
+    return s.setup.stage == 0 ? torch::Tensor{} : input.grad();
+  }
+  ++s.recomputed;
+  if (s.setup.stage == 0) return {};
+  std::vector<torch::Tensor> seed;
+  if (grad.defined()) seed.push_back(grad);
+  return torch::autograd::grad({output}, {input}, seed).at(0);
+}
+
 // Backward from this stage: send the input gradient upstream, or finish the micro-batch.
-void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& input,
+void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& input_grad,
                      const caf::actor& upstream) {
   auto& s = self->state;
   if (s.setup.stage == 0) {
@@ -65,7 +91,7 @@ void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor&
   MicroBatchHeader up = h;
   up.direction = Direction::backward;
   up.stage = s.setup.stage - 1;
-  send_hop(self, upstream, std::move(up), {input.grad()}, Traffic::gradients);
+  send_hop(self, upstream, std::move(up), {input_grad}, Traffic::gradients);
 }
 
 void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
@@ -77,20 +103,20 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
   auto output = s.module->forward(input);
   h.route.push_back(s.setup.id);
   ++s.forwards;
-  s.samples += h.samples;
   if (is_last(s)) {
     auto loss = model::lm_loss(output, ts[1]);
     // Seed backward with this micro-batch's share of the step's samples: the accumulated
     // gradient is then the step mean, exactly as the single-process trainer computes it.
-    (loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()))).backward();
+    auto seeded = loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()));
+    auto input_grad = backward(self, h, seeded, {}, input);
     self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
-               loss.item<double>());
+               loss.item<double>(), h.route);
     slow_down(s, started);
-    finish_backward(self, h, input, upstream);
+    finish_backward(self, h, input_grad, upstream);
     return;
   }
   const worker_state::Key key{h.step, h.micro_batch, h.attempt};
-  s.inflight[key] = {input, output, {}, h.samples, upstream};
+  s.inflight[key] = {input, output, {}, h.samples, upstream, std::nullopt};
   slow_down(s, started);
   s.outbox.push_back({key, std::move(h), {output.detach(), ts[1]}});
   flush_outbox(self);
@@ -115,10 +141,10 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
     s.inflight.erase(it);
     return;
   }
-  it->second.output.backward(ts[0]);
+  auto input_grad = backward(self, h, it->second.output, ts[0], input);
   slow_down(s, now);
   s.inflight.erase(it);
-  finish_backward(self, h, input, upstream);
+  finish_backward(self, h, input_grad, upstream);
   flush_outbox(self);
 }
 
@@ -131,7 +157,9 @@ void on_eval(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
                model::lm_loss(output, ts[1]).item<double>());
     return;
   }
-  // Replicas agree at evaluation points, so the first worker of the next stage serves.
+  // Replicas agree at evaluation points, so the first worker of the next stage serves. With
+  // none (the pipeline is paused) the tracker starts the evaluation again later.
+  if (s.next_ids.empty()) return;
   h.stage = s.setup.stage + 1;
   send_hop(self, s.by_id.at(s.next_ids.at(0)), std::move(h), {output, ts[1]}, Traffic::activations);
 }
@@ -184,6 +212,13 @@ void on_frame(Self* self, const Frame& frame, const caf::actor& upstream) {
     spdlog::warn("worker {} rejected a frame: {}", s.setup.id, e.what());
     return;
   }
+  if (h.direction != Direction::eval) {
+    auto cancelled = s.min_attempt.find({h.step, h.micro_batch});
+    if (cancelled != s.min_attempt.end() && h.attempt < cancelled->second) {
+      ++s.stale;  // an attempt the tracker has re-run: its hops are dropped
+      return;
+    }
+  }
   try {
     switch (h.direction) {
       case Direction::forward:
@@ -204,6 +239,46 @@ void on_frame(Self* self, const Frame& frame, const caf::actor& upstream) {
   }
 }
 
+// Takes a state handed out by a peer, the DiLoCo group or a checkpoint (see WorkerSetup).
+void load_state(Self* self, const messages::WorkerState& st) {
+  auto& s = self->state;
+  for (const auto* list : {&st.params, &st.anchor})
+    if (!list->error.empty())
+      throw std::runtime_error("worker " + std::to_string(s.setup.id) + ": state from " +
+                               st.source + " was refused: " + list->error);
+  if (!st.params.tensors.empty()) model::assign_parameters(*s.module, to_named(st.params));
+  if (s.setup.ctx->diloco()) {
+    s.anchor = st.anchor.tensors.empty() ? model::parameters_of(*s.module)
+                                         : to_named(to_list(to_named(st.anchor), /*clone=*/true));
+  }
+  if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer);
+  if (st.round >= 0) s.round = static_cast<uint64_t>(st.round);
+  if (!st.params.tensors.empty())
+    spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,
+                 st.source);
+}
+
+// Drops every attempt of (step, mb) below `attempt`: its autograd state, its queued hop, its
+// slot at the next stage. The tracker re-runs the micro-batch from stage 0 as `attempt`.
+void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt) {
+  auto& s = self->state;
+  auto& floor = s.min_attempt[{step, mb}];
+  floor = std::max(floor, attempt);
+  for (auto it = s.inflight.lower_bound({step, mb, 0});
+       it != s.inflight.end() && std::get<0>(it->first) == step &&
+       std::get<1>(it->first) == mb && std::get<2>(it->first) < attempt;) {
+    if (it->second.to) s.next.release(*it->second.to);
+    it = s.inflight.erase(it);
+  }
+  s.outbox.erase(std::remove_if(s.outbox.begin(), s.outbox.end(),
+                                [&](const worker_state::Outgoing& o) {
+                                  return std::get<0>(o.key) == step && std::get<1>(o.key) == mb &&
+                                         std::get<2>(o.key) < attempt;
+                                }),
+                 s.outbox.end());
+  flush_outbox(self);
+}
+
 void on_round(Self* self, const Frame& frame) {
   auto& s = self->state;
   messages::RoundHeader h;
@@ -214,11 +289,25 @@ void on_round(Self* self, const Frame& frame) {
     spdlog::warn("worker {} rejected a round frame: {}", s.setup.id, e.what());
     return;
   }
+  if (!s.pending_round) {
+    // A round applied without this worker (it joined or restarted while the round was
+    // collected): it takes θ(t), but it has no step to report applied.
+    if (h.status == messages::RoundStatus::applied && h.round_id + 1 > s.round)
+      load_global(self, frame, h);
+    return;
+  }
+  s.pending_round.reset();
   if (h.status == messages::RoundStatus::rejected) {
-    // Keep the local parameters; the next applied round brings θ. The step is still
-    // done, so the tracker must not wait for this worker.
+    // The step is still done, so the tracker must not wait for this worker. A round that was
+    // applied without it (it joined or was restarted while the round closed) left it behind:
+    // it takes the group's θ and round again. Otherwise it keeps its local parameters and the
+    // next applied round brings θ.
     spdlog::warn("worker {}: round {} refused my contribution: {}", s.setup.id, h.round_id,
                  h.reason);
+    if (h.reason.find("already applied") != std::string::npos && s.setup.group)
+      self->request(s.setup.group, std::chrono::seconds(60), state_atom::value)
+          .await([=](const messages::WorkerState& st) { load_state(self, st); },
+                 [=](const caf::error&) {});
     self->send(s.setup.tracker, applied_atom::value, s.step, s.setup.id);
     return;
   }
@@ -255,27 +344,19 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                   static_cast<int>(cfg.swarm.max_inflight));
   if (s.setup.ctx->diloco()) s.anchor = model::parameters_of(*s.module);
-  if (s.setup.ctx->diloco() && s.setup.group) {
-    // A worker may join a swarm that is already training: it starts from its stage's global
-    // parameters θ and the group's next round, not from the initialization. (At the start of
-    // a run these are the same.) Nothing else is handled until both have come.
-    const auto timeout = std::chrono::seconds(60);
-    self->request(s.setup.group, timeout, params_atom::value)
-        .await(
-            [=](const messages::TensorList& theta) {
-              auto& s = self->state;
-              if (!theta.error.empty()) throw std::runtime_error("θ was refused: " + theta.error);
-              auto named = to_named(theta);
-              model::assign_parameters(*s.module, named);
-              s.anchor = std::move(named);
-            },
-            [=](const caf::error& e) {
-              throw std::runtime_error("no θ from the DiLoCo group: " + self->system().render(e));
-            });
-    self->request(s.setup.group, timeout, stats_atom::value)
-        .await([=](int64_t last_applied, uint64_t) {
-          self->state.round = static_cast<uint64_t>(last_applied + 1);
-        });
+  // A worker may start in a swarm that is already training (a restart, a late join, a
+  // resumed run): it takes its stage's state before it handles anything else. At the start
+  // of a fresh run the state handed out is the initialization it already holds.
+  // The tracker hands out a live peer's state, the DiLoCo group's θ or a checkpoint's.
+  if (s.setup.tracker && s.setup.take_state) {
+    self->request(s.setup.tracker, std::chrono::minutes(10), state_atom::value, s.setup.stage,
+                  s.setup.id)
+        .await([=](const messages::WorkerState& st) { load_state(self, st); },
+               [=](const caf::error& e) {
+                 throw std::runtime_error("worker " + std::to_string(self->state.setup.id) +
+                                          " got no state to start from: " +
+                                          self->system().render(e));
+               });
   }
   // Bad input is refused inside the frame handler; anything else that throws ends the worker
   // with the reason logged, and the tracker, which monitors every worker, fails the run
@@ -341,9 +422,14 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         } else if (s.setup.averager) {
           auto grads = grads_or_zeros(s.params);
           ctx.bytes->add(Traffic::gradients, messages::payload_bytes(grads));
-          self->send(s.setup.averager, grads_atom::value, step, s.setup.id,
+          self->send(s.setup.averager, grads_atom::value, step, s.setup.id, s.samples,
                      messages::TensorList{{}, std::move(grads), {}});
         } else {
+          // The only worker of its stage: after a fault the stage may have backpropagated
+          // more or fewer samples than the step holds; its gradient is their mean.
+          if (s.samples > 0 && s.samples != ctx.step_samples())
+            model::scale_grads(
+                s.params, static_cast<double>(ctx.step_samples()) / static_cast<double>(s.samples));
           report_norm(self);
         }
       },
@@ -373,6 +459,9 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         }
         s.optimizer->zero_grad();
         s.samples = 0;
+        s.accumulated.clear();
+        for (auto it = s.min_attempt.begin(); it != s.min_attempt.end();)
+          it = it->first.first <= step ? s.min_attempt.erase(it) : std::next(it);
         const bool round_due =
             ctx.diloco() && (step % ctx.config.diloco.inner_steps == 0 ||
                              static_cast<int64_t>(step) == ctx.config.train.steps);
@@ -394,13 +483,46 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(tensors));
         auto frame = messages::make_round_frame(rh, std::move(tensors));
         ctx.bytes->add(Traffic::control, frame.header.size());
+        s.pending_round = frame;
         transport::send_frame(self, s.setup.group, messages::FrameKind::round, std::move(frame));
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
+      [=](cancel_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
+        cancel(self, step, mb, attempt);
+      },
+      // This worker's state for a restarted or joining peer (asked between steps).
+      [=](state_atom) {
+        auto& s = self->state;
+        messages::WorkerState st;
+        st.params = to_list(model::parameters_of(*s.module));
+        if (s.setup.ctx->diloco()) st.anchor = to_list(s.anchor, /*clone=*/true);
+        st.optimizer = model::optimizer_bytes(*s.optimizer);
+        st.round = s.setup.ctx->diloco() ? static_cast<int64_t>(s.round) : -1;
+        st.source = "peer " + std::to_string(s.setup.id);
+        return st;
+      },
+      // A supervisor restarted the stage's DiLoCo group or gradient averager.
+      [=](replaced_atom, const std::string& kind, uint32_t stage, const caf::actor& handle) {
+        auto& s = self->state;
+        if (stage != s.setup.stage) return;
+        if (kind == "group") {
+          s.setup.group = handle;
+          // The contribution the dead group had not applied goes to its successor, which
+          // continues from the last round it applied: the round is applied once, not lost.
+          if (s.pending_round)
+            transport::send_frame(self, handle, messages::FrameKind::round, *s.pending_round);
+        }
+        if (kind == "averager") s.setup.averager = handle;
+      },
+      [=](slow_atom, double factor) { self->state.setup.slow_factor = factor; },
       [=](grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
         return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale);
+      },
+      [=](faults_atom) {
+        auto& s = self->state;
+        return caf::make_message(s.stale, s.recomputed);
       },
   };
 }

@@ -11,6 +11,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -32,6 +34,9 @@ struct WorkerSetup {
   caf::actor group;          // set in DiLoCo modes
   double slow_factor = 1.0;  // fault injection: compute takes this many times longer
   bool keep_grads = false;   // keep the last reduced gradient for inspection
+  // Ask the tracker for a starting state before taking work (a live peer's, the DiLoCo
+  // group's or a checkpoint's). Off only where a test drives a worker without a tracker.
+  bool take_state = true;
 };
 
 struct worker_state {
@@ -44,6 +49,7 @@ struct worker_state {
     Clock::time_point sent;
     uint32_t samples = 0;
     caf::actor upstream;  // who sent the forward hop; the input gradient goes back to it
+    std::optional<uint32_t> to;  // the next-stage worker it went to, once sent
   };
   struct Outgoing {
     Key key;
@@ -66,11 +72,19 @@ struct worker_state {
   int64_t forwards = 0;   // micro-batches forwarded, whole run
   uint64_t rejected = 0;  // frames and chunks refused (malformed, mismatched)
   uint64_t refused_chunks = 0;
-  uint64_t stale = 0;          // backward hops for unknown micro-batches
+  uint64_t stale = 0;          // hops of attempts this worker no longer holds or that are cancelled
+  // Exactly-once gradients: the micro-batches whose gradient this worker has accumulated in
+  // the open step (a re-run attempt that comes back computes only the input gradient), and
+  // the lowest attempt still wanted per micro-batch (older attempts are dropped).
+  std::set<std::pair<uint64_t, uint32_t>> accumulated;
+  uint64_t recomputed = 0;  // backward passes that took only the input gradient
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> min_attempt;
   uint64_t step = 0;           // step being reduced/applied
   model::NamedTensors anchor;  // DiLoCo: θ(t-1), the global parameters of the last round
   model::NamedTensors last_grads;
   uint64_t round = 0;  // DiLoCo: next round id
+  // DiLoCo: the contribution sent and not yet answered; sent again to a restarted group.
+  std::optional<messages::Frame> pending_round;
 
   static inline const char* name = "stage_worker";
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "actors/swarm_checkpoint.hpp"
 #include "messages/frame.hpp"
 #include "model/optim.hpp"
 #include "model/trainer.hpp"
@@ -22,9 +23,39 @@ size_t worker_count(const tracker_state& s) {
   return s.by_id.size();
 }
 
+// Whether every live worker is in `reported` (a worker lost after reporting still counts).
+template <class Set>
+bool all_reported(const tracker_state& s, const Set& reported) {
+  for (const auto& [id, handle] : s.by_id)
+    if (!reported.count(id)) return false;
+  return true;
+}
+
 void write_metrics(Self* self, const nlohmann::json& record) {
   if (self->state.setup.metrics)
     self->send(self->state.setup.metrics, metrics_atom::value, record.dump());
+}
+
+std::vector<caf::actor> stage_actors(const tracker_state& s) {
+  std::vector<caf::actor> out;
+  for (const auto* list : {&s.setup.averagers, &s.setup.groups})
+    for (const auto& a : *list)
+      if (a) out.push_back(a);
+  return out;
+}
+
+// Announces the current membership to every worker and stage actor: they re-wire at once.
+void announce(Self* self) {
+  auto& s = self->state;
+  for (const auto& [id, handle] : s.by_id) self->send(handle, members_atom::value, s.members);
+  for (const auto& a : stage_actors(s)) self->send(a, members_atom::value, s.members);
+}
+
+// The first stage without a worker, if any.
+std::optional<size_t> empty_stage(const tracker_state& s) {
+  for (size_t k = 0; k < static_cast<size_t>(s.setup.ctx->stages()); ++k)
+    if (k >= s.members.stages.size() || s.members.stages[k].empty()) return k;
+  return std::nullopt;
 }
 
 void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
@@ -61,6 +92,8 @@ void dispatch_waiting(Self* self) {
 
 void start_step(Self* self);
 void start_eval(Self* self);
+void start_saving(Self* self);
+void after_step(Self* self);
 
 void finish_run(Self* self) {
   auto& s = self->state;
@@ -107,11 +140,73 @@ void finish_step(Self* self) {
                  cfg.train.steps, loss, s.lr, static_cast<double>(tokens_per_step) / secs,
                  model::format_duration(eta));
   }
+  if (s.fault_at) {
+    // The step a fault hit has completed: the time from the fault to here is its recovery.
+    const double took = std::chrono::duration<double>(now - *s.fault_at).count();
+    write_metrics(self, {{"event", "recovered"}, {"kind", "step"}, {"step", s.step},
+                         {"seconds", took}, {"workers", worker_count(s)}});
+    spdlog::info("step {} completed {:.2f} s after the fault", s.step, took);
+    s.fault_at.reset();
+  }
+  if (s.setup.run && cfg.checkpoint.every_steps > 0 &&
+      s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0 &&
+      static_cast<int64_t>(s.step) != cfg.train.steps)
+    return start_saving(self);
+  after_step(self);
+}
+
+void after_step(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
   const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
   if (last || (cfg.train.eval_every > 0 && s.step % cfg.train.eval_every == 0))
     start_eval(self);
   else
     start_step(self);
+}
+
+// Periodic checkpoint: every worker's state, gathered between steps, and the groups' stores.
+void write_saved(Self* self) {
+  auto& s = self->state;
+  std::vector<SavedWorker> workers;
+  for (const auto& [id, st] : s.saving) workers.push_back({id, s.stage_of[id], st});
+  try {
+    auto ckpt = make_swarm_checkpoint(s.setup.ctx->config, s.step, workers, s.setup.group_stores);
+    const auto path = s.setup.run->checkpoints().save(static_cast<int64_t>(s.step), ckpt,
+                                                      s.setup.ctx->config.checkpoint.keep);
+    spdlog::info("checkpoint {} ({} workers)", path, workers.size());
+  } catch (const std::exception& e) {
+    spdlog::error("checkpoint of step {} failed: {}", s.step, e.what());
+  }
+  s.saving.clear();
+  after_step(self);
+}
+
+void start_saving(Self* self) {
+  auto& s = self->state;
+  s.phase = Phase::saving;
+  s.saving.clear();
+  s.saving_wanted = worker_count(s);
+  const uint64_t step = s.step;
+  for (const auto& [id, handle] : s.by_id) {
+    const uint32_t wid = id;
+    self->request(handle, std::chrono::seconds(60), state_atom::value)
+        .then(
+            [=](const messages::WorkerState& st) {
+              auto& s = self->state;
+              if (s.phase != Phase::saving || s.step != step) return;
+              s.saving[wid] = st;
+              if (s.saving.size() >= s.saving_wanted) write_saved(self);
+            },
+            [=](const caf::error& e) {
+              auto& s = self->state;
+              if (s.phase != Phase::saving || s.step != step) return;
+              spdlog::warn("checkpoint of step {}: worker {} did not answer: {}", step, wid,
+                           self->system().render(e));
+              if (--s.saving_wanted <= s.saving.size()) write_saved(self);
+            });
+  }
+  if (s.saving_wanted == 0) write_saved(self);
 }
 
 void close_step(Self* self) {
@@ -120,6 +215,32 @@ void close_step(Self* self) {
   s.sqnorms.clear();
   s.samples.clear();
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
+}
+
+void maybe_apply(Self* self) {
+  auto& s = self->state;
+  if (s.phase != Phase::reducing || !all_reported(s, s.sqnorms)) return;
+  const auto& cfg = s.setup.ctx->config;
+  double coef = -1;  // DiLoCo replicas clip their own gradient
+  if (s.setup.ctx->grad_sync()) {
+    // Replicas of a stage hold the same reduced gradient: one norm per stage, summed
+    // over stages, is the norm of the whole model's gradient.
+    std::map<uint32_t, double> per_stage;
+    for (const auto& [id, sq] : s.sqnorms)
+      if (s.by_id.count(id)) per_stage.emplace(s.stage_of[id], sq);
+    double total = 0;
+    for (const auto& [k, sq] : per_stage) total += sq;
+    coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
+  }
+  s.phase = Phase::applying;
+  s.applied.clear();
+  for (const auto& [id, handle] : s.by_id)
+    self->send(handle, apply_atom::value, s.step, s.lr, coef);
+}
+
+void maybe_finish_step(Self* self) {
+  auto& s = self->state;
+  if (s.phase == Phase::applying && all_reported(s, s.applied)) finish_step(self);
 }
 
 // Closes the step once every micro-batch has both its loss and its completion.
@@ -137,8 +258,15 @@ void maybe_close_step(Self* self) {
 void adopt_membership(Self* self) {
   auto& s = self->state;
   if (!s.pending) return;
-  const auto m = std::move(*s.pending);
+  auto m = std::move(*s.pending);
   s.pending.reset();
+  // An announcement may still list a worker that has gone down since: it stays out.
+  for (auto& stage : m.stages)
+    stage.erase(std::remove_if(stage.begin(), stage.end(),
+                               [&](const messages::Member& w) {
+                                 return s.dead.count(w.handle.address()) > 0;
+                               }),
+                stage.end());
   s.members = m;
   for (const auto& stage : m.stages)
     for (const auto& w : stage)
@@ -153,43 +281,144 @@ void adopt_membership(Self* self) {
       if (w.stage == 0) ids0.push_back(w.id);
     }
   s.stage0.set_members(ids0);
-  for (const auto& [id, handle] : s.by_id) self->send(handle, members_atom::value, m);
-  for (const auto& a : s.setup.stage_actors) self->send(a, members_atom::value, m);
+  announce(self);
+  if (s.paused && !empty_stage(s)) {
+    s.paused = false;
+    spdlog::info("pipeline resumed at step {}: every stage has a worker again", s.step);
+    write_metrics(self, {{"event", "recovered"}, {"kind", "pipeline"}, {"step", s.step}});
+  }
 }
+
+// Hands out a live peer's state to workers that asked for one (grad-sync modes): only
+// between steps, when the peer's parameters and optimizer state are those of a closed step.
+void serve_state_requests(Self* self) {
+  auto& s = self->state;
+  auto requests = std::move(s.state_requests);
+  s.state_requests.clear();
+  for (auto& r : requests) {
+    caf::actor peer;
+    for (const auto& [id, handle] : s.by_id)
+      if (s.stage_of[id] == r.stage && id != r.id) {
+        peer = handle;
+        break;
+      }
+    if (!peer) {
+      r.promise.deliver(messages::WorkerState{{}, {}, {}, -1, "its initialization"});
+      continue;
+    }
+    auto promise = r.promise;
+    self->request(peer, std::chrono::seconds(60), state_atom::value)
+        .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
+              [=](const caf::error& e) mutable { promise.deliver(e); });
+  }
+}
+
+// What a worker (re)starting at stage `stage` loads (see the header).
+caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id) {
+  auto& s = self->state;
+  const auto& ctx = *s.setup.ctx;
+  // The workers the run starts with (they may ask after step 1 has begun: they are members
+  // already) start from the resumed checkpoint or the initialization every replica shares.
+  const auto sender = self->current_sender();
+  bool member = false;
+  for (const auto& [wid, handle] : s.by_id)
+    member |= sender && handle.address() == caf::actor_cast<caf::actor_addr>(sender);
+  const bool initial = s.step == s.first_step || member;
+  if (s.setup.resume && initial) {
+    try {
+      if (auto st = saved_worker_state(*s.setup.resume, s.setup.resume_origin, id, stage))
+        return *st;
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    }
+  }
+  if (ctx.diloco() && stage < s.setup.groups.size() && s.setup.groups[stage])
+  {
+    auto promise = self->make_response_promise<messages::WorkerState>();
+    self->request(s.setup.groups[stage], std::chrono::seconds(60), state_atom::value)
+        .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
+              [=](const caf::error& e) mutable { promise.deliver(e); });
+    return promise;
+  }
+  if (initial) return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+  bool peer = false;
+  for (const auto& [wid, handle] : s.by_id) peer |= (s.stage_of[wid] == stage && wid != id);
+  if (peer) {
+    auto promise = self->make_response_promise<messages::WorkerState>();
+    s.state_requests.push_back({stage, id, promise});
+    if (s.phase == Phase::idle) serve_state_requests(self);
+    return promise;
+  }
+  // No live peer: the newest valid checkpoint of the run, else the initialization.
+  if (s.setup.run) {
+    auto found = s.setup.run->checkpoints().newest_valid([](const auto& p, const auto& why) {
+      spdlog::warn("refusing checkpoint {}: {}", p, why);
+    });
+    if (found) {
+      try {
+        if (auto st = saved_worker_state(found->second, found->first, id, stage)) return *st;
+      } catch (const std::exception& e) {
+        spdlog::warn("{}", e.what());
+      }
+    }
+  }
+  spdlog::warn("worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
+               "initialization",
+               id, stage);
+  return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+}
+
+void request_batch(Self* self, uint32_t mb);
 
 void start_step(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
+  serve_state_requests(self);  // before the peers take this step
   adopt_membership(self);
   ++s.step;
+  if (s.setup.chaos) self->send(s.setup.chaos, step_atom::value, s.step);
   s.phase = Phase::running;
   s.step_start = tracker_state::Clock::now();
   s.lr = model::lr_at(static_cast<int64_t>(s.step), cfg.train);
   s.micro.assign(static_cast<size_t>(cfg.train.micro_batches), {});
   s.duplicates = 0;
   s.waiting.clear();
+  for (uint32_t mb = 0; mb < s.micro.size(); ++mb) request_batch(self, mb);
+}
+
+void request_batch(Self* self, uint32_t mb) {
+  auto& s = self->state;
   const uint64_t step = s.step;
-  for (uint32_t mb = 0; mb < s.micro.size(); ++mb) {
-    const auto& loader = s.setup.loaders[mb % s.setup.loaders.size()];
-    self->request(loader, caf::infinite, batch_atom::value, step, mb)
-        .then([=](const messages::TensorList& batch) {
-          auto& s = self->state;
-          if (s.step != step) return;
-          s.micro[mb].batch = batch;
-          s.micro[mb].ready = true;
-          // Keep the data order: micro-batches enter stage 0 in index order.
-          s.waiting.push_back(mb);
-          std::sort(s.waiting.begin(), s.waiting.end());
-          dispatch_waiting(self);
-        });
-  }
+  const auto& loader = s.setup.loaders[mb % s.setup.loaders.size()];
+  self->request(loader, std::chrono::seconds(60), batch_atom::value, step, mb)
+      .then(
+          [=](const messages::TensorList& batch) {
+            auto& s = self->state;
+            if (s.step != step || s.micro[mb].ready) return;
+            s.micro[mb].batch = batch;
+            s.micro[mb].ready = true;
+            // Keep the data order: micro-batches enter stage 0 in index order.
+            s.waiting.push_back(mb);
+            std::sort(s.waiting.begin(), s.waiting.end());
+            dispatch_waiting(self);
+          },
+          [=](const caf::error& e) {
+            // A loader lost on the way: its supervisor restarts it and the tracker asks the
+            // new one (see replaced_atom); batches are a function of (step, mb).
+            auto& s = self->state;
+            if (s.step != step) return;
+            spdlog::warn("micro-batch {} of step {}: loader did not answer ({}); asking again",
+                         mb, step, self->system().render(e));
+            self->delayed_send(self, std::chrono::milliseconds(100), batch_atom::value, step, mb);
+          });
 }
 
 void start_eval(Self* self) {
   auto& s = self->state;
   s.phase = Phase::evaluating;
   s.val_losses.assign(s.val.size(), 0.0);
-  s.val_received = 0;
+  s.val_have.assign(s.val.size(), false);
+  if (empty_stage(s)) return;  // paused: evaluation starts when a worker joins
   const auto& first = s.members.stages.at(0).at(0);
   for (uint32_t i = 0; i < s.val.size(); ++i) {
     messages::MicroBatchHeader h;
@@ -201,6 +430,81 @@ void start_eval(Self* self) {
     h.samples = static_cast<uint32_t>(s.val[i].samples());
     transport::send_frame(self, first.handle, messages::FrameKind::microbatch,
                           messages::make_frame(std::move(h), {s.val[i].inputs, s.val[i].targets}));
+  }
+}
+
+// Re-runs from stage 0, as attempt+1, every micro-batch of the open step whose path may have
+// touched worker `lost`: one that reached the last stage through it, or one still on its way
+// forward (its path is not known yet). Every worker drops the older attempt's hops.
+void rerun_through(Self* self, uint32_t lost) {
+  auto& s = self->state;
+  size_t rerun = 0;
+  for (uint32_t mb = 0; mb < s.micro.size(); ++mb) {
+    auto& m = s.micro[mb];
+    if (m.done || !m.ready) continue;
+    if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) continue;
+    if (m.has_loss && std::find(m.route.begin(), m.route.end(), lost) == m.route.end()) continue;
+    if (m.worker != lost) s.stage0.release(m.worker);
+    ++m.attempt;
+    m.has_loss = false;
+    m.route.clear();
+    for (const auto& [id, handle] : s.by_id)
+      self->send(handle, cancel_atom::value, s.step, mb, m.attempt);
+    s.waiting.push_back(mb);
+    ++rerun;
+  }
+  std::sort(s.waiting.begin(), s.waiting.end());
+  if (rerun > 0)
+    spdlog::warn("step {}: re-running {} micro-batch(es) that went through worker {}", s.step,
+                 rerun, lost);
+  dispatch_waiting(self);
+}
+
+// A worker went down: it leaves the membership now (everyone re-wires), and whatever the
+// step needed from it is re-run or no longer waited for.
+void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
+  auto& s = self->state;
+  s.dead.insert(addr);
+  const uint32_t stage = s.stage_of[id];
+  s.by_id.erase(id);
+  for (auto& st : s.members.stages)
+    st.erase(std::remove_if(st.begin(), st.end(),
+                            [&](const messages::Member& w) { return w.id == id; }),
+             st.end());
+  std::vector<uint32_t> ids0;
+  if (!s.members.stages.empty())
+    for (const auto& w : s.members.stages[0]) ids0.push_back(w.id);
+  s.stage0.set_members(ids0);
+  if (!s.fault_at) s.fault_at = tracker_state::Clock::now();
+  const std::string reason = self->system().render(why);
+  spdlog::warn("stage worker {} (stage {}) went down at step {}: {}", id, stage, s.step, reason);
+  write_metrics(self, {{"event", "fault"}, {"kind", "worker_lost"}, {"worker", id},
+                       {"stage", stage}, {"step", s.step}, {"reason", reason}});
+  announce(self);
+  if (auto k = empty_stage(s); k && !s.paused) {
+    s.paused = true;
+    spdlog::warn("pipeline paused at step {}: stage {} has no worker; waiting for one to join",
+                 s.step, *k);
+    write_metrics(self, {{"event", "fault"}, {"kind", "pipeline_paused"}, {"stage", *k},
+                         {"step", s.step}});
+  }
+  switch (s.phase) {
+    case Phase::running:
+      rerun_through(self, id);
+      break;
+    case Phase::reducing:
+      maybe_apply(self);
+      break;
+    case Phase::applying:
+      maybe_finish_step(self);
+      break;
+    case Phase::saving:
+      break;  // its request fails and the checkpoint goes on without it
+    case Phase::evaluating:
+      start_eval(self);  // again, through live workers
+      break;
+    case Phase::idle:
+      break;
   }
 }
 
@@ -216,21 +520,30 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
     model::Windows val(&s.setup.corpus->val(), cfg.model.block_size);
     s.val = model::validation_batches(val, cfg.train.eval_batches, cfg.train.micro_batch);
   }
-  // A worker that goes down ends the run with a clear error rather than a hang; restarting
-  // and re-wiring is the supervisors' job.
+  if (s.setup.resume) {
+    s.step = swarm_checkpoint_step(*s.setup.resume, s.setup.resume_origin);
+    s.first_step = s.step;
+  }
+  // A worker that goes down leaves the swarm and the step goes on without it; its supervisor
+  // (if any) restarts it and it comes back through a membership update.
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;
+    if (s.watched.count(down.source)) {
+      // A supervisor gave up (restart intensity exceeded): the run cannot go on.
+      if (!down.reason || s.phase == Phase::idle) return;
+      const std::string why = "a supervisor escalated: " + self->system().render(down.reason);
+      spdlog::error("step tracker: {}", why);
+      s.phase = Phase::idle;
+      s.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
+      return;
+    }
     for (const auto& [id, handle] : s.by_id)
       if (handle.address() == down.source) {
-        if (s.phase == Phase::idle) return;  // between runs workers may stop
-        const std::string why = "stage worker " + std::to_string(id) + " went down at step " +
-                                std::to_string(s.step) + ": " + self->system().render(down.reason);
-        spdlog::error("{}", why);
-        {
-          s.phase = Phase::idle;
-          s.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
+        if (s.phase == Phase::idle) {  // between runs workers may stop
+          s.dead.insert(down.source);
+          return;
         }
-        return;
+        return on_worker_lost(self, id, down.source, down.reason);
       }
   });
   return {
@@ -238,7 +551,55 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         auto& s = self->state;
         if (s.pending && s.pending->version > m.version) return;
         s.pending = m;
-        if (s.phase == Phase::idle) adopt_membership(self);
+        // Between steps, or with a stage left empty mid-step (nothing to lose by changing
+        // the step's workers), the new membership is taken at once.
+        if (s.phase == Phase::idle ||
+            (s.paused && (s.phase == Phase::running || s.phase == Phase::evaluating))) {
+          const bool evaluating = s.phase == Phase::evaluating;
+          adopt_membership(self);
+          if (evaluating && !s.paused) start_eval(self);
+          if (s.phase == Phase::running) dispatch_waiting(self);
+        }
+      },
+      // A supervisor restarted worker `w.id` (same id, new actor): it replaces the old one
+      // in the next membership.
+      [=](restarted_atom, const messages::Member& w) {
+        auto& s = self->state;
+        messages::Membership m = s.pending ? *s.pending : s.members;
+        ++m.version;
+        if (m.stages.size() <= w.stage) m.stages.resize(w.stage + 1);
+        for (auto& st : m.stages)
+          st.erase(std::remove_if(st.begin(), st.end(),
+                                  [&](const messages::Member& x) { return x.id == w.id; }),
+                   st.end());
+        m.stages[w.stage].push_back(w);
+        self->send(self, members_atom::value, m);
+      },
+      // A supervisor restarted a core actor: loader k, or stage k's group or averager.
+      [=](replaced_atom, const std::string& kind, uint32_t k, const caf::actor& handle) {
+        auto& s = self->state;
+        std::vector<caf::actor>* list = kind == "loader"     ? &s.setup.loaders
+                                        : kind == "group"    ? &s.setup.groups
+                                        : kind == "averager" ? &s.setup.averagers
+                                                             : nullptr;
+        if (!list || k >= list->size()) return;
+        (*list)[k] = handle;
+        if (kind == "loader") return;
+        self->send(handle, members_atom::value, s.members);
+        for (const auto& [id, w] : s.by_id)
+          self->send(w, replaced_atom::value, kind, k, handle);
+        if (kind == "averager" && s.phase == Phase::reducing)
+          spdlog::warn("averager {} restarted while reducing step {}", k, s.step);
+      },
+      [=](batch_atom, uint64_t step, uint32_t mb) {
+        auto& s = self->state;
+        if (s.step == step && mb < s.micro.size() && !s.micro[mb].ready) request_batch(self, mb);
+      },
+      [=](state_atom, uint32_t stage, uint32_t id) { return state_for(self, stage, id); },
+      [=](members_atom) { return self->state.members; },
+      [=](watch_atom, const caf::actor& supervisor) {
+        self->state.watched.insert(supervisor.address());
+        self->monitor(supervisor);
       },
       [=](stop_atom) {
         auto& s = self->state;
@@ -255,7 +616,8 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         start_step(self);
         return s.promise;
       },
-      [=](loss_atom, uint64_t step, uint32_t mb, uint32_t attempt, double loss) {
+      [=](loss_atom, uint64_t step, uint32_t mb, uint32_t attempt, double loss,
+          const std::vector<uint32_t>& route) {
         auto& s = self->state;
         if (step != s.step || mb >= s.micro.size() || attempt != s.micro[mb].attempt) return;
         auto& m = s.micro[mb];
@@ -265,6 +627,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         }
         m.has_loss = true;
         m.loss = loss;
+        m.route = route;
         maybe_close_step(self);  // the loss and the completion may arrive in either order
       },
       [=](done_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker) {
@@ -288,34 +651,21 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         (void)stage;
         s.sqnorms[worker] = sqnorm;
         s.samples[worker] = samples;
-        if (s.sqnorms.size() < worker_count(s)) return;
-        const auto& cfg = s.setup.ctx->config;
-        double coef = -1;  // DiLoCo replicas clip their own gradient
-        if (s.setup.ctx->grad_sync()) {
-          // Replicas of a stage hold the same reduced gradient: one norm per stage, summed
-          // over stages, is the norm of the whole model's gradient.
-          std::map<uint32_t, double> per_stage;
-          for (const auto& [id, sq] : s.sqnorms) per_stage.emplace(s.stage_of[id], sq);
-          double total = 0;
-          for (const auto& [k, sq] : per_stage) total += sq;
-          coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
-        }
-        s.phase = Phase::applying;
-        s.applied.clear();
-        for (const auto& [id, handle] : s.by_id)
-          self->send(handle, apply_atom::value, s.step, s.lr, coef);
+        maybe_apply(self);
       },
       [=](applied_atom, uint64_t step, uint32_t worker) {
         auto& s = self->state;
         if (step != s.step || s.phase != Phase::applying) return;
         s.applied.insert(worker);
-        if (s.applied.size() == worker_count(s)) finish_step(self);
+        maybe_finish_step(self);
       },
       [=](eval_loss_atom, uint64_t step, uint32_t idx, double loss) {
         auto& s = self->state;
         if (step != s.step || s.phase != Phase::evaluating || idx >= s.val_losses.size()) return;
         s.val_losses[idx] = loss;
-        if (++s.val_received < s.val_losses.size()) return;
+        s.val_have[idx] = true;
+        for (bool have : s.val_have)
+          if (!have) return;
         double sum = 0;
         for (double l : s.val_losses) sum += l;
         const double val = sum / static_cast<double>(s.val_losses.size());

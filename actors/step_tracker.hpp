@@ -3,6 +3,13 @@
 // completes, then closes the step: gradients are reduced, clipped by the norm the mode calls
 // for and applied (with a DiLoCo round every H steps) before the next step opens. It also
 // runs evaluations and writes one metrics record per step.
+//
+// Faults (SPEC §7): it monitors every worker. A worker lost in the middle of a step is
+// removed at once (everyone re-wires), the micro-batches whose path it touched are re-run
+// from stage 0 with attempt+1, and the step closes with every micro-batch counted once. A
+// stage left without workers pauses the pipeline until a worker of that stage joins. A
+// restarted or joining worker asks the tracker for its starting state: a live peer's (handed
+// out between steps), its DiLoCo group's θ, or the newest checkpoint's.
 #pragma once
 
 #include <caf/all.hpp>
@@ -14,19 +21,27 @@
 #include <set>
 
 #include "actors/context.hpp"
+#include "actors/diloco_group.hpp"
 #include "actors/wiring.hpp"
 #include "messages/types.hpp"
 #include "model/data.hpp"
+#include "model/run_dir.hpp"
 
 namespace swarmrt::actors {
 
 struct TrackerSetup {
   ContextPtr ctx;
   std::vector<caf::actor> loaders;
-  std::vector<caf::actor> stage_actors;  // DiLoCo groups and gradient averagers
-  caf::actor metrics;                    // optional metrics sink
+  std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
+  std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
+  caf::actor metrics;                 // optional metrics sink
   std::shared_ptr<const model::TextCorpus> corpus;
   bool progress = true;
+  model::RunDir* run = nullptr;              // periodic checkpoints go here when set
+  std::vector<GroupStorePtr> group_stores;   // per stage (DiLoCo), saved in checkpoints
+  std::optional<model::Checkpoint> resume;   // continue from this swarm checkpoint
+  std::string resume_origin;
+  caf::actor chaos;                          // optional: told when each step starts
 };
 
 struct tracker_state {
@@ -40,6 +55,11 @@ struct tracker_state {
     bool done = false;   // backward reached stage 0
     bool has_loss = false;
     double loss = 0;
+    std::vector<uint32_t> route;  // the workers of the attempt that reached the last stage
+  };
+  struct StateRequest {
+    uint32_t stage = 0, id = 0;
+    caf::response_promise promise;
   };
 
   TrackerSetup setup;
@@ -58,11 +78,20 @@ struct tracker_state {
   std::map<uint32_t, int64_t> samples;
   std::set<uint32_t> applied;
   double lr = 0;
-  enum class Phase { idle, running, reducing, applying, evaluating } phase = Phase::idle;
+  enum class Phase { idle, running, reducing, applying, saving, evaluating } phase = Phase::idle;
 
   std::vector<model::Batch> val;
   std::vector<double> val_losses;
-  size_t val_received = 0;
+  std::vector<bool> val_have;
+
+  std::set<caf::actor_addr> dead;              // workers seen going down: never re-adopted
+  std::set<caf::actor_addr> watched;           // supervisors whose escalation ends the run
+  std::vector<StateRequest> state_requests;    // grad-sync: served between steps
+  bool paused = false;                         // a stage has no worker
+  std::optional<Clock::time_point> fault_at;   // the first unrecovered fault of the step
+  uint64_t first_step = 0;                     // the step a resumed run continues after
+  std::map<uint32_t, messages::WorkerState> saving;  // checkpoint being gathered
+  size_t saving_wanted = 0;
 
   messages::RunReport report;
   caf::response_promise promise;

@@ -30,6 +30,7 @@ struct CoordinatorArgs {
   std::string listen = "127.0.0.1:0";
   std::string out;
   bool overwrite = false;
+  bool resume = false;
   bool frames_over_caf = false;
   NetOptions net;
 };
@@ -69,7 +70,9 @@ int run_coordinator(const CoordinatorArgs& args) {
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   try {
     model::RunDir run(out, config,
-                      args.overwrite ? model::RunStart::overwrite : model::RunStart::fresh);
+                      args.resume      ? model::RunStart::resume
+                      : args.overwrite ? model::RunStart::overwrite
+                                       : model::RunStart::fresh);
     auto corpus = std::make_shared<const model::TextCorpus>(
         model::TextCorpus::load(config.data.path, config.data.val_fraction));
     caf::actor_system_config cfg;
@@ -79,7 +82,11 @@ int run_coordinator(const CoordinatorArgs& args) {
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = config;
     ctx->run_id = std::random_device{}();
-    auto core = actors::spawn_core(sys, ctx, corpus, &run, true);
+    actors::CoreOptions co;
+    co.run = &run;
+    co.resume = args.resume;
+    co.forward_kills = std::make_shared<caf::actor>();
+    auto core = actors::spawn_core(sys, ctx, corpus, co);
     transport::set_link_delay(config.chaos.link_delay_ms);
     if (config.chaos.link_delay_ms > 0)
       spdlog::warn("chaos: every frame sent between processes waits {} ms",
@@ -90,6 +97,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     actors::DirectorySetup ds{
         ctx, model::to_toml(config), model::fingerprint_text(config), secret, endpoint, core};
     auto dir = sys.spawn(actors::directory, ds);
+    *co.forward_kills = dir;  // kills of workers and nodes go to the nodes
     {
       std::lock_guard<std::mutex> lock(handles_mutex);
       directory_handle = dir;
@@ -170,7 +178,10 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--listen", args->listen, "HOST:PORT to accept nodes on (port 0: any free)")
       ->capture_default_str();
   cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
-  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
+  auto* resume = cmd->add_flag("--resume", args->resume,
+                               "continue the run directory's run from its newest valid checkpoint");
+  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first")
+      ->excludes(resume);
   cmd->add_flag("--frames-over-caf", args->frames_over_caf,
                 "send tensor frames as chunks inside CAF messages instead of on a TCP link of "
                 "their own");

@@ -4,12 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <map>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <mutex>
 #include <thread>
 
 #include "actors/node_agent.hpp"
+#include "supervisors/chaos_control.hpp"
 #include "actors/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
@@ -124,11 +126,24 @@ int run_node(const NodeArgs& args) {
   setup.directory = dir;
   setup.name = request.node_name;
   setup.index = reply.node_index;
-  for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
-    auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
-                                   reply.averagers, reply.groups);
-    setup.workers.push_back({ws.id, ws.stage, actors::spawn_worker(sys, ws), bulk});
-  }
+  // One supervisor per stage this node serves: it restarts a dead worker (same id) and tells
+  // the directory, which announces the new handle.
+  auto roster = std::make_shared<supervisors::Roster>();
+  std::map<uint32_t, std::vector<actors::WorkerSetup>> by_stage;
+  for (size_t i = 0; i < reply.worker_ids.size(); ++i)
+    by_stage[reply.stages[i]].push_back(actors::worker_setup(
+        ctx, reply.worker_ids[i], reply.stages[i], reply.tracker, reply.averagers, reply.groups));
+  for (auto& [stage, setups] : by_stage)
+    setup.supervisors.push_back(actors::spawn_stage_supervisor(
+        sys, "node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx,
+        setups, bulk, dir, caf::actor{}, roster, setup.workers));
+  supervisors::ChaosSetup chaos;
+  chaos.config = ctx->config.chaos;
+  chaos.roster = roster;
+  // A node kill is a crash: no goodbye to anyone, as a SIGKILL would leave it.
+  chaos.kill_self = [] { std::_Exit(137); };
+  setup.chaos = sys.spawn(supervisors::chaos_control, chaos);
+  supervisors::register_chaos(setup.chaos);
   auto agent = sys.spawn(actors::node_agent, setup);
   {
     std::lock_guard<std::mutex> lock(agent_mutex);
@@ -137,7 +152,9 @@ int run_node(const NodeArgs& args) {
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
                setup.workers.size(), args.join, bulk.empty() ? "none (over CAF)" : bulk);
   self->monitor(agent);
-  self->receive([](const caf::down_msg&) {});
+  bool failed = false;
+  self->receive([&](const caf::down_msg& down) { failed = static_cast<bool>(down.reason); });
+  self->send_exit(setup.chaos, caf::exit_reason::user_shutdown);
   std::string traffic;
   const nlohmann::json sent = ctx->bytes->to_json();
   for (const auto& [kind, bytes] : sent.items())
@@ -148,7 +165,7 @@ int run_node(const NodeArgs& args) {
   // a detached worker's thread while a message to a vanished peer still references it, so the
   // process ends here instead of in the actor system's destructor.
   std::fflush(nullptr);
-  _exit(0);
+  _exit(failed ? 1 : 0);
 }
 
 }  // namespace

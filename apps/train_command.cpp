@@ -37,9 +37,10 @@ model::TrainResult train_single(const model::RunConfig& config, const model::Tex
 // Every other mode runs on the actor runtime; the whole model it ends with is written as a
 // checkpoint so `swarmrt sample` works the same on every run directory.
 model::TrainResult train_swarm(const model::RunConfig& config, const model::TextCorpus& corpus,
-                               model::RunDir& run) {
+                               model::RunDir& run, bool resume) {
   actors::RuntimeOptions options;
   options.run = &run;
+  options.resume = resume;
   auto out = actors::run_in_process(config, corpus, options);
   model::TrainResult result;
   result.losses = out.report.losses;
@@ -69,13 +70,6 @@ int run_train(const TrainArgs& args) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (config.swarm.mode != "single" && args.resume) {
-    spdlog::error(
-        "{}: --resume continues swarm.mode = \"single\" runs; resuming \"{}\" is "
-        "not supported yet",
-        args.config, config.swarm.mode);
-    return 2;
-  }
   const std::string out =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   try {
@@ -91,7 +85,7 @@ int run_train(const TrainArgs& args) {
         config.model.block_size, corpus.train().size(), corpus.val().size(),
         config.tokens_per_step(), model::fingerprint(config));
     auto result = config.swarm.mode == "single" ? train_single(config, corpus, run, args.resume)
-                                                : train_swarm(config, corpus, run);
+                                                : train_swarm(config, corpus, run, args.resume);
     std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
                 result.val_loss, std::exp(result.val_loss),
                 static_cast<long long>(config.train.steps));

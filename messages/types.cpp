@@ -15,6 +15,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<JoinRequest>("swarmrt::JoinRequest");
   cfg.add_message_type<JoinReply>("swarmrt::JoinReply");
   cfg.add_message_type<RunReport>("swarmrt::RunReport");
+  cfg.add_message_type<WorkerState>("swarmrt::WorkerState");
 }
 
 }  // namespace swarmrt::messages

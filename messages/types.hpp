@@ -60,6 +60,16 @@ struct JoinReply {
   std::string endpoint;               // the coordinator's bulk frame link; empty: over CAF
 };
 
+// A stage worker's state, as a restarted or joining worker takes it from a live peer, its
+// DiLoCo group or a checkpoint before it accepts work (SPEC §7).
+struct WorkerState {
+  TensorList params;      // empty: keep the initialization
+  TensorList anchor;      // DiLoCo: θ of the last applied round; empty: equal to params
+  std::string optimizer;  // torch-serialized AdamW state; empty: a fresh optimizer
+  int64_t round = -1;     // DiLoCo: the next round id; -1: not known
+  std::string source;     // where it came from, for the log ("peer 1001", "group 0", ...)
+};
+
 // What the step tracker hands back when a run ends.
 struct RunReport {
   std::vector<double> losses;                          // mean micro-batch loss, one per step
@@ -121,6 +131,12 @@ typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
+  return f(caf::meta::type_name("swarmrt::WorkerState"), x.params, x.anchor, x.optimizer,
+           x.round, x.source);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RunReport& x) {
   return f(caf::meta::type_name("swarmrt::RunReport"), x.losses, x.step_seconds, x.completed,
            x.duplicates, x.forwards, x.val_loss, x.rejected_frames);
@@ -155,6 +171,15 @@ using join_atom = caf::atom_constant<caf::atom("join")>;           // node -> co
 using workers_atom = caf::atom_constant<caf::atom("workers")>;     // node: my workers are up
 using ready_atom = caf::atom_constant<caf::atom("ready")>;         // wait for a full swarm
 using stop_atom = caf::atom_constant<caf::atom("stop")>;           // stop this node / swarm
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // tracker: drop old attempts
+using state_atom = caf::atom_constant<caf::atom("state")>;         // ask for a worker's state
+using restarted_atom = caf::atom_constant<caf::atom("restarted")>; // supervisor: new handle
+using replaced_atom = caf::atom_constant<caf::atom("replaced")>;   // a core actor restarted
+using kill_atom = caf::atom_constant<caf::atom("kill")>;           // chaos: kill by name/kind
+using slow_atom = caf::atom_constant<caf::atom("slow")>;           // chaos: slow a worker
+using faults_atom = caf::atom_constant<caf::atom("faults")>;       // ask for fault counters
+using step_atom = caf::atom_constant<caf::atom("step")>;           // tracker: a step starts
+using watch_atom = caf::atom_constant<caf::atom("watch")>;         // tracker: watch a supervisor
 }  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {

@@ -76,6 +76,23 @@ struct ChaosConfig {
   double link_delay_ms = 0;  // every frame sent on a process link waits this long first
   int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
   double slow_factor = 1.0;  // by this factor
+  // What to kill: an actor by name ("worker:1001", "group:0", "loader:0"), a random actor of
+  // a kind ("worker", "group", "loader"), or "node" (a random node process, coordinator side).
+  std::string kill;
+  int64_t kill_at_step = 0;  // once, when this step starts; 0: never
+  double kill_every_s = 0;   // repeatedly, every this many seconds; 0: never
+  int64_t kill_limit = 0;    // at most this many kills by kill_every_s; 0: no limit
+  int64_t seed = 1;          // picks the victims of kind kills
+};
+
+// Restart policy of every supervisor (SPEC §7): a child that dies is restarted after a backoff
+// that doubles with each recent restart; more than max_restarts within restart_window_s and
+// the supervisor gives up and escalates. Local, not part of the fingerprint.
+struct SupervisionConfig {
+  int64_t max_restarts = 10;
+  double restart_window_s = 10.0;
+  double backoff_ms = 20;
+  double max_backoff_ms = 2000;
 };
 
 struct RunConfig {
@@ -86,6 +103,7 @@ struct RunConfig {
   DilocoConfig diloco;
   CheckpointConfig checkpoint;
   ChaosConfig chaos;
+  SupervisionConfig supervision;
 
   // Tokens in one optimizer step, the unit every mode shares.
   int64_t tokens_per_step() const {

@@ -40,7 +40,8 @@ TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
   ctx->config.diloco.outer_momentum = 0.9;
   caf::scoped_actor a{*ts.sys}, b{*ts.sys};
   auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
-                             uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}});
+                             uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
+                             std::make_shared<actors::GroupStore>());
   messages::Membership m;
   m.stages = {
       {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};

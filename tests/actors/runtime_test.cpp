@@ -10,40 +10,12 @@
 
 using namespace swarmrt;
 
+#include "run_util.hpp"
+
 namespace {
-const model::TextCorpus& small_corpus() {
-  static const model::TextCorpus corpus = [] {
-    std::ifstream in(swarmrt::testing::test_data_path(), std::ios::binary);
-    std::string s(400'000, '\0');
-    in.read(s.data(), static_cast<std::streamsize>(s.size()));
-    s.resize(static_cast<size_t>(in.gcount()));
-    return model::TextCorpus::from_text(s, 0.05);
-  }();
-  return corpus;
-}
-
-model::RunConfig micro_run(const std::string& mode, int64_t stages, int64_t workers,
-                           int64_t steps) {
-  model::RunConfig c;
-  c.model = {"tiny", 4, 2, 32, 32, 256};
-  c.train.steps = steps;
-  c.train.micro_batch = 2;
-  c.train.micro_batches = 4;
-  c.train.warmup_steps = 3;
-  c.train.lr = 2e-3;
-  c.train.eval_every = 0;
-  c.train.eval_batches = 2;
-  c.swarm.mode = mode;
-  c.swarm.stages = stages;
-  c.swarm.workers_per_stage = workers;
-  model::validate(c, "test");
-  return c;
-}
-
-actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {
-  o.progress = false;
-  return actors::run_in_process(c, small_corpus(), o);
-}
+using swarmrt::testing::micro_run;
+using swarmrt::testing::run;
+using swarmrt::testing::small_corpus;
 
 std::vector<double> single_losses(const model::RunConfig& c) {
   model::TrainOptions o;
@@ -167,19 +139,3 @@ TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
   EXPECT_LT(result.report.losses.back(), result.report.losses.front());
 }
 
-// Until supervisors restart workers, a worker killed mid-run must end the run with an error
-// that names it, not hang the tracker.
-TEST(Runtime, KilledWorkerFailsTheRunWithItsName) {
-  auto config = micro_run("swarm", 2, 2, 50);
-  actors::RuntimeOptions o;
-  o.on_start = [](caf::actor_system&, const messages::Membership& m) {
-    caf::anon_send_exit(m.stages.at(1).at(1).handle, caf::exit_reason::kill);
-  };
-  try {
-    run(config, o);
-    FAIL() << "the run must fail";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("stage worker 1001 went down"), std::string::npos)
-        << e.what();
-  }
-}

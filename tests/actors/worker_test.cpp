@@ -19,6 +19,7 @@ TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
   ws.id = 0;
   ws.stage = 0;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;  // driven by the test, no tracker to ask
   auto worker = ts.sys->spawn<caf::detached>(actors::stage_worker, ws);
   messages::Membership m;
   m.stages = {{{0, 0, worker, {}}}};

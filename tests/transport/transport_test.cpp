@@ -58,6 +58,7 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
   actors::WorkerSetup ws;
   ws.ctx = ctx;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;  // driven by the test, no tracker to ask
   auto worker = a.sys->spawn(actors::stage_worker, ws);
   messages::Membership m;
   m.stages = {{{0, 0, worker, {}}}};
@@ -148,6 +149,7 @@ TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
   actors::WorkerSetup ws;
   ws.ctx = ctx;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;  // driven by the test, no tracker to ask
   auto worker = a.sys->spawn(actors::stage_worker, ws);
   auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
   ASSERT_TRUE(port);
@@ -191,6 +193,7 @@ TEST(Transport, ChaosLinkDelayHoldsEveryFrameBack) {
   actors::WorkerSetup ws;
   ws.ctx = ctx;
   ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;  // driven by the test, no tracker to ask
   auto worker = a.sys->spawn(actors::stage_worker, ws);
   auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
   ASSERT_TRUE(port);

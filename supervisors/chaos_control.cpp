@@ -1,0 +1,99 @@
+#include "supervisors/chaos_control.hpp"
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "messages/types.hpp"
+
+namespace swarmrt::supervisors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<chaos_state>;
+
+namespace {
+
+using tick_atom = caf::atom_constant<caf::atom("chaostick")>;
+
+bool is_kind(const std::string& t) {
+  return t == "worker" || t == "group" || t == "loader" || t == "any";
+}
+
+// Kills `target` here, or forwards it; returns what happened, for the log and the caller.
+std::string kill(Self* self, const std::string& target, const std::string& cause) {
+  auto& s = self->state;
+  if (target == "node") {
+    if (s.setup.kill_self) {
+      spdlog::warn("chaos: killing this node process ({})", cause);
+      s.setup.kill_self();
+      return "node killed";
+    }
+    if (*s.setup.forward) {
+      self->send(*s.setup.forward, kill_atom::value, target);
+      return "node kill forwarded";
+    }
+    return "no node to kill here";
+  }
+  std::optional<std::pair<std::string, caf::actor>> victim;
+  if (is_kind(target)) {
+    victim = s.setup.roster ? s.setup.roster->pick(target, s.rng) : std::nullopt;
+  } else if (s.setup.roster) {
+    if (auto a = s.setup.roster->find(target)) victim = std::make_pair(target, *a);
+  }
+  if (!victim) {
+    if (*s.setup.forward) {
+      self->send(*s.setup.forward, kill_atom::value, target);
+      return target + ": not here, forwarded";
+    }
+    return "no actor '" + target + "' here";
+  }
+  ++s.kills;
+  spdlog::warn("chaos: killing {} ({})", victim->first, cause);
+  if (s.setup.metrics)
+    self->send(s.setup.metrics, metrics_atom::value,
+               nlohmann::json{{"event", "fault"}, {"kind", "injected"}, {"actor", victim->first},
+                              {"cause", cause}}
+                   .dump());
+  self->send_exit(victim->second, caf::exit_reason::kill);
+  return "killed " + victim->first;
+}
+
+}  // namespace
+
+void register_chaos(const caf::actor& chaos) {
+  chaos->home_system().registry().put(caf::atom("chaos"), caf::actor_cast<caf::strong_actor_ptr>(chaos));
+}
+
+caf::behavior chaos_control(Self* self, ChaosSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  s.rng.seed(static_cast<uint64_t>(s.setup.config.seed));
+  const auto& c = s.setup.config;
+  if (!c.kill.empty() && c.kill_every_s > 0)
+    self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)), tick_atom::value);
+  return {
+      [=](kill_atom, const std::string& target) { return kill(self, target, "requested"); },
+      [=](slow_atom, const std::string& name, double factor) -> std::string {
+        auto& s = self->state;
+        auto a = s.setup.roster ? s.setup.roster->find(name) : std::nullopt;
+        if (!a) return "no actor '" + name + "' here";
+        self->send(*a, slow_atom::value, factor);
+        spdlog::warn("chaos: {} now computes {}x slower", name, factor);
+        return name + " slowed by " + std::to_string(factor);
+      },
+      [=](step_atom, uint64_t step) {
+        const auto& c = self->state.setup.config;
+        if (!c.kill.empty() && c.kill_at_step > 0 && step == static_cast<uint64_t>(c.kill_at_step))
+          kill(self, c.kill, "chaos.kill_at_step = " + std::to_string(step));
+      },
+      [=](tick_atom) {
+        auto& s = self->state;
+        const auto& c = s.setup.config;
+        if (c.kill_limit > 0 && s.timed >= static_cast<uint64_t>(c.kill_limit)) return;
+        ++s.timed;
+        kill(self, c.kill, "chaos.kill_every_s");
+        self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)), tick_atom::value);
+      },
+      [=](faults_atom) { return self->state.kills; },
+  };
+}
+
+}  // namespace swarmrt::supervisors

@@ -1,0 +1,118 @@
+#include "supervisors/supervisor.hpp"
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "messages/types.hpp"
+
+namespace swarmrt::supervisors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<supervisor_state>;
+
+namespace {
+
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+
+void write_metrics(Self* self, const nlohmann::json& record) {
+  if (self->state.setup.metrics)
+    self->send(self->state.setup.metrics, metrics_atom::value, record.dump());
+}
+
+bool is_shutdown(const caf::error& reason) {
+  return !reason || reason == caf::exit_reason::user_shutdown ||
+         reason == caf::exit_reason::normal;
+}
+
+// Escalation: the children stop with their supervisor, whose watcher sees `why`.
+void give_up(Self* self, caf::error why) {
+  for (auto& child : self->state.setup.children)
+    if (child.current) self->send_exit(child.current, caf::exit_reason::user_shutdown);
+  self->quit(std::move(why));
+}
+
+void restart(Self* self, size_t i) {
+  auto& s = self->state;
+  auto& child = s.setup.children[i];
+  try {
+    child.current = child.start();
+  } catch (const std::exception& e) {
+    spdlog::error("{}: could not restart {}: {}", s.setup.name, child.name, e.what());
+    give_up(self, caf::make_error(caf::sec::runtime_error, child.name + ": " + e.what()));
+    return;
+  }
+  self->monitor(child.current);
+  if (s.setup.roster) s.setup.roster->put(child.name, child.kind, child.current);
+  if (child.on_restart) child.on_restart(child.current);
+  ++s.restarts;
+  const double took =
+      std::chrono::duration<double>(supervisor_state::Clock::now() - s.died_at[i]).count();
+  spdlog::info("{}: restarted {} ({:.0f} ms after it died)", s.setup.name, child.name,
+               took * 1000);
+  write_metrics(self, {{"event", "recovered"}, {"kind", "restart"}, {"actor", child.name},
+                       {"seconds", took}});
+}
+
+}  // namespace
+
+caf::behavior supervisor(Self* self, SupervisorSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  s.policy = std::make_unique<RestartPolicy>(s.setup.policy);
+  s.died_at.resize(s.setup.children.size());
+  for (const auto& child : s.setup.children) {
+    self->monitor(child.current);
+    if (s.setup.roster) s.setup.roster->put(child.name, child.kind, child.current);
+  }
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& s = self->state;
+    for (size_t i = 0; i < s.setup.children.size(); ++i) {
+      auto& child = s.setup.children[i];
+      if (!child.current || child.current.address() != down.source) continue;
+      child.current = nullptr;
+      if (s.setup.roster) s.setup.roster->remove(child.name);
+      if (is_shutdown(down.reason)) return;  // stopped on purpose: not a fault
+      const auto now = supervisor_state::Clock::now();
+      const std::string reason = self->system().render(down.reason);
+      write_metrics(self,
+                    {{"event", "fault"}, {"kind", child.kind}, {"actor", child.name},
+                     {"reason", reason}});
+      if (!child.start) {
+        spdlog::error("{}: {} died ({}) and cannot be restarted", s.setup.name, child.name,
+                      reason);
+        give_up(self, caf::make_error(caf::sec::runtime_error, child.name + " died: " + reason));
+        return;
+      }
+      auto delay = s.policy->next(now);
+      if (!delay) {
+        const std::string why = fmt::format(
+            "{}: {} died ({}), more than {} restarts within {} s: giving up", s.setup.name,
+            child.name, reason, s.setup.policy.max_restarts, s.setup.policy.restart_window_s);
+        spdlog::error("{}", why);
+        write_metrics(self, {{"event", "fault"}, {"kind", "escalated"}, {"actor", child.name},
+                             {"supervisor", s.setup.name}});
+        give_up(self, caf::make_error(caf::sec::runtime_error, why));
+        return;
+      }
+      s.died_at[i] = now;
+      spdlog::warn("{}: {} died ({}); restarting in {} ms", s.setup.name, child.name, reason,
+                   delay->count());
+      self->delayed_send(self, *delay, restart_atom::value, static_cast<uint64_t>(i));
+      return;
+    }
+  });
+  // Stopping the supervisor stops its children (nobody restarts them afterwards).
+  self->set_exit_handler([=](const caf::exit_msg& msg) {
+    for (auto& child : self->state.setup.children)
+      if (child.current) self->send_exit(child.current, caf::exit_reason::user_shutdown);
+    self->quit(msg.reason);
+  });
+  return {
+      [=](restart_atom, uint64_t i) {
+        if (i < self->state.setup.children.size() && !self->state.setup.children[i].current)
+          restart(self, i);
+      },
+      [=](faults_atom) { return self->state.restarts; },
+  };
+}
+
+}  // namespace swarmrt::supervisors

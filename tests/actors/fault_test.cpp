@@ -1,0 +1,194 @@
+// Faults in one process (SPEC §7): real actors are killed while a swarm trains; supervisors
+// restart them, the tracker re-runs what they held, and the run ends as a fault-free run does.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "run_util.hpp"
+#include "actors/swarm_checkpoint.hpp"
+#include "model/run_dir.hpp"
+
+using namespace swarmrt;
+using swarmrt::testing::micro_run;
+using swarmrt::testing::run;
+using swarmrt::testing::small_corpus;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("swarmrt-fault-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+std::vector<std::string> lines_with(const fs::path& file, const std::string& needle) {
+  std::ifstream in(file);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+void expect_every_micro_batch_once(const messages::RunReport& r, int64_t micro_batches) {
+  for (size_t i = 0; i < r.completed.size(); ++i) {
+    EXPECT_EQ(r.completed[i], micro_batches) << "step " << i + 1;
+    EXPECT_EQ(r.duplicates[i], 0) << "step " << i + 1;
+  }
+}
+
+}  // namespace
+
+// Test 1: a stage worker killed in the middle of step 5 of a 20-step diloco-swarm 2x2 run.
+TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
+  auto config = micro_run("diloco-swarm", 2, 2, 20);
+  config.diloco.inner_steps = 5;
+  const auto clean = run(config);
+
+  config.chaos.kill = "worker:1001";
+  config.chaos.kill_at_step = 5;  // the chaos actor kills it as step 5 starts dispatching
+  TempDir dir;
+  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  const auto faulty = run(config, o);
+
+  ASSERT_EQ(faulty.report.losses.size(), 20u);
+  expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
+  EXPECT_GE(faulty.restarts, 1u);
+  EXPECT_NEAR(faulty.report.val_loss, clean.report.val_loss, 0.05 * clean.report.val_loss);
+  EXPECT_NEAR(faulty.report.losses.back(), clean.report.losses.back(),
+              0.05 * clean.report.losses.back());
+  const auto metrics = dir.path / "metrics.jsonl";
+  EXPECT_FALSE(lines_with(metrics, R"("kind":"injected")").empty());
+  EXPECT_FALSE(lines_with(metrics, R"("kind":"worker_lost")").empty());
+  EXPECT_FALSE(lines_with(metrics, R"("actor":"worker:1001","event":"recovered","kind":"restart")").empty());
+  EXPECT_FALSE(lines_with(metrics, R"("event":"recovered","kind":"step")").empty());
+}
+
+// Test 2: the DiLoCo group of stage 0 is killed while it collects round 0 (one worker is slow,
+// so the other's contribution is in and the slow one's is not). The restarted group applies
+// the round exactly once, and after the next round the stage's workers agree bit for bit.
+TEST(Faults, GroupKilledDuringARoundAppliesItOnce) {
+  auto config = micro_run("diloco-swarm", 2, 2, 6);
+  config.diloco.inner_steps = 3;
+  config.chaos.slow_worker = actors::worker_id(0, 1);
+  config.chaos.slow_factor = 15;
+  std::atomic<bool> killed{false};
+  std::thread killer;
+  actors::RuntimeOptions o;
+  o.on_core = [&](caf::actor_system& sys, const actors::CoreActors& core) {
+    auto group = core.groups.at(0);
+    killer = std::thread([&sys, group, &killed] {
+      caf::scoped_actor self{sys};
+      for (int i = 0; i < 20000 && !killed; ++i) {
+        bool in_round = false;
+        self->request(group, std::chrono::seconds(5), atoms::faults_atom::value)
+            .receive([&](uint64_t round, uint64_t contributions) {
+                       in_round = round == 0 && contributions >= 1;
+                     },
+                     [&](const caf::error&) {});
+        if (in_round) {
+          self->send_exit(group, caf::exit_reason::kill);
+          killed = true;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+    });
+  };
+  const auto result = run(config, o);
+  killer.join();
+  ASSERT_TRUE(killed) << "the group was never caught collecting round 0";
+  EXPECT_GE(result.restarts, 1u);
+  EXPECT_EQ(result.applied_rounds.at(0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(result.applied_rounds.at(1), (std::vector<uint64_t>{0, 1}));
+  expect_every_micro_batch_once(result.report, config.train.micro_batches);
+  const auto& a = result.worker_params.at(actors::worker_id(0, 0));
+  const auto& b = result.worker_params.at(actors::worker_id(0, 1));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+}
+
+// Tests 5 and 6: a swarm resumed from its periodic checkpoints continues as if it had never
+// stopped: the losses of the steps after the checkpoint match the uninterrupted run to 1e-4.
+// A corrupt newest checkpoint is refused and the one before it is used.
+class ResumeMatches : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+
+TEST_P(ResumeMatches, UninterruptedRun) {
+  const auto& [mode, workers] = GetParam();
+  auto config = micro_run(mode, 2, workers, 12);
+  config.diloco.inner_steps = 3;
+  config.checkpoint.every_steps = 4;
+  TempDir dir;
+  std::vector<double> whole;
+  {
+    model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+    actors::RuntimeOptions o;
+    o.run = &rd;
+    whole = run(config, o).report.losses;  // checkpoints after steps 4 and 8
+  }
+  ASSERT_EQ(whole.size(), 12u);
+  auto resume = [&] {
+    model::RunDir rd(dir.path.string(), config, model::RunStart::resume);
+    actors::RuntimeOptions o;
+    o.run = &rd;
+    o.resume = true;
+    return run(config, o).report.losses;
+  };
+  const auto from8 = resume();
+  ASSERT_EQ(from8.size(), 4u);
+  for (size_t i = 0; i < from8.size(); ++i)
+    EXPECT_NEAR(from8[i], whole[8 + i], 1e-4) << "step " << 9 + i;
+
+  // Corrupt the newest file (step 8, or the one just written after step 8 by the resumed
+  // run: periodic checkpoints skip the last step, so it is still step 8).
+  model::CheckpointDir ckpts((dir.path / "checkpoints").string());
+  const auto files = ckpts.list();
+  ASSERT_GE(files.size(), 2u);
+  ASSERT_NE(files.front().find("step_00000008"), std::string::npos) << files.front();
+  {
+    std::fstream f(files.front(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(files.front()) / 2));
+    f.put('\x5a');
+    f.put('\xa5');
+  }
+  const auto from4 = resume();
+  ASSERT_EQ(from4.size(), 8u) << "the corrupt step-8 checkpoint must be refused";
+  for (size_t i = 0; i < from4.size(); ++i)
+    EXPECT_NEAR(from4[i], whole[4 + i], 1e-4) << "step " << 5 + i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ResumeMatches,
+                         ::testing::Values(std::make_tuple("pp", 1),
+                                           std::make_tuple("diloco-swarm", 1),
+                                           std::make_tuple("swarm", 2)));
+
+// The restart-intensity limit: more kills than supervision.max_restarts within the window
+// and the supervisor gives up; the run fails with that reason instead of restarting forever.
+TEST(Faults, RestartIntensityExceededEndsTheRun) {
+  auto config = micro_run("diloco-swarm", 2, 2, 400);
+  config.chaos.kill = "worker:1";
+  config.chaos.kill_every_s = 0.02;
+  config.supervision.max_restarts = 3;
+  config.supervision.restart_window_s = 60;
+  try {
+    run(config);
+    FAIL() << "the run must fail once the supervisor gives up";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 3 restarts within 60 s"), std::string::npos)
+        << e.what();
+  }
+}

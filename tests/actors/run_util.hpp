@@ -1,0 +1,49 @@
+// Small swarm runs on a slice of the Brown text, shared by the runtime and fault tests.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+#include "../model/test_util.hpp"
+#include "actors/runtime.hpp"
+#include "model/config.hpp"
+#include "model/data.hpp"
+
+namespace swarmrt::testing {
+
+inline const model::TextCorpus& small_corpus() {
+  static const model::TextCorpus corpus = [] {
+    std::ifstream in(swarmrt::testing::test_data_path(), std::ios::binary);
+    std::string s(400'000, '\0');
+    in.read(s.data(), static_cast<std::streamsize>(s.size()));
+    s.resize(static_cast<size_t>(in.gcount()));
+    return model::TextCorpus::from_text(s, 0.05);
+  }();
+  return corpus;
+}
+
+inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64_t workers,
+                           int64_t steps) {
+  model::RunConfig c;
+  c.model = {"tiny", 4, 2, 32, 32, 256};
+  c.train.steps = steps;
+  c.train.micro_batch = 2;
+  c.train.micro_batches = 4;
+  c.train.warmup_steps = 3;
+  c.train.lr = 2e-3;
+  c.train.eval_every = 0;
+  c.train.eval_batches = 2;
+  c.swarm.mode = mode;
+  c.swarm.stages = stages;
+  c.swarm.workers_per_stage = workers;
+  model::validate(c, "test");
+  return c;
+}
+
+inline actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {
+  o.progress = false;
+  return actors::run_in_process(c, small_corpus(), o);
+}
+
+
+}  // namespace swarmrt::testing

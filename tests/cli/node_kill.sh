@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Test 3 of the supervision issue: a node process SIGKILLed at step 10 of a diloco-swarm run.
+# The coordinator notices through heartbeats and monitors, removes its workers and the run goes
+# on with the other node; the node is started again, rejoins, its workers take their stage's
+# state from a peer (the DiLoCo group) and take work. Processes are stopped by pid.
+set -u
+bin=$1 root=$2
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
+
+"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
+  --set "data.path=$root/data/brown.txt" --set train.steps=60 --set train.eval_every=0 \
+  --set train.eval_batches=4 --set diloco.inner_steps=5 >"$tmp/coord.log" 2>&1 &
+coord=$!
+pids+=("$coord")
+port=""
+for _ in $(seq 1 100); do
+  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
+  [ -n "$port" ] && break
+  sleep 0.2
+done
+[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+"$bin" node --join "127.0.0.1:$port" -w 2 --name steady "${net[@]}" >"$tmp/steady.log" 2>&1 &
+pids+=($!)
+"$bin" node --join "127.0.0.1:$port" -w 2 --name victim "${net[@]}" >"$tmp/victim.log" 2>&1 &
+victim=$!
+pids+=("$victim")
+for _ in $(seq 1 600); do grep -q "step 10/60" "$tmp/coord.log" && break; sleep 0.1; done
+grep -q "step 10/60" "$tmp/coord.log" || fail "the run did not reach step 10: $(tail -5 "$tmp/coord.log")"
+kill -KILL "$victim"
+for _ in $(seq 1 100); do grep -q "went down at step" "$tmp/coord.log" && break; sleep 0.1; done
+grep -q "went down at step" "$tmp/coord.log" || fail "the lost workers were not noticed"
+# The run goes on without the node...
+killed_at=$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")
+for _ in $(seq 1 300); do
+  [ "$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")" -ge $((killed_at + 3)) ] && break
+  sleep 0.1
+done
+[ "$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")" -ge $((killed_at + 3)) ] \
+  || fail "no step completed after the node was killed: $(tail -5 "$tmp/coord.log")"
+# ...and the node comes back.
+"$bin" node --join "127.0.0.1:$port" -w 2 --name victim "${net[@]}" >"$tmp/back.log" 2>&1 &
+back=$!
+pids+=("$back")
+for _ in $(seq 1 300); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done
+kill -0 "$coord" 2>/dev/null && fail "the coordinator still runs after 300 s"
+wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
+grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss"
+grep -q '"kind":"worker_lost"' "$tmp/run/metrics.jsonl" || fail "no worker_lost fault in metrics.jsonl"
+grep -q "took its state from DiLoCo group" "$tmp/back.log" \
+  || fail "the restarted node's workers did not load state from a peer: $(cat "$tmp/back.log")"
+for _ in $(seq 1 50); do kill -0 "$back" 2>/dev/null || break; sleep 0.2; done
+mb=$(sed -n "s/.*node 'victim' stopped; bytes sent by its workers: activations \([0-9.]*\) MB.*/\1/p" "$tmp/back.log")
+[ -n "$mb" ] || fail "the restarted node did not stop cleanly: $(tail -5 "$tmp/back.log")"
+awk -v x="$mb" 'BEGIN { exit !(x > 0) }' || fail "the restarted node never took work"
+echo "ok: node killed at step 10, the run went on, the node came back and sent $mb MB"
