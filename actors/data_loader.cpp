@@ -37,9 +37,9 @@ caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup s
         const auto want = position_of(s, step, mb);
         const auto at = s.loader->position();
         // (epoch e, cursor size) and (e + 1, 0) are the same place in the stream.
-        const bool same = (at.epoch == want.epoch && at.cursor == want.cursor) ||
-                          (at.cursor == s.loader->shard_size() && at.epoch + 1 == want.epoch &&
-                           want.cursor == 0);
+        const bool same =
+            (at.epoch == want.epoch && at.cursor == want.cursor) ||
+            (at.cursor == s.loader->shard_size() && at.epoch + 1 == want.epoch && want.cursor == 0);
         if (!same) s.loader->seek(want);
         auto b = s.loader->next(s.micro_batch);
         return messages::TensorList{{"inputs", "targets"}, {b.inputs, b.targets}, {}};

@@ -52,7 +52,8 @@ void apply_round(Self* self) {
     s.store->theta.clear();
     s.store->momentum.clear();
     for (const auto& [name, t] : theta) s.store->theta.emplace_back(name, t.clone());
-    for (const auto& [name, t] : s.outer->momentum()) s.store->momentum.emplace_back(name, t.clone());
+    for (const auto& [name, t] : s.outer->momentum())
+      s.store->momentum.emplace_back(name, t.clone());
     s.store->last_applied = s.last_applied;
     s.store->applied_rounds.push_back(s.round);
   }

@@ -41,7 +41,7 @@ struct directory_state {
   uint64_t refused = 0;
   std::vector<caf::response_promise> ready;  // waiting for a full swarm
   bool stopped = false;
-  bool full = false;  // the swarm has been full once: the run has started
+  bool full = false;           // the swarm has been full once: the run has started
   std::mt19937_64 rng{12345};  // picks the node of a forwarded chaos kill
   static inline const char* name = "directory";
 };

@@ -115,15 +115,15 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
     core.group_stores.push_back(store);
   }
   const auto& policy = config.supervision;
-  core.supervisors.push_back(sys.spawn(
-      supervisors::supervisor,
-      supervisors::SupervisorSetup{"loader supervisor", policy, std::move(loader_children),
-                                   core.sink, core.roster}));
+  core.supervisors.push_back(
+      sys.spawn(supervisors::supervisor,
+                supervisors::SupervisorSetup{"loader supervisor", policy,
+                                             std::move(loader_children), core.sink, core.roster}));
   if (!group_children.empty())
-    core.supervisors.push_back(sys.spawn(
-        supervisors::supervisor,
-        supervisors::SupervisorSetup{"group supervisor", policy, std::move(group_children),
-                                     core.sink, core.roster}));
+    core.supervisors.push_back(
+        sys.spawn(supervisors::supervisor,
+                  supervisors::SupervisorSetup{"group supervisor", policy,
+                                               std::move(group_children), core.sink, core.roster}));
   supervisors::ChaosSetup cs;
   cs.config = config.chaos;
   cs.roster = core.roster;
@@ -176,8 +176,8 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
   }
   (void)ctx;
   return sys.spawn(supervisors::supervisor,
-                   supervisors::SupervisorSetup{name, ctx->config.supervision,
-                                                std::move(children), metrics, roster});
+                   supervisors::SupervisorSetup{name, ctx->config.supervision, std::move(children),
+                                                metrics, roster});
 }
 
 WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,

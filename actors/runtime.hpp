@@ -41,7 +41,7 @@ struct RuntimeResult {
   std::map<uint32_t, model::NamedTensors> grads;  // with keep_grads
   model::NamedTensors params;  // whole model, from the first worker of each stage
   std::map<uint32_t, model::NamedTensors> worker_params;  // every worker's parameters
-  nlohmann::json bytes;  // bytes sent by all actors over the run, by kind
+  nlohmann::json bytes;   // bytes sent by all actors over the run, by kind
   uint64_t restarts = 0;  // by all supervisors
   std::vector<std::vector<uint64_t>> applied_rounds;  // DiLoCo: per stage, every round applied
 };

@@ -265,8 +265,8 @@ void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt) {
   auto& floor = s.min_attempt[{step, mb}];
   floor = std::max(floor, attempt);
   for (auto it = s.inflight.lower_bound({step, mb, 0});
-       it != s.inflight.end() && std::get<0>(it->first) == step &&
-       std::get<1>(it->first) == mb && std::get<2>(it->first) < attempt;) {
+       it != s.inflight.end() && std::get<0>(it->first) == step && std::get<1>(it->first) == mb &&
+       std::get<2>(it->first) < attempt;) {
     if (it->second.to) s.next.release(*it->second.to);
     it = s.inflight.erase(it);
   }
@@ -292,8 +292,12 @@ void on_round(Self* self, const Frame& frame) {
   if (!s.pending_round) {
     // A round applied without this worker (it joined or restarted while the round was
     // collected): it takes θ(t), but it has no step to report applied.
-    if (h.status == messages::RoundStatus::applied && h.round_id + 1 > s.round)
-      load_global(self, frame, h);
+    if (h.status == messages::RoundStatus::applied && h.round_id + 1 > s.round) {
+      if (s.inflight.empty())
+        load_global(self, frame, h);
+      else
+        s.missed_round = frame;  // loaded after this step's optimizer step
+    }
     return;
   }
   s.pending_round.reset();
@@ -351,12 +355,12 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   if (s.setup.tracker && s.setup.take_state) {
     self->request(s.setup.tracker, std::chrono::minutes(10), state_atom::value, s.setup.stage,
                   s.setup.id)
-        .await([=](const messages::WorkerState& st) { load_state(self, st); },
-               [=](const caf::error& e) {
-                 throw std::runtime_error("worker " + std::to_string(self->state.setup.id) +
-                                          " got no state to start from: " +
-                                          self->system().render(e));
-               });
+        .await(
+            [=](const messages::WorkerState& st) { load_state(self, st); },
+            [=](const caf::error& e) {
+              throw std::runtime_error("worker " + std::to_string(self->state.setup.id) +
+                                       " got no state to start from: " + self->system().render(e));
+            });
   }
   // Bad input is refused inside the frame handler; anything else that throws ends the worker
   // with the reason logged, and the tracker, which monitors every worker, fails the run
@@ -459,6 +463,12 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         }
         s.optimizer->zero_grad();
         s.samples = 0;
+        if (s.missed_round) {
+          auto missed = std::move(*s.missed_round);
+          s.missed_round.reset();
+          const auto mh = messages::open_round_frame(missed);
+          if (mh.round_id + 1 > s.round) load_global(self, missed, mh);
+        }
         s.accumulated.clear();
         for (auto it = s.min_attempt.begin(); it != s.min_attempt.end();)
           it = it->first.first <= step ? s.min_attempt.erase(it) : std::next(it);

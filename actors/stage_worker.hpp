@@ -48,7 +48,7 @@ struct worker_state {
     torch::Tensor output;  // what was sent on; backward starts here
     Clock::time_point sent;
     uint32_t samples = 0;
-    caf::actor upstream;  // who sent the forward hop; the input gradient goes back to it
+    caf::actor upstream;         // who sent the forward hop; the input gradient goes back to it
     std::optional<uint32_t> to;  // the next-stage worker it went to, once sent
   };
   struct Outgoing {
@@ -72,7 +72,7 @@ struct worker_state {
   int64_t forwards = 0;   // micro-batches forwarded, whole run
   uint64_t rejected = 0;  // frames and chunks refused (malformed, mismatched)
   uint64_t refused_chunks = 0;
-  uint64_t stale = 0;          // hops of attempts this worker no longer holds or that are cancelled
+  uint64_t stale = 0;  // hops of attempts this worker no longer holds or that are cancelled
   // Exactly-once gradients: the micro-batches whose gradient this worker has accumulated in
   // the open step (a re-run attempt that comes back computes only the input gradient), and
   // the lowest attempt still wanted per micro-batch (older attempts are dropped).
@@ -85,6 +85,9 @@ struct worker_state {
   uint64_t round = 0;  // DiLoCo: next round id
   // DiLoCo: the contribution sent and not yet answered; sent again to a restarted group.
   std::optional<messages::Frame> pending_round;
+  // DiLoCo: θ of a round applied without this worker, loaded once no micro-batch holds an
+  // autograd graph over the current parameters (an in-place copy would break its backward).
+  std::optional<messages::Frame> missed_round;
 
   static inline const char* name = "stage_worker";
 };

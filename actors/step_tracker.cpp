@@ -143,8 +143,11 @@ void finish_step(Self* self) {
   if (s.fault_at) {
     // The step a fault hit has completed: the time from the fault to here is its recovery.
     const double took = std::chrono::duration<double>(now - *s.fault_at).count();
-    write_metrics(self, {{"event", "recovered"}, {"kind", "step"}, {"step", s.step},
-                         {"seconds", took}, {"workers", worker_count(s)}});
+    write_metrics(self, {{"event", "recovered"},
+                         {"kind", "step"},
+                         {"step", s.step},
+                         {"seconds", took},
+                         {"workers", worker_count(s)}});
     spdlog::info("step {} completed {:.2f} s after the fault", s.step, took);
     s.fault_at.reset();
   }
@@ -313,6 +316,21 @@ void serve_state_requests(Self* self) {
   }
 }
 
+// θ and the round from stage `stage`'s DiLoCo group; a group lost on the way is being
+// restarted by its supervisor, so the tracker asks its successor a little later.
+void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tries) {
+  self->request(self->state.setup.groups[stage], std::chrono::seconds(60), state_atom::value)
+      .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
+            [=](const caf::error& e) mutable {
+              if (tries >= 100) return promise.deliver(e);
+              auto& s = self->state;
+              const uint64_t key = s.next_ask++;
+              s.asks.emplace(key, std::make_pair(stage, promise));
+              self->delayed_send(self, std::chrono::milliseconds(100), state_atom::value, key,
+                                 tries + 1);
+            });
+}
+
 // What a worker (re)starting at stage `stage` loads (see the header).
 caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id) {
   auto& s = self->state;
@@ -332,12 +350,9 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
       return caf::make_error(caf::sec::runtime_error, e.what());
     }
   }
-  if (ctx.diloco() && stage < s.setup.groups.size() && s.setup.groups[stage])
-  {
+  if (ctx.diloco() && stage < s.setup.groups.size() && s.setup.groups[stage]) {
     auto promise = self->make_response_promise<messages::WorkerState>();
-    self->request(s.setup.groups[stage], std::chrono::seconds(60), state_atom::value)
-        .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
-              [=](const caf::error& e) mutable { promise.deliver(e); });
+    ask_group(self, stage, promise, 0);
     return promise;
   }
   if (initial) return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
@@ -351,9 +366,8 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
   }
   // No live peer: the newest valid checkpoint of the run, else the initialization.
   if (s.setup.run) {
-    auto found = s.setup.run->checkpoints().newest_valid([](const auto& p, const auto& why) {
-      spdlog::warn("refusing checkpoint {}: {}", p, why);
-    });
+    auto found = s.setup.run->checkpoints().newest_valid(
+        [](const auto& p, const auto& why) { spdlog::warn("refusing checkpoint {}: {}", p, why); });
     if (found) {
       try {
         if (auto st = saved_worker_state(found->second, found->first, id, stage)) return *st;
@@ -362,9 +376,10 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
       }
     }
   }
-  spdlog::warn("worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
-               "initialization",
-               id, stage);
+  spdlog::warn(
+      "worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
+      "initialization",
+      id, stage);
   return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
 }
 
@@ -407,8 +422,8 @@ void request_batch(Self* self, uint32_t mb) {
             // new one (see replaced_atom); batches are a function of (step, mb).
             auto& s = self->state;
             if (s.step != step) return;
-            spdlog::warn("micro-batch {} of step {}: loader did not answer ({}); asking again",
-                         mb, step, self->system().render(e));
+            spdlog::warn("micro-batch {} of step {}: loader did not answer ({}); asking again", mb,
+                         step, self->system().render(e));
             self->delayed_send(self, std::chrono::milliseconds(100), batch_atom::value, step, mb);
           });
 }
@@ -444,7 +459,7 @@ void rerun_through(Self* self, uint32_t lost) {
     if (m.done || !m.ready) continue;
     if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) continue;
     if (m.has_loss && std::find(m.route.begin(), m.route.end(), lost) == m.route.end()) continue;
-    if (m.worker != lost) s.stage0.release(m.worker);
+    s.stage0.release(m.worker);  // its slot, also at a restarted worker of the same id
     ++m.attempt;
     m.has_loss = false;
     m.route.clear();
@@ -468,9 +483,9 @@ void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const 
   const uint32_t stage = s.stage_of[id];
   s.by_id.erase(id);
   for (auto& st : s.members.stages)
-    st.erase(std::remove_if(st.begin(), st.end(),
-                            [&](const messages::Member& w) { return w.id == id; }),
-             st.end());
+    st.erase(
+        std::remove_if(st.begin(), st.end(), [&](const messages::Member& w) { return w.id == id; }),
+        st.end());
   std::vector<uint32_t> ids0;
   if (!s.members.stages.empty())
     for (const auto& w : s.members.stages[0]) ids0.push_back(w.id);
@@ -478,15 +493,19 @@ void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const 
   if (!s.fault_at) s.fault_at = tracker_state::Clock::now();
   const std::string reason = self->system().render(why);
   spdlog::warn("stage worker {} (stage {}) went down at step {}: {}", id, stage, s.step, reason);
-  write_metrics(self, {{"event", "fault"}, {"kind", "worker_lost"}, {"worker", id},
-                       {"stage", stage}, {"step", s.step}, {"reason", reason}});
+  write_metrics(self, {{"event", "fault"},
+                       {"kind", "worker_lost"},
+                       {"worker", id},
+                       {"stage", stage},
+                       {"step", s.step},
+                       {"reason", reason}});
   announce(self);
   if (auto k = empty_stage(s); k && !s.paused) {
     s.paused = true;
     spdlog::warn("pipeline paused at step {}: stage {} has no worker; waiting for one to join",
                  s.step, *k);
-    write_metrics(self, {{"event", "fault"}, {"kind", "pipeline_paused"}, {"stage", *k},
-                         {"step", s.step}});
+    write_metrics(
+        self, {{"event", "fault"}, {"kind", "pipeline_paused"}, {"stage", *k}, {"step", s.step}});
   }
   switch (s.phase) {
     case Phase::running:
@@ -586,8 +605,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         (*list)[k] = handle;
         if (kind == "loader") return;
         self->send(handle, members_atom::value, s.members);
-        for (const auto& [id, w] : s.by_id)
-          self->send(w, replaced_atom::value, kind, k, handle);
+        for (const auto& [id, w] : s.by_id) self->send(w, replaced_atom::value, kind, k, handle);
         if (kind == "averager" && s.phase == Phase::reducing)
           spdlog::warn("averager {} restarted while reducing step {}", k, s.step);
       },
@@ -596,6 +614,14 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         if (s.step == step && mb < s.micro.size() && !s.micro[mb].ready) request_batch(self, mb);
       },
       [=](state_atom, uint32_t stage, uint32_t id) { return state_for(self, stage, id); },
+      [=](state_atom, uint64_t key, int tries) {
+        auto& s = self->state;
+        auto it = s.asks.find(key);
+        if (it == s.asks.end()) return;
+        auto [stage, promise] = it->second;
+        s.asks.erase(it);
+        ask_group(self, stage, std::move(promise), tries);
+      },
       [=](members_atom) { return self->state.members; },
       [=](watch_atom, const caf::actor& supervisor) {
         self->state.watched.insert(supervisor.address());

@@ -37,11 +37,11 @@ struct TrackerSetup {
   caf::actor metrics;                 // optional metrics sink
   std::shared_ptr<const model::TextCorpus> corpus;
   bool progress = true;
-  model::RunDir* run = nullptr;              // periodic checkpoints go here when set
-  std::vector<GroupStorePtr> group_stores;   // per stage (DiLoCo), saved in checkpoints
-  std::optional<model::Checkpoint> resume;   // continue from this swarm checkpoint
+  model::RunDir* run = nullptr;             // periodic checkpoints go here when set
+  std::vector<GroupStorePtr> group_stores;  // per stage (DiLoCo), saved in checkpoints
+  std::optional<model::Checkpoint> resume;  // continue from this swarm checkpoint
   std::string resume_origin;
-  caf::actor chaos;                          // optional: told when each step starts
+  caf::actor chaos;  // optional: told when each step starts
 };
 
 struct tracker_state {
@@ -84,12 +84,14 @@ struct tracker_state {
   std::vector<double> val_losses;
   std::vector<bool> val_have;
 
-  std::set<caf::actor_addr> dead;              // workers seen going down: never re-adopted
-  std::set<caf::actor_addr> watched;           // supervisors whose escalation ends the run
-  std::vector<StateRequest> state_requests;    // grad-sync: served between steps
-  bool paused = false;                         // a stage has no worker
-  std::optional<Clock::time_point> fault_at;   // the first unrecovered fault of the step
-  uint64_t first_step = 0;                     // the step a resumed run continues after
+  std::set<caf::actor_addr> dead;            // workers seen going down: never re-adopted
+  std::set<caf::actor_addr> watched;         // supervisors whose escalation ends the run
+  std::vector<StateRequest> state_requests;  // grad-sync: served between steps
+  std::map<uint64_t, std::pair<uint32_t, caf::response_promise>> asks;  // group asks to retry
+  uint64_t next_ask = 0;
+  bool paused = false;                               // a stage has no worker
+  std::optional<Clock::time_point> fault_at;         // the first unrecovered fault of the step
+  uint64_t first_step = 0;                           // the step a resumed run continues after
   std::map<uint32_t, messages::WorkerState> saving;  // checkpoint being gathered
   size_t saving_wanted = 0;
 

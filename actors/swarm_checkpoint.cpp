@@ -10,8 +10,12 @@ namespace {
 
 const std::string kState = "state/";
 
-std::string worker_prefix(uint32_t id) { return kState + "worker/" + std::to_string(id) + "/"; }
-std::string group_prefix(uint32_t stage) { return kState + "group/" + std::to_string(stage) + "/"; }
+std::string worker_prefix(uint32_t id) {
+  return kState + "worker/" + std::to_string(id) + "/";
+}
+std::string group_prefix(uint32_t stage) {
+  return kState + "group/" + std::to_string(stage) + "/";
+}
 
 void add(model::Checkpoint& ckpt, const std::string& prefix, const messages::TensorList& list) {
   for (size_t i = 0; i < list.tensors.size(); ++i)
@@ -43,8 +47,8 @@ model::Checkpoint make_swarm_checkpoint(const model::RunConfig& config, uint64_t
                                         const std::vector<SavedWorker>& workers,
                                         const std::vector<GroupStorePtr>& groups) {
   model::Checkpoint ckpt;
-  nlohmann::json swarm{{"step", step}, {"workers", nlohmann::json::array()},
-                       {"groups", nlohmann::json::array()}};
+  nlohmann::json swarm{
+      {"step", step}, {"workers", nlohmann::json::array()}, {"groups", nlohmann::json::array()}};
   // The whole model: the first saved worker of each stage, in stage order.
   for (int64_t k = 0; k < config.swarm.stages; ++k)
     for (const auto& w : workers)

@@ -4,19 +4,19 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
-#include <map>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "actors/node_agent.hpp"
-#include "supervisors/chaos_control.hpp"
 #include "actors/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
 #include "model/fingerprint.hpp"
 #include "model/threads.hpp"
+#include "supervisors/chaos_control.hpp"
 #include "transport/bulk.hpp"
 
 namespace swarmrt::apps {

@@ -346,8 +346,8 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("chaos.slow_factor", "must be between 1 and 1000");
   {
     const auto& k = c.chaos.kill;
-    const bool kind = k.empty() || k == "worker" || k == "group" || k == "loader" ||
-                      k == "any" || k == "node";
+    const bool kind =
+        k.empty() || k == "worker" || k == "group" || k == "loader" || k == "any" || k == "node";
     const auto colon = k.find(':');
     const bool named = colon != std::string::npos && colon + 1 < k.size() &&
                        (k.substr(0, colon) == "worker" || k.substr(0, colon) == "group" ||

@@ -24,7 +24,9 @@ std::map<std::string, std::string> shared_keys(const std::string& text) {
     const auto eq = line.find(" = ");
     if (eq == std::string::npos) continue;
     const std::string key = section + "." + line.substr(0, eq);
-    if (section == "checkpoint" || section == "chaos" || section == "supervision" || kLocalKeys.count(key)) continue;
+    if (section == "checkpoint" || section == "chaos" || section == "supervision" ||
+        kLocalKeys.count(key))
+      continue;
     out[key] = line.substr(eq + 3);
   }
   return out;

@@ -48,10 +48,11 @@ std::string kill(Self* self, const std::string& target, const std::string& cause
   ++s.kills;
   spdlog::warn("chaos: killing {} ({})", victim->first, cause);
   if (s.setup.metrics)
-    self->send(s.setup.metrics, metrics_atom::value,
-               nlohmann::json{{"event", "fault"}, {"kind", "injected"}, {"actor", victim->first},
-                              {"cause", cause}}
-                   .dump());
+    self->send(
+        s.setup.metrics, metrics_atom::value,
+        nlohmann::json{
+            {"event", "fault"}, {"kind", "injected"}, {"actor", victim->first}, {"cause", cause}}
+            .dump());
   self->send_exit(victim->second, caf::exit_reason::kill);
   return "killed " + victim->first;
 }
@@ -59,7 +60,8 @@ std::string kill(Self* self, const std::string& target, const std::string& cause
 }  // namespace
 
 void register_chaos(const caf::actor& chaos) {
-  chaos->home_system().registry().put(caf::atom("chaos"), caf::actor_cast<caf::strong_actor_ptr>(chaos));
+  chaos->home_system().registry().put(caf::atom("chaos"),
+                                      caf::actor_cast<caf::strong_actor_ptr>(chaos));
 }
 
 caf::behavior chaos_control(Self* self, ChaosSetup setup) {
@@ -68,7 +70,8 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
   s.rng.seed(static_cast<uint64_t>(s.setup.config.seed));
   const auto& c = s.setup.config;
   if (!c.kill.empty() && c.kill_every_s > 0)
-    self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)), tick_atom::value);
+    self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
+                       tick_atom::value);
   return {
       [=](kill_atom, const std::string& target) { return kill(self, target, "requested"); },
       [=](slow_atom, const std::string& name, double factor) -> std::string {
@@ -90,7 +93,9 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         if (c.kill_limit > 0 && s.timed >= static_cast<uint64_t>(c.kill_limit)) return;
         ++s.timed;
         kill(self, c.kill, "chaos.kill_every_s");
-        self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)), tick_atom::value);
+        self->delayed_send(self,
+                           std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
+                           tick_atom::value);
       },
       [=](faults_atom) { return self->state.kills; },
   };

@@ -25,10 +25,10 @@ namespace swarmrt::supervisors {
 struct ChaosSetup {
   model::ChaosConfig config;
   std::shared_ptr<Roster> roster;
-  caf::actor metrics;                // optional
+  caf::actor metrics;  // optional
   // Optional: where kills of absent targets go (set once the directory exists).
   std::shared_ptr<caf::actor> forward = std::make_shared<caf::actor>();
-  std::function<void()> kill_self;   // "node": ends this process abruptly; unset: refused
+  std::function<void()> kill_self;  // "node": ends this process abruptly; unset: refused
 };
 
 struct chaos_state {

@@ -20,7 +20,7 @@ std::optional<caf::actor> Roster::find(const std::string& name) const {
 }
 
 std::optional<std::pair<std::string, caf::actor>> Roster::pick(const std::string& kind,
-                                                                std::mt19937_64& rng) const {
+                                                               std::mt19937_64& rng) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, caf::actor>> of_kind;
   for (const auto& [name, entry] : actors_)

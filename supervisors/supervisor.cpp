@@ -19,8 +19,7 @@ void write_metrics(Self* self, const nlohmann::json& record) {
 }
 
 bool is_shutdown(const caf::error& reason) {
-  return !reason || reason == caf::exit_reason::user_shutdown ||
-         reason == caf::exit_reason::normal;
+  return !reason || reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal;
 }
 
 // Escalation: the children stop with their supervisor, whose watcher sees `why`.
@@ -46,10 +45,10 @@ void restart(Self* self, size_t i) {
   ++s.restarts;
   const double took =
       std::chrono::duration<double>(supervisor_state::Clock::now() - s.died_at[i]).count();
-  spdlog::info("{}: restarted {} ({:.0f} ms after it died)", s.setup.name, child.name,
-               took * 1000);
-  write_metrics(self, {{"event", "recovered"}, {"kind", "restart"}, {"actor", child.name},
-                       {"seconds", took}});
+  spdlog::info("{}: restarted {} ({:.0f} ms after it died)", s.setup.name, child.name, took * 1000);
+  write_metrics(
+      self,
+      {{"event", "recovered"}, {"kind", "restart"}, {"actor", child.name}, {"seconds", took}});
 }
 
 }  // namespace
@@ -73,12 +72,11 @@ caf::behavior supervisor(Self* self, SupervisorSetup setup) {
       if (is_shutdown(down.reason)) return;  // stopped on purpose: not a fault
       const auto now = supervisor_state::Clock::now();
       const std::string reason = self->system().render(down.reason);
-      write_metrics(self,
-                    {{"event", "fault"}, {"kind", child.kind}, {"actor", child.name},
-                     {"reason", reason}});
+      write_metrics(
+          self,
+          {{"event", "fault"}, {"kind", child.kind}, {"actor", child.name}, {"reason", reason}});
       if (!child.start) {
-        spdlog::error("{}: {} died ({}) and cannot be restarted", s.setup.name, child.name,
-                      reason);
+        spdlog::error("{}: {} died ({}) and cannot be restarted", s.setup.name, child.name, reason);
         give_up(self, caf::make_error(caf::sec::runtime_error, child.name + " died: " + reason));
         return;
       }
@@ -88,7 +86,9 @@ caf::behavior supervisor(Self* self, SupervisorSetup setup) {
             "{}: {} died ({}), more than {} restarts within {} s: giving up", s.setup.name,
             child.name, reason, s.setup.policy.max_restarts, s.setup.policy.restart_window_s);
         spdlog::error("{}", why);
-        write_metrics(self, {{"event", "fault"}, {"kind", "escalated"}, {"actor", child.name},
+        write_metrics(self, {{"event", "fault"},
+                             {"kind", "escalated"},
+                             {"actor", child.name},
                              {"supervisor", s.setup.name}});
         give_up(self, caf::make_error(caf::sec::runtime_error, why));
         return;

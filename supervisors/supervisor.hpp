@@ -21,11 +21,11 @@
 namespace swarmrt::supervisors {
 
 struct ChildSpec {
-  std::string name;  // "worker:1001", "group:0", "loader:1"
-  std::string kind;  // "worker", "group", "loader"
-  std::function<caf::actor()> start;                   // spawns a fresh instance
-  std::function<void(const caf::actor&)> on_restart;   // announces the new instance
-  caf::actor current;                                  // the running instance
+  std::string name;                                   // "worker:1001", "group:0", "loader:1"
+  std::string kind;                                   // "worker", "group", "loader"
+  std::function<caf::actor()> start;                  // spawns a fresh instance
+  std::function<void(const caf::actor&)> on_restart;  // announces the new instance
+  caf::actor current;                                 // the running instance
 };
 
 struct SupervisorSetup {

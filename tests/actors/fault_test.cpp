@@ -7,9 +7,9 @@
 #include <fstream>
 #include <thread>
 
-#include "run_util.hpp"
 #include "actors/swarm_checkpoint.hpp"
 #include "model/run_dir.hpp"
+#include "run_util.hpp"
 
 using namespace swarmrt;
 using swarmrt::testing::micro_run;
@@ -73,7 +73,8 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   const auto metrics = dir.path / "metrics.jsonl";
   EXPECT_FALSE(lines_with(metrics, R"("kind":"injected")").empty());
   EXPECT_FALSE(lines_with(metrics, R"("kind":"worker_lost")").empty());
-  EXPECT_FALSE(lines_with(metrics, R"("actor":"worker:1001","event":"recovered","kind":"restart")").empty());
+  EXPECT_FALSE(
+      lines_with(metrics, R"("actor":"worker:1001","event":"recovered","kind":"restart")").empty());
   EXPECT_FALSE(lines_with(metrics, R"("event":"recovered","kind":"step")").empty());
 }
 
@@ -95,9 +96,8 @@ TEST(Faults, GroupKilledDuringARoundAppliesItOnce) {
       for (int i = 0; i < 20000 && !killed; ++i) {
         bool in_round = false;
         self->request(group, std::chrono::seconds(5), atoms::faults_atom::value)
-            .receive([&](uint64_t round, uint64_t contributions) {
-                       in_round = round == 0 && contributions >= 1;
-                     },
+            .receive([&](uint64_t round,
+                         uint64_t contributions) { in_round = round == 0 && contributions >= 1; },
                      [&](const caf::error&) {});
         if (in_round) {
           self->send_exit(group, caf::exit_reason::kill);

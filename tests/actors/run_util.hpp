@@ -23,7 +23,7 @@ inline const model::TextCorpus& small_corpus() {
 }
 
 inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64_t workers,
-                           int64_t steps) {
+                                  int64_t steps) {
   model::RunConfig c;
   c.model = {"tiny", 4, 2, 32, 32, 256};
   c.train.steps = steps;
@@ -44,6 +44,5 @@ inline actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptio
   o.progress = false;
   return actors::run_in_process(c, small_corpus(), o);
 }
-
 
 }  // namespace swarmrt::testing

@@ -138,4 +138,3 @@ TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
   }
   EXPECT_LT(result.report.losses.back(), result.report.losses.front());
 }
-
