@@ -218,6 +218,9 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   for (const auto& sup : core.supervisors)
     self->request(sup, std::chrono::seconds(10), faults_atom::value)
         .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
+  if (core.chaos)
+    self->request(core.chaos, std::chrono::seconds(10), faults_atom::value)
+        .receive([&](uint64_t n) { result.kills = n; }, [&](const caf::error&) {});
   for (const auto& store : core.group_stores) {
     result.applied_rounds.emplace_back();
     if (!store) continue;

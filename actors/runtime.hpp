@@ -43,6 +43,7 @@ struct RuntimeResult {
   std::map<uint32_t, model::NamedTensors> worker_params;  // every worker's parameters
   nlohmann::json bytes;   // bytes sent by all actors over the run, by kind
   uint64_t restarts = 0;  // by all supervisors
+  uint64_t kills = 0;     // by the chaos control actor
   std::vector<std::vector<uint64_t>> applied_rounds;  // DiLoCo: per stage, every round applied
 };
 

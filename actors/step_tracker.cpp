@@ -271,10 +271,23 @@ void adopt_membership(Self* self) {
                                }),
                 stage.end());
   s.members = m;
-  for (const auto& stage : m.stages)
-    for (const auto& w : stage)
-      if (!s.by_id.count(w.id)) self->monitor(w.handle);
+  const auto before = std::move(s.by_id);
   s.by_id.clear();
+  for (const auto& stage : m.stages)
+    for (const auto& w : stage) {
+      auto old = before.find(w.id);
+      if (old != before.end() && old->second == w.handle) continue;
+      self->monitor(w.handle);
+      // A new actor (joined or restarted) was set up with the handles of its start: the
+      // stage's group or averager may have been restarted since.
+      const auto& c = s.setup;
+      if (w.stage < c.groups.size() && c.groups[w.stage])
+        self->send(w.handle, replaced_atom::value, std::string("group"), w.stage,
+                   c.groups[w.stage]);
+      if (w.stage < c.averagers.size() && c.averagers[w.stage])
+        self->send(w.handle, replaced_atom::value, std::string("averager"), w.stage,
+                   c.averagers[w.stage]);
+    }
   std::vector<uint32_t> ids0;
   for (const auto& stage : m.stages)
     for (const auto& w : stage) {

@@ -53,6 +53,9 @@ std::string kill(Self* self, const std::string& target, const std::string& cause
         nlohmann::json{
             {"event", "fault"}, {"kind", "injected"}, {"actor", victim->first}, {"cause", cause}}
             .dump());
+  // Out of the roster at once: until its supervisor restarts it, a dead actor is no victim
+  // (every counted kill is one death).
+  if (s.setup.roster) s.setup.roster->remove(victim->first, victim->second);
   self->send_exit(victim->second, caf::exit_reason::kill);
   return "killed " + victim->first;
 }
@@ -91,8 +94,11 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         auto& s = self->state;
         const auto& c = s.setup.config;
         if (c.kill_limit > 0 && s.timed >= static_cast<uint64_t>(c.kill_limit)) return;
-        ++s.timed;
+        // A tick that finds no victim (all of the kind are dead, restarting) does not count
+        // toward kill_limit.
+        const auto before = s.kills;
         kill(self, c.kill, "chaos.kill_every_s");
+        if (s.kills > before || c.kill == "node") ++s.timed;
         self->delayed_send(self,
                            std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
                            tick_atom::value);

@@ -12,6 +12,12 @@ void Roster::remove(const std::string& name) {
   actors_.erase(name);
 }
 
+void Roster::remove(const std::string& name, const caf::actor& handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = actors_.find(name);
+  if (it != actors_.end() && it->second.second == handle) actors_.erase(it);
+}
+
 std::optional<caf::actor> Roster::find(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = actors_.find(name);

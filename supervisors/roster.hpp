@@ -16,6 +16,8 @@ class Roster {
  public:
   void put(const std::string& name, const std::string& kind, const caf::actor& handle);
   void remove(const std::string& name);
+  // Removes `name` only while it still names `handle` (not a restarted successor).
+  void remove(const std::string& name, const caf::actor& handle);
   std::optional<caf::actor> find(const std::string& name) const;
   // A uniformly drawn actor of `kind` as (name, handle); nullopt when there is none.
   std::optional<std::pair<std::string, caf::actor>> pick(const std::string& kind,
