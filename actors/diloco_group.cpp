@@ -159,6 +159,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         s.members.clear();
         if (stage < m.stages.size())
           for (const auto& w : m.stages[stage]) {
+            if (!w.handle) continue;  // its node went down before this message was read
             s.members[w.id] = w.handle;
             transport::register_endpoint(w.handle.node(), w.endpoint);
             // A worker new to the stage may have taken its state before the last round was

@@ -150,6 +150,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
       // A node's stage supervisor restarted one of its workers: same id, new handle.
       [=](restarted_atom, const messages::Member& w) {
         auto& s = self->state;
+        if (!w.handle) return;  // its node is gone already
         for (const auto& [addr, node] : s.nodes) {
           if (addr.node() != w.handle.node() ||
               std::find(node.workers.begin(), node.workers.end(), w.id) == node.workers.end())

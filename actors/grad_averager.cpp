@@ -32,6 +32,36 @@ void maybe_finish(Self* self) {
   s.sent = true;
 }
 
+void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
+                  const messages::TensorList& grads, const caf::actor& from) {
+  auto& s = self->state;
+  const uint32_t stage = s.stage;
+  if (step != s.step) {  // a new step: start a fresh sum
+    s.step = step;
+    s.reported.clear();
+    s.sum.clear();
+    s.samples = 0;
+    s.sent = false;
+  }
+  if (!s.members.count(worker) || s.reported.count(worker)) {
+    spdlog::warn("averager {}: ignoring gradient from worker {} for step {}", stage, worker, step);
+    return;
+  }
+  if (s.sum.empty()) {
+    for (const auto& g : grads.tensors) s.sum.push_back(g.clone());
+  } else {
+    if (grads.tensors.size() != s.sum.size()) {
+      spdlog::warn("averager {}: worker {} sent {} gradients, expected {}", stage, worker,
+                   grads.tensors.size(), s.sum.size());
+      return;
+    }
+    for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i].add_(grads.tensors[i]);
+  }
+  s.samples += samples;
+  s.reported[worker] = from;
+  maybe_finish(self);
+}
+
 }  // namespace
 
 caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage) {
@@ -43,36 +73,21 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage) {
         s.members.clear();
         if (stage < m.stages.size())
           for (const auto& w : m.stages[stage]) s.members.insert(w.id);
+        s.has_members = true;
+        auto early = std::move(s.early);
+        s.early.clear();
+        for (auto& e : early) add_gradient(self, e.step, e.worker, e.samples, e.grads, e.from);
         maybe_finish(self);  // a worker that died while the others had reported
       },
       [=](grads_atom, uint64_t step, uint32_t worker, int64_t samples,
           const messages::TensorList& grads) {
         auto& s = self->state;
-        if (step != s.step) {  // a new step: start a fresh sum
-          s.step = step;
-          s.reported.clear();
-          s.sum.clear();
-          s.samples = 0;
-          s.sent = false;
-        }
-        if (!s.members.count(worker) || s.reported.count(worker)) {
-          spdlog::warn("averager {}: ignoring gradient from worker {} for step {}", stage, worker,
-                       step);
+        const auto from = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!s.has_members) {  // restarted: the tracker's membership is on its way
+          s.early.push_back({step, worker, samples, grads, from});
           return;
         }
-        if (s.sum.empty()) {
-          for (const auto& g : grads.tensors) s.sum.push_back(g.clone());
-        } else {
-          if (grads.tensors.size() != s.sum.size()) {
-            spdlog::warn("averager {}: worker {} sent {} gradients, expected {}", stage, worker,
-                         grads.tensors.size(), s.sum.size());
-            return;
-          }
-          for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i].add_(grads.tensors[i]);
-        }
-        s.samples += samples;
-        s.reported[worker] = caf::actor_cast<caf::actor>(self->current_sender());
-        maybe_finish(self);
+        add_gradient(self, step, worker, samples, grads, from);
       },
   };
 }

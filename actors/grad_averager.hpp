@@ -1,7 +1,8 @@
 // Gradient all-reduce inside one stage (pp, dp and swarm modes): each worker sends its
 // accumulated gradient, already scaled by its share of the step's samples; the sum is the
 // stage's gradient over the whole step, and every worker gets it back. A worker lost during the
-// step leaves the sum rescaled to the mean over the samples that were backpropagated.
+// step leaves the sum rescaled to the mean over the samples that were backpropagated. A
+// restarted averager holds nothing: the workers waiting for a sum send their gradient again.
 #pragma once
 
 #include <caf/all.hpp>
@@ -22,6 +23,15 @@ struct averager_state {
   std::vector<at::Tensor> sum;
   int64_t samples = 0;  // samples behind `sum`
   bool sent = false;
+  bool has_members = false;  // a restarted averager learns them from the tracker
+  struct Early {
+    uint64_t step;
+    uint32_t worker;
+    int64_t samples;
+    messages::TensorList grads;
+    caf::actor from;
+  };
+  std::vector<Early> early;  // gradients that came before the membership
   static inline const char* name = "grad_averager";
 };
 

@@ -62,7 +62,7 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   if (run) core.sink = sys.spawn(metrics_sink, &run->metrics());
   // Supervisors announce restarts to the tracker, which is spawned last.
   auto tracker = std::make_shared<caf::actor>();
-  std::vector<supervisors::ChildSpec> loader_children, group_children;
+  std::vector<supervisors::ChildSpec> loader_children, group_children, averager_children;
   for (int64_t k = 0; k < sw.loaders; ++k) {
     LoaderSetup ls{corpus,
                    k,
@@ -86,7 +86,21 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   for (int64_t k = 0; k < sw.stages; ++k) {
     caf::actor averager, group;
     GroupStorePtr store;
-    if (averaged) averager = sys.spawn(grad_averager, ctx, static_cast<uint32_t>(k));
+    if (averaged) {
+      supervisors::ChildSpec child;
+      child.name = "averager:" + std::to_string(k);
+      child.kind = "averager";
+      child.start = [&sys, ctx, k] {
+        return sys.spawn(grad_averager, ContextPtr(ctx), static_cast<uint32_t>(k));
+      };
+      child.on_restart = [tracker, k](const caf::actor& h) {
+        caf::anon_send(*tracker, replaced_atom::value, std::string("averager"),
+                       static_cast<uint32_t>(k), h);
+      };
+      child.current = child.start();
+      averager = child.current;
+      averager_children.push_back(std::move(child));
+    }
     if (ctx->diloco()) {
       // θ(0) is the stage's initialization, which every worker also starts from.
       model::GPT init(model::GPTConfig::from(config.model), model::StageSpec{k, sw.stages},
@@ -119,6 +133,11 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
       sys.spawn(supervisors::supervisor,
                 supervisors::SupervisorSetup{"loader supervisor", policy,
                                              std::move(loader_children), core.sink, core.roster}));
+  if (!averager_children.empty())
+    core.supervisors.push_back(sys.spawn(
+        supervisors::supervisor,
+        supervisors::SupervisorSetup{"averager supervisor", policy, std::move(averager_children),
+                                     core.sink, core.roster}));
   if (!group_children.empty())
     core.supervisors.push_back(
         sys.spawn(supervisors::supervisor,
@@ -238,6 +257,9 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
                 result.worker_params[w.id] = to_named(p);
               },
               [&](const caf::error&) {});
+      self->request(w.handle, caf::infinite, faults_atom::value)
+          .receive([&](uint64_t, uint64_t, uint64_t dropped) { result.dropped += dropped; },
+                   [&](const caf::error&) {});
       self->request(w.handle, caf::infinite, stats_atom::value)
           .receive(
               [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t) {

@@ -44,6 +44,7 @@ struct RuntimeResult {
   nlohmann::json bytes;   // bytes sent by all actors over the run, by kind
   uint64_t restarts = 0;  // by all supervisors
   uint64_t kills = 0;     // by the chaos control actor
+  uint64_t dropped = 0;   // micro-batch hops lost on purpose (chaos.drop_fraction)
   std::vector<std::vector<uint64_t>> applied_rounds;  // DiLoCo: per stage, every round applied
 };
 

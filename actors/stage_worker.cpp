@@ -26,7 +26,15 @@ bool is_last(const worker_state& s) {
 
 void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
               Traffic kind) {
-  auto& bytes = *self->state.setup.ctx->bytes;
+  auto& s = self->state;
+  // Fault injection: the hop is lost on the way; the tracker re-runs the micro-batch when it
+  // does not come back (supervision.microbatch_timeout_s).
+  if (const double p = s.setup.ctx->config.chaos.drop_fraction;
+      p > 0 && std::uniform_real_distribution<double>(0.0, 1.0)(s.chaos_rng) < p) {
+    ++s.dropped;
+    return;
+  }
+  auto& bytes = *s.setup.ctx->bytes;
   bytes.add(kind, messages::payload_bytes(ts));
   auto frame = messages::make_frame(std::move(h), std::move(ts));
   bytes.add(Traffic::control, frame.header.size());
@@ -44,7 +52,11 @@ void slow_down(const worker_state& s, worker_state::Clock::time_point started) {
 void flush_outbox(Self* self) {
   auto& s = self->state;
   while (!s.outbox.empty()) {
-    auto pick = s.next.choose(static_cast<double>(s.outbox.front().header.samples));
+    const auto& front = s.outbox.front().header;
+    std::optional<uint32_t> pinned;
+    if (front.pin.size() > s.setup.stage + 1 && front.pin[s.setup.stage + 1] != messages::kNoWorker)
+      pinned = front.pin[s.setup.stage + 1];
+    auto pick = s.next.choose(static_cast<double>(front.samples), pinned);
     if (!pick) return;
     auto out = std::move(s.outbox.front());
     s.outbox.pop_front();
@@ -182,6 +194,17 @@ void report_norm(Self* self) {
   }
   self->send(s.setup.tracker, norm_atom::value, s.step, s.setup.stage, s.setup.id,
              model::grad_sqnorm(s.params), s.samples);
+}
+
+// Grad-sync modes: this worker's share of the stage's gradient to the averager, which sends
+// the sum back (grads_atom). Kept in the parameters' grads until then.
+void send_gradient(Self* self) {
+  auto& s = self->state;
+  auto grads = grads_or_zeros(s.params);
+  s.setup.ctx->bytes->add(Traffic::gradients, messages::payload_bytes(grads));
+  s.sum_pending = true;
+  self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples,
+             messages::TensorList{{}, std::move(grads), {}});
 }
 
 void load_global(Self* self, const messages::Frame& f, const messages::RoundHeader& h) {
@@ -336,6 +359,7 @@ void on_bulk(Self* self, const transport::BulkDelivery& d) {
 caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
+  s.chaos_rng.seed(static_cast<uint64_t>(s.setup.ctx->config.chaos.seed) * 1000003u + s.setup.id);
   const auto& cfg = s.setup.ctx->config;
   // OpenMP's thread count is per thread: set it on this (detached) worker's own thread.
   model::set_compute_threads(static_cast<int>(cfg.train.threads));
@@ -379,14 +403,18 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
+        // A handle can arrive empty: the actor's node went down before this message was
+        // read here (its proxy cannot be made). Such a member is skipped.
         for (const auto& stage : m.stages)
           for (const auto& member : stage) {
+            if (!member.handle) continue;
             s.by_id[member.id] = member.handle;
             transport::register_endpoint(member.handle.node(), member.endpoint);
           }
         s.next_ids.clear();
         if (s.setup.stage + 1 < m.stages.size())
-          for (const auto& member : m.stages[s.setup.stage + 1]) s.next_ids.push_back(member.id);
+          for (const auto& member : m.stages[s.setup.stage + 1])
+            if (member.handle) s.next_ids.push_back(member.id);
         s.next.set_members(s.next_ids);
         flush_outbox(self);
       },
@@ -424,10 +452,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
                 s.params, static_cast<double>(ctx.step_samples()) / static_cast<double>(s.samples));
           report_norm(self);
         } else if (s.setup.averager) {
-          auto grads = grads_or_zeros(s.params);
-          ctx.bytes->add(Traffic::gradients, messages::payload_bytes(grads));
-          self->send(s.setup.averager, grads_atom::value, step, s.setup.id, s.samples,
-                     messages::TensorList{{}, std::move(grads), {}});
+          send_gradient(self);
         } else {
           // The only worker of its stage: after a fault the stage may have backpropagated
           // more or fewer samples than the step holds; its gradient is their mean.
@@ -440,6 +465,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](grads_atom, uint64_t step, const messages::TensorList& sum) {
         auto& s = self->state;
         if (step != s.step || sum.tensors.size() != s.params.size()) return;
+        s.sum_pending = false;
         torch::NoGradGuard no_grad;
         for (size_t i = 0; i < s.params.size(); ++i) {
           if (!s.params[i].grad().defined())
@@ -497,8 +523,10 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         transport::send_frame(self, s.setup.group, messages::FrameKind::round, std::move(frame));
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
+      // Answers whether this worker holds the micro-batch's gradient of this step.
       [=](cancel_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
         cancel(self, step, mb, attempt);
+        return self->state.accumulated.count({step, mb}) > 0;
       },
       // This worker's state for a restarted or joining peer (asked between steps).
       [=](state_atom) {
@@ -522,7 +550,11 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           if (s.pending_round)
             transport::send_frame(self, handle, messages::FrameKind::round, *s.pending_round);
         }
-        if (kind == "averager") s.setup.averager = handle;
+        if (kind == "averager") {
+          s.setup.averager = handle;
+          // The dead averager's partial sum is gone: the new one needs this gradient again.
+          if (s.sum_pending) send_gradient(self);
+        }
       },
       [=](slow_atom, double factor) { self->state.setup.slow_factor = factor; },
       [=](grads_atom) { return to_list(self->state.last_grads); },
@@ -532,7 +564,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       },
       [=](faults_atom) {
         auto& s = self->state;
-        return caf::make_message(s.stale, s.recomputed);
+        return caf::make_message(s.stale, s.recomputed, s.dropped);
       },
   };
 }

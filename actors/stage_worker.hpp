@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -77,7 +78,10 @@ struct worker_state {
   // the open step (a re-run attempt that comes back computes only the input gradient), and
   // the lowest attempt still wanted per micro-batch (older attempts are dropped).
   std::set<std::pair<uint64_t, uint32_t>> accumulated;
-  uint64_t recomputed = 0;  // backward passes that took only the input gradient
+  uint64_t recomputed = 0;   // backward passes that took only the input gradient
+  uint64_t dropped = 0;      // hops lost on purpose (chaos.drop_fraction)
+  bool sum_pending = false;  // its gradient is with the averager, the stage's sum not back yet
+  std::mt19937_64 chaos_rng;
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> min_attempt;
   uint64_t step = 0;           // step being reduced/applied
   model::NamedTensors anchor;  // DiLoCo: θ(t-1), the global parameters of the last round

@@ -19,6 +19,9 @@ using Phase = tracker_state::Phase;
 
 namespace {
 
+// A micro-batch's deadline (supervision.microbatch_timeout_s): (step, mb, attempt).
+using overdue_atom = caf::atom_constant<caf::atom("overdue")>;
+
 size_t worker_count(const tracker_state& s) {
   return s.by_id.size();
 }
@@ -31,7 +34,9 @@ bool all_reported(const tracker_state& s, const Set& reported) {
   return true;
 }
 
-void write_metrics(Self* self, const nlohmann::json& record) {
+// Stamped here, when it happens, not when the metrics sink gets to it.
+void write_metrics(Self* self, nlohmann::json record) {
+  record["wall"] = model::wall_clock_s();
   if (self->state.setup.metrics)
     self->send(self->state.setup.metrics, metrics_atom::value, record.dump());
 }
@@ -71,21 +76,34 @@ void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   h.stage = 0;
   h.direction = Direction::forward;
   h.samples = static_cast<uint32_t>(m.batch.tensors[0].size(0));
+  h.pin = m.pin;
   auto& bytes = *s.setup.ctx->bytes;
   bytes.add(Traffic::activations, messages::payload_bytes(m.batch.tensors));
   auto frame = messages::make_frame(std::move(h), m.batch.tensors);
   bytes.add(Traffic::control, frame.header.size());
   transport::send_frame(self, s.by_id.at(worker), messages::FrameKind::microbatch,
                         std::move(frame));
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(s.setup.ctx->config.supervision.microbatch_timeout_s * 1000));
+  self->delayed_send(self, timeout, overdue_atom::value, s.step, mb, m.attempt);
 }
 
 void dispatch_waiting(Self* self) {
   auto& s = self->state;
-  while (!s.waiting.empty()) {
-    const uint32_t mb = s.waiting.front();
-    auto pick = s.stage0.choose(static_cast<double>(s.micro[mb].batch.tensors[0].size(0)));
-    if (!pick) return;  // every stage-0 worker is at max_inflight: wait for a completion
-    s.waiting.pop_front();
+  // In index order; one whose pinned worker is at max_inflight waits without holding up
+  // the others.
+  for (auto it = s.waiting.begin(); it != s.waiting.end();) {
+    const uint32_t mb = *it;
+    const auto& m = s.micro[mb];
+    std::optional<uint32_t> pinned;
+    if (!m.pin.empty() && m.pin[0] != messages::kNoWorker) pinned = m.pin[0];
+    auto pick = s.stage0.choose(static_cast<double>(m.batch.tensors[0].size(0)), pinned);
+    if (!pick) {
+      if (!pinned) return;  // every stage-0 worker is at max_inflight: wait for a completion
+      ++it;
+      continue;
+    }
+    it = s.waiting.erase(it);
     send_to_stage0(self, mb, *pick);
   }
 }
@@ -113,6 +131,8 @@ void finish_step(Self* self) {
   s.report.step_seconds.push_back(secs);
   s.report.completed.push_back(static_cast<int64_t>(s.micro.size()));
   s.report.duplicates.push_back(s.duplicates);
+  s.report.extra_samples.push_back(s.extra_samples);
+  s.report.missing_samples.push_back(s.missing_samples);
 
   const int64_t tokens_per_step = cfg.tokens_per_step();
   const double elapsed = std::chrono::duration<double>(now - s.run_start).count();
@@ -131,6 +151,9 @@ void finish_step(Self* self) {
                        {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
                        {"time_s", elapsed},
                        {"stages", stages},
+                       {"duplicates", s.duplicates},
+                       {"extra_samples", s.extra_samples},
+                       {"missing_samples", s.missing_samples},
                        {"bytes", s.setup.ctx->bytes->to_json()}});
   if (s.setup.progress &&
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
@@ -220,6 +243,25 @@ void close_step(Self* self) {
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
 }
 
+// Each micro-batch's counted attempt names one worker per stage (its route); each of those
+// workers must have backpropagated its samples exactly once, and no other worker of the stage.
+void account_samples(tracker_state& s) {
+  std::map<uint32_t, int64_t> expected;
+  for (const auto& m : s.micro) {
+    const int64_t n = m.batch.tensors.empty() ? 0 : m.batch.tensors[0].size(0);
+    for (uint32_t w : m.route) expected[w] += n;
+  }
+  s.extra_samples = s.missing_samples = 0;
+  for (const auto& [id, got] : s.samples) {
+    const int64_t want = expected[id];
+    s.extra_samples += std::max<int64_t>(0, got - want);
+    s.missing_samples += std::max<int64_t>(0, want - got);
+  }
+  if (s.extra_samples > 0 || s.missing_samples > 0)
+    spdlog::error("step {}: workers backpropagated {} sample(s) twice and missed {}", s.step,
+                  s.extra_samples, s.missing_samples);
+}
+
 void maybe_apply(Self* self) {
   auto& s = self->state;
   if (s.phase != Phase::reducing || !all_reported(s, s.sqnorms)) return;
@@ -235,6 +277,7 @@ void maybe_apply(Self* self) {
     for (const auto& [k, sq] : per_stage) total += sq;
     coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
   }
+  account_samples(s);
   s.phase = Phase::applying;
   s.applied.clear();
   for (const auto& [id, handle] : s.by_id)
@@ -267,7 +310,7 @@ void adopt_membership(Self* self) {
   for (auto& stage : m.stages)
     stage.erase(std::remove_if(stage.begin(), stage.end(),
                                [&](const messages::Member& w) {
-                                 return s.dead.count(w.handle.address()) > 0;
+                                 return !w.handle || s.dead.count(w.handle.address()) > 0;
                                }),
                 stage.end());
   s.members = m;
@@ -461,30 +504,78 @@ void start_eval(Self* self) {
   }
 }
 
-// Re-runs from stage 0, as attempt+1, every micro-batch of the open step whose path may have
-// touched worker `lost`: one that reached the last stage through it, or one still on its way
-// forward (its path is not known yet). Every worker drops the older attempt's hops.
+// A worker answered the cancel of (step, mb) below `attempt`: whether it had taken the
+// micro-batch's gradient in this step (it takes no older attempt from now on). Once every live
+// worker has answered, the holders are known and the re-run goes out pinned to them.
+void on_cancelled(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker,
+                  bool held) {
+  auto& s = self->state;
+  if (s.step != step || mb >= s.micro.size()) return;
+  auto& m = s.micro[mb];
+  if (held && s.by_id.count(worker)) {
+    const uint32_t stage = s.stage_of[worker];
+    if (m.pin.size() <= stage) m.pin.resize(stage + 1, messages::kNoWorker);
+    if (m.pin[stage] == messages::kNoWorker) m.pin[stage] = worker;
+  }
+  if (attempt != m.attempt || m.awaiting.erase(worker) == 0 || !m.awaiting.empty()) return;
+  s.waiting.push_back(mb);
+  std::sort(s.waiting.begin(), s.waiting.end());
+  dispatch_waiting(self);
+}
+
+// Sends micro-batch `mb` of the open step again, as attempt+1: every worker drops the older
+// attempts and answers whether it holds the gradient (on_cancelled), then it goes out pinned.
+void rerun(Self* self, uint32_t mb) {
+  auto& s = self->state;
+  auto& m = s.micro[mb];
+  const uint64_t step = s.step;
+  if (!m.done) s.stage0.release(m.worker);  // its slot, also at a restarted worker of the same id
+  const uint32_t attempt = ++m.attempt;
+  m.done = false;
+  m.has_loss = false;
+  m.route.clear();
+  for (const auto& [id, handle] : s.by_id) m.awaiting.insert(id);
+  for (const auto& [id, handle] : s.by_id) {
+    const uint32_t wid = id;
+    self->request(handle, std::chrono::seconds(30), cancel_atom::value, step, mb, attempt)
+        .then([=](bool held) { on_cancelled(self, step, mb, attempt, wid, held); },
+              [=](const caf::error&) { on_cancelled(self, step, mb, attempt, wid, false); });
+  }
+  if (m.awaiting.empty()) s.waiting.push_back(mb);
+}
+
+// Re-runs from stage 0, as attempt+1, every micro-batch of the open step whose gradient
+// worker `lost` held or may have been about to take: a completed one whose route went through
+// it (the gradient died with it), one in backward through it, or one still on its way
+// forward (its path is not known yet). Every worker drops the older attempts and says whether
+// it holds the gradient; the re-run is pinned to those holders, so the stages that kept the
+// gradient do not take it again.
 void rerun_through(Self* self, uint32_t lost) {
   auto& s = self->state;
-  size_t rerun = 0;
+  size_t reruns = 0;
   for (uint32_t mb = 0; mb < s.micro.size(); ++mb) {
     auto& m = s.micro[mb];
-    if (m.done || !m.ready) continue;
+    if (!m.ready) continue;
+    auto held = std::find(m.pin.begin(), m.pin.end(), lost);
+    const bool lost_gradient = held != m.pin.end();
+    if (lost_gradient) *held = messages::kNoWorker;
+    // Not sent out yet (waiting for answers or for a slot): nothing of it is in flight. The
+    // lost worker will not answer (its node may be gone: no error until the timeout).
+    if (!m.awaiting.empty()) {
+      if (m.awaiting.erase(lost) > 0 && m.awaiting.empty()) s.waiting.push_back(mb);
+      continue;
+    }
     if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) continue;
-    if (m.has_loss && std::find(m.route.begin(), m.route.end(), lost) == m.route.end()) continue;
-    s.stage0.release(m.worker);  // its slot, also at a restarted worker of the same id
-    ++m.attempt;
-    m.has_loss = false;
-    m.route.clear();
-    for (const auto& [id, handle] : s.by_id)
-      self->send(handle, cancel_atom::value, s.step, mb, m.attempt);
-    s.waiting.push_back(mb);
-    ++rerun;
+    const bool on_route = std::find(m.route.begin(), m.route.end(), lost) != m.route.end();
+    if (m.done && m.has_loss && !lost_gradient) continue;  // (done without a loss: route unknown)
+    if (!m.done && m.has_loss && !on_route) continue;
+    rerun(self, mb);
+    ++reruns;
   }
   std::sort(s.waiting.begin(), s.waiting.end());
-  if (rerun > 0)
+  if (reruns > 0)
     spdlog::warn("step {}: re-running {} micro-batch(es) that went through worker {}", s.step,
-                 rerun, lost);
+                 reruns, lost);
   dispatch_waiting(self);
 }
 
@@ -597,6 +688,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
       // in the next membership.
       [=](restarted_atom, const messages::Member& w) {
         auto& s = self->state;
+        if (!w.handle) return;  // its node is gone already
         messages::Membership m = s.pending ? *s.pending : s.members;
         ++m.version;
         if (m.stages.size() <= w.stage) m.stages.resize(w.stage + 1);
@@ -621,6 +713,32 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         for (const auto& [id, w] : s.by_id) self->send(w, replaced_atom::value, kind, k, handle);
         if (kind == "averager" && s.phase == Phase::reducing)
           spdlog::warn("averager {} restarted while reducing step {}", k, s.step);
+      },
+      // A micro-batch did not come back in time: a hop was lost. Re-run it like one that went
+      // through a lost worker (its holders keep their share of the gradient).
+      [=](overdue_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
+        auto& s = self->state;
+        if (s.step != step || s.phase != Phase::running || mb >= s.micro.size()) return;
+        auto& m = s.micro[mb];
+        if (m.attempt != attempt || (m.done && m.has_loss) || !m.awaiting.empty()) return;
+        if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) return;
+        const double timeout = s.setup.ctx->config.supervision.microbatch_timeout_s;
+        if (s.paused) {  // nothing comes back while a stage is empty: wait again
+          self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
+                             overdue_atom::value, step, mb, attempt);
+          return;
+        }
+        spdlog::warn("micro-batch {} of step {} (attempt {}) not back after {} s: re-running it",
+                     mb, step, attempt, timeout);
+        write_metrics(self, {{"event", "fault"},
+                             {"kind", "microbatch_timeout"},
+                             {"step", step},
+                             {"micro_batch", mb},
+                             {"attempt", attempt}});
+        if (!s.fault_at) s.fault_at = tracker_state::Clock::now();
+        rerun(self, mb);
+        std::sort(s.waiting.begin(), s.waiting.end());
+        dispatch_waiting(self);
       },
       [=](batch_atom, uint64_t step, uint32_t mb) {
         auto& s = self->state;
@@ -667,6 +785,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         m.has_loss = true;
         m.loss = loss;
         m.route = route;
+        if (m.done) m.pin = m.route;
         maybe_close_step(self);  // the loss and the completion may arrive in either order
       },
       [=](done_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker) {
@@ -678,6 +797,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
           return;
         }
         m.done = true;
+        if (m.has_loss) m.pin = m.route;  // backward went through all of them: they hold it
         s.stage0.completed(worker, static_cast<double>(m.batch.tensors[0].size(0)), m.sent,
                            tracker_state::Clock::now());
         dispatch_waiting(self);

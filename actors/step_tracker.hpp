@@ -5,9 +5,14 @@
 // runs evaluations and writes one metrics record per step.
 //
 // Faults (SPEC §7): it monitors every worker. A worker lost in the middle of a step is
-// removed at once (everyone re-wires), the micro-batches whose path it touched are re-run
-// from stage 0 with attempt+1, and the step closes with every micro-batch counted once. A
-// stage left without workers pauses the pipeline until a worker of that stage joins. A
+// removed at once (everyone re-wires), and the micro-batches whose gradient it held or whose
+// path it touched are re-run from stage 0 with attempt+1; so is a micro-batch that does not
+// come back within supervision.microbatch_timeout_s (a lost hop). Before a re-run goes out,
+// every live worker drops the older attempts and says whether it holds the micro-batch's
+// gradient; the re-run is pinned to those holders, so each stage takes every micro-batch's
+// gradient exactly once (checked per step against the routes: RunReport extra/missing
+// samples). A stage left without workers pauses the pipeline until a worker of that stage
+// joins. A
 // restarted or joining worker asks the tracker for its starting state: a live peer's (handed
 // out between steps), its DiLoCo group's θ, or the newest checkpoint's.
 #pragma once
@@ -56,6 +61,12 @@ struct tracker_state {
     bool has_loss = false;
     double loss = 0;
     std::vector<uint32_t> route;  // the workers of the attempt that reached the last stage
+    // Per stage, the live worker that holds this micro-batch's gradient (kNoWorker: none).
+    // A re-run is pinned to them, so no stage takes the gradient twice.
+    std::vector<uint32_t> pin;
+    // Workers whose answer to the cancel is awaited: the re-run waits until every holder is
+    // known. A worker lost meanwhile is no longer awaited.
+    std::set<uint32_t> awaiting;
   };
   struct StateRequest {
     uint32_t stage = 0, id = 0;
@@ -76,6 +87,7 @@ struct tracker_state {
   int64_t duplicates = 0;
   std::map<uint32_t, double> sqnorms;
   std::map<uint32_t, int64_t> samples;
+  int64_t extra_samples = 0, missing_samples = 0;  // see RunReport
   std::set<uint32_t> applied;
   double lr = 0;
   enum class Phase { idle, running, reducing, applying, saving, evaluating } phase = Phase::idle;

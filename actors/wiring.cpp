@@ -38,7 +38,15 @@ void Wiring::set_members(const std::vector<uint32_t>& ids) {
   }
 }
 
-std::optional<uint32_t> Wiring::choose(double samples) {
+std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> pinned) {
+  if (pinned && std::find(ids_.begin(), ids_.end(), *pinned) != ids_.end()) {
+    auto& s = stats_[*pinned];
+    if (s.inflight >= max_inflight_) return std::nullopt;
+    const auto tput = throughput(*pinned);
+    s.key += tput ? samples / *tput : samples * kUnmeasuredSecondsPerSample;
+    ++s.inflight;
+    return pinned;
+  }
   std::vector<uint32_t> open;
   for (auto id : ids_)
     if (stats_[id].inflight < max_inflight_) open.push_back(id);

@@ -29,8 +29,9 @@ class Wiring {
   const std::vector<uint32_t>& members() const { return ids_; }
 
   // Picks a worker for a task of `samples` and counts it in flight; nullopt when every
-  // candidate is at max_inflight (the caller queues the task) or none is left.
-  std::optional<uint32_t> choose(double samples);
+  // candidate is at max_inflight (the caller queues the task) or none is left. A `pinned`
+  // candidate is the only choice while it is a member (nullopt while it is at max_inflight).
+  std::optional<uint32_t> choose(double samples, std::optional<uint32_t> pinned = std::nullopt);
 
   // A task sent to `id` at `sent` finished now. The time charged is measured from when the
   // worker could start on it (the later of `sent` and its previous completion), so queueing

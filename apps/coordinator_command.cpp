@@ -88,9 +88,15 @@ int run_coordinator(const CoordinatorArgs& args) {
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
     transport::set_link_delay(config.chaos.link_delay_ms);
+    transport::set_link_bandwidth(config.chaos.link_mbit_s);
     if (config.chaos.link_delay_ms > 0)
       spdlog::warn("chaos: every frame sent between processes waits {} ms",
                    config.chaos.link_delay_ms);
+    if (config.chaos.link_mbit_s > 0)
+      spdlog::warn("chaos: every frame link carries at most {} Mbit/s", config.chaos.link_mbit_s);
+    if (config.chaos.drop_fraction > 0)
+      spdlog::warn("chaos: {:.1f}% of micro-batch hops are lost on the way",
+                   config.chaos.drop_fraction * 100);
     // Frames to and from the nodes go over a TCP link of their own beside CAF's.
     const std::string endpoint =
         args.frames_over_caf ? std::string() : transport::start_bulk_server(listen.host);

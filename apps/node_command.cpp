@@ -117,6 +117,7 @@ int run_node(const NodeArgs& args) {
   }
   ctx->run_id = reply.run_id;
   transport::set_link_delay(ctx->config.chaos.link_delay_ms);
+  transport::set_link_bandwidth(ctx->config.chaos.link_mbit_s);
   // Frames travel on a TCP link of their own (see transport/bulk.hpp) unless either side
   // has none, then inside CAF messages.
   const std::string bulk =

@@ -137,6 +137,10 @@ std::vector<uint8_t> encode(const MicroBatchHeader& h) {
   for (unsigned i = 0; i < h.route.size(); ++i) route.set(i, h.route[i]);
   m.setSamples(h.samples);
   write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
+  if (!h.pin.empty()) {
+    auto pin = m.initPin(static_cast<unsigned>(h.pin.size()));
+    for (unsigned i = 0; i < h.pin.size(); ++i) pin.set(i, h.pin[i]);
+  }
   return to_bytes(builder);
 }
 
@@ -159,6 +163,10 @@ MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
     for (auto hop : route) h.route.push_back(hop);
     h.samples = m.getSamples();
     h.tensors = read_metas(m.getTensors(), "micro-batch header");
+    auto pin = m.getPin();
+    if (pin.size() > kMaxRoute)
+      throw DecodeError("micro-batch header: pin of " + std::to_string(pin.size()) + " stages");
+    for (auto id : pin) h.pin.push_back(id);
     return h;
   });
 }

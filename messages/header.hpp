@@ -37,7 +37,12 @@ struct MicroBatchHeader {
   std::vector<uint32_t> route;  // worker ids visited, stage 0 first
   uint32_t samples = 0;
   std::vector<TensorMeta> tensors;
+  // Re-runs only: per stage, the worker that already took this micro-batch's gradient in this
+  // step (kNoWorker: none). The re-run goes through it again, so each stage takes the
+  // micro-batch's gradient once.
+  std::vector<uint32_t> pin;
 };
+constexpr uint32_t kNoWorker = 0xFFFFFFFFu;
 
 enum class RoundStatus : uint8_t { contribution = 0, applied = 1, rejected = 2 };
 

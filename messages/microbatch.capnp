@@ -35,4 +35,6 @@ struct MicroBatchHeader {
   route @6 :List(UInt32);    # worker ids visited, stage 0 first
   samples @7 :UInt32;        # sequences in the micro-batch
   tensors @8 :List(TensorMeta);
+  pin @9 :List(UInt32);      # re-runs: per stage, the worker that already holds this
+                             # micro-batch's gradient (0xFFFFFFFF: none); the hop goes to it
 }

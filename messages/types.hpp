@@ -72,10 +72,15 @@ struct WorkerState {
 
 // What the step tracker hands back when a run ends.
 struct RunReport {
-  std::vector<double> losses;                          // mean micro-batch loss, one per step
-  std::vector<double> step_seconds;                    // wall time of each step
-  std::vector<int64_t> completed;                      // micro-batches completed, one per step
-  std::vector<int64_t> duplicates;                     // completions seen again (must stay 0)
+  std::vector<double> losses;        // mean micro-batch loss, one per step
+  std::vector<double> step_seconds;  // wall time of each step
+  std::vector<int64_t> completed;    // micro-batches completed, one per step
+  std::vector<int64_t> duplicates;   // completions seen again (must stay 0)
+  // Per step, samples backpropagated by the step's workers compared with the routes of the
+  // micro-batches' counted attempts: more (a micro-batch in two workers' gradients of one
+  // stage) or fewer (one in none). Both must stay 0. Workers lost after the step's last
+  // micro-batch completed take their gradient with them and are not compared.
+  std::vector<int64_t> extra_samples, missing_samples;
   std::vector<std::pair<uint32_t, int64_t>> forwards;  // (worker id, micro-batches forwarded)
   double val_loss = 0;
   uint64_t rejected_frames = 0;
@@ -139,7 +144,8 @@ typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RunReport& x) {
   return f(caf::meta::type_name("swarmrt::RunReport"), x.losses, x.step_seconds, x.completed,
-           x.duplicates, x.forwards, x.val_loss, x.rejected_frames);
+           x.duplicates, x.extra_samples, x.missing_samples, x.forwards, x.val_loss,
+           x.rejected_frames);
 }
 
 }  // namespace swarmrt::messages

@@ -64,10 +64,14 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(checkpoint, every_steps, "steps between checkpoints, 0 disables"),
       SWARMRT_FIELD(checkpoint, keep, "checkpoints kept on disk"),
       SWARMRT_FIELD(chaos, link_delay_ms, "delay every frame sent between processes by this"),
+      SWARMRT_FIELD(chaos, link_mbit_s, "cap every process link at this many Mbit/s, 0 = no cap"),
+      SWARMRT_FIELD(chaos, drop_fraction, "fraction of micro-batch hops between workers lost"),
       SWARMRT_FIELD(chaos, slow_worker, "worker id to slow down, -1 = none"),
       SWARMRT_FIELD(chaos, slow_factor,
                     "compute of chaos.slow_worker takes this many times longer"),
-      SWARMRT_FIELD(chaos, kill, "actor name (worker:1001), kind (worker, group, loader) or node"),
+      SWARMRT_FIELD(
+          chaos, kill,
+          "actor name (worker:1001), kind (worker, group, loader, averager, any) or node"),
       SWARMRT_FIELD(chaos, kill_at_step, "kill chaos.kill when this step starts, 0 = never"),
       SWARMRT_FIELD(chaos, kill_every_s, "kill chaos.kill every this many seconds, 0 = never"),
       SWARMRT_FIELD(chaos, kill_limit, "at most this many timed kills, 0 = no limit"),
@@ -76,6 +80,8 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(supervision, restart_window_s, "window of the restart-intensity limit"),
       SWARMRT_FIELD(supervision, backoff_ms, "first restart delay, doubled per recent restart"),
       SWARMRT_FIELD(supervision, max_backoff_ms, "longest restart delay"),
+      SWARMRT_FIELD(supervision, microbatch_timeout_s,
+                    "seconds before a micro-batch that did not come back is re-run"),
   };
   return table;
 }
@@ -342,20 +348,25 @@ void validate(const RunConfig& c, const std::string& origin) {
   if (c.checkpoint.keep < 1) fail("checkpoint.keep", "must be >= 1");
   if (c.chaos.link_delay_ms < 0 || c.chaos.link_delay_ms > 600000)
     fail("chaos.link_delay_ms", "must be between 0 and 600000");
+  if (c.chaos.link_mbit_s < 0) fail("chaos.link_mbit_s", "must be >= 0 (0: no cap)");
+  if (!(c.chaos.drop_fraction >= 0 && c.chaos.drop_fraction <= 0.5))
+    fail("chaos.drop_fraction", "must be between 0 and 0.5");
   if (c.chaos.slow_factor < 1 || c.chaos.slow_factor > 1000)
     fail("chaos.slow_factor", "must be between 1 and 1000");
   {
     const auto& k = c.chaos.kill;
-    const bool kind =
-        k.empty() || k == "worker" || k == "group" || k == "loader" || k == "any" || k == "node";
+    const bool kind = k.empty() || k == "worker" || k == "group" || k == "loader" ||
+                      k == "averager" || k == "any" || k == "node";
     const auto colon = k.find(':');
     const bool named = colon != std::string::npos && colon + 1 < k.size() &&
                        (k.substr(0, colon) == "worker" || k.substr(0, colon) == "group" ||
-                        k.substr(0, colon) == "loader") &&
+                        k.substr(0, colon) == "loader" || k.substr(0, colon) == "averager") &&
                        k.find_first_not_of("0123456789", colon + 1) == std::string::npos;
     if (!kind && !named)
       fail("chaos.kill",
-           "must be worker, group, loader, node or a name such as worker:1001, not '" + k + "'");
+           "must be worker, group, loader, averager, any, node or a name such as worker:1001, "
+           "not '" +
+               k + "'");
   }
   if (c.chaos.kill_at_step < 0) fail("chaos.kill_at_step", "must be >= 0");
   if (c.chaos.kill_every_s < 0) fail("chaos.kill_every_s", "must be >= 0");
@@ -364,6 +375,8 @@ void validate(const RunConfig& c, const std::string& origin) {
   if (c.supervision.restart_window_s <= 0) fail("supervision.restart_window_s", "must be > 0");
   if (c.supervision.backoff_ms < 0 || c.supervision.max_backoff_ms < c.supervision.backoff_ms)
     fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");
+  if (!(c.supervision.microbatch_timeout_s > 0))
+    fail("supervision.microbatch_timeout_s", "must be > 0");
 }
 
 }  // namespace swarmrt::model

@@ -74,10 +74,15 @@ struct CheckpointConfig {
 // Fault injection (SPEC §7). Local to each run, so not part of the fingerprint.
 struct ChaosConfig {
   double link_delay_ms = 0;  // every frame sent on a process link waits this long first
+  double link_mbit_s = 0;    // every process link carries frames at most this fast; 0: no cap
+  // This fraction of micro-batch hops between workers (activations forward, gradients back)
+  // is lost on the way; the tracker re-runs what does not come back (see supervision).
+  double drop_fraction = 0;
   int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
   double slow_factor = 1.0;  // by this factor
-  // What to kill: an actor by name ("worker:1001", "group:0", "loader:0"), a random actor of
-  // a kind ("worker", "group", "loader"), or "node" (a random node process, coordinator side).
+  // What to kill: an actor by name ("worker:1001", "group:0", "loader:0", "averager:0"), a
+  // random actor of a kind ("worker", "group", "loader", "averager", "any"), or "node" (a random
+  // node process, coordinator side).
   std::string kill;
   int64_t kill_at_step = 0;  // once, when this step starts; 0: never
   double kill_every_s = 0;   // repeatedly, every this many seconds; 0: never
@@ -93,6 +98,9 @@ struct SupervisionConfig {
   double restart_window_s = 10.0;
   double backoff_ms = 20;
   double max_backoff_ms = 2000;
+  // A micro-batch of the open step not back (loss and completion) within this many seconds
+  // of entering stage 0 is re-run: a hop was lost (chaos.drop_fraction, a link that broke).
+  double microbatch_timeout_s = 30;
 };
 
 struct RunConfig {

@@ -1,5 +1,6 @@
 #include "model/run_dir.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <stdexcept>
 
@@ -11,9 +12,19 @@ MetricsLog::MetricsLog(const std::string& path, bool append)
   if (!out_) throw std::runtime_error(path + ": cannot open metrics log");
 }
 
+double wall_clock_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 void MetricsLog::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mu_);
-  out_ << record.dump() << '\n';
+  if (record.is_object() && !record.contains("wall")) {
+    auto stamped = record;
+    stamped["wall"] = wall_clock_s();
+    out_ << stamped.dump() << '\n';
+  } else {
+    out_ << record.dump() << '\n';
+  }
   out_.flush();
 }
 

@@ -12,8 +12,12 @@
 
 namespace swarmrt::model {
 
+// Seconds since the Unix epoch: the "wall" of every metrics.jsonl record, so events of several
+// processes (a kill sent by a script, a fault noticed by the coordinator) line up.
+double wall_clock_s();
+
 // Append-only JSON-lines log; every line is flushed so a crash loses at most the line being
-// written.
+// written. A record without "wall" gets the time it is written.
 class MetricsLog {
  public:
   explicit MetricsLog(const std::string& path, bool append);

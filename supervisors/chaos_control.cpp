@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/types.hpp"
+#include "model/run_dir.hpp"
 
 namespace swarmrt::supervisors {
 using namespace swarmrt::atoms;
@@ -14,7 +15,7 @@ namespace {
 using tick_atom = caf::atom_constant<caf::atom("chaostick")>;
 
 bool is_kind(const std::string& t) {
-  return t == "worker" || t == "group" || t == "loader" || t == "any";
+  return t == "worker" || t == "group" || t == "loader" || t == "averager" || t == "any";
 }
 
 // Kills `target` here, or forwards it; returns what happened, for the log and the caller.
@@ -48,11 +49,13 @@ std::string kill(Self* self, const std::string& target, const std::string& cause
   ++s.kills;
   spdlog::warn("chaos: killing {} ({})", victim->first, cause);
   if (s.setup.metrics)
-    self->send(
-        s.setup.metrics, metrics_atom::value,
-        nlohmann::json{
-            {"event", "fault"}, {"kind", "injected"}, {"actor", victim->first}, {"cause", cause}}
-            .dump());
+    self->send(s.setup.metrics, metrics_atom::value,
+               nlohmann::json{{"event", "fault"},
+                              {"kind", "injected"},
+                              {"actor", victim->first},
+                              {"cause", cause},
+                              {"wall", model::wall_clock_s()}}
+                   .dump());
   // Out of the roster at once: until its supervisor restarts it, a dead actor is no victim
   // (every counted kill is one death).
   if (s.setup.roster) s.setup.roster->remove(victim->first, victim->second);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/types.hpp"
+#include "model/run_dir.hpp"
 
 namespace swarmrt::supervisors {
 using namespace swarmrt::atoms;
@@ -13,7 +14,8 @@ namespace {
 
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 
-void write_metrics(Self* self, const nlohmann::json& record) {
+void write_metrics(Self* self, nlohmann::json record) {
+  record["wall"] = model::wall_clock_s();
   if (self->state.setup.metrics)
     self->send(self->state.setup.metrics, metrics_atom::value, record.dump());
 }

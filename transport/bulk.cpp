@@ -200,9 +200,31 @@ struct Link {
 };
 
 std::atomic<int64_t> g_link_delay_us{0};
+std::atomic<int64_t> g_link_bytes_per_s{0};
+
+// Writes `n` bytes, no faster than the link cap: in slices of at most 64 KiB, each sent when
+// the link's previous bytes would have left a line of that rate (`free_at`).
+bool paced_write(int fd, const void* buf, size_t n,
+                 std::chrono::steady_clock::time_point& free_at) {
+  const int64_t rate = g_link_bytes_per_s.load();
+  if (rate <= 0) return write_all(fd, buf, n);
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const size_t part = std::min<size_t>(n, 64 * 1024);
+    const auto now = std::chrono::steady_clock::now();
+    if (free_at < now) free_at = now;
+    std::this_thread::sleep_until(free_at);
+    if (!write_all(fd, p, part)) return false;
+    free_at += std::chrono::nanoseconds(static_cast<int64_t>(part) * 1'000'000'000 / rate);
+    p += part;
+    n -= part;
+  }
+  return true;
+}
 
 // Writes each chunk's prefix and then its slices straight from the tensors' memory.
 void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
+  auto free_at = std::chrono::steady_clock::now();
   for (;;) {
     std::unique_ptr<messages::ChunkPlan> plan;
     {
@@ -214,8 +236,9 @@ void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
     if (const auto delay = g_link_delay_us.load(); delay > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
     for (const auto& c : plan->chunks) {
-      bool ok = write_all(link->fd, c.prefix.data(), c.prefix.size());
-      for (const auto& slice : c.slices) ok = ok && write_all(link->fd, slice.data, slice.size);
+      bool ok = paced_write(link->fd, c.prefix.data(), c.prefix.size(), free_at);
+      for (const auto& slice : c.slices)
+        ok = ok && paced_write(link->fd, slice.data, slice.size, free_at);
       if (!ok) {
         spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
         std::lock_guard<std::mutex> lock(link->mutex);
@@ -286,6 +309,10 @@ uint64_t next_id() {
 
 void set_link_delay(double ms) {
   g_link_delay_us = static_cast<int64_t>(ms * 1000);
+}
+
+void set_link_bandwidth(double mbit_s) {
+  g_link_bytes_per_s = static_cast<int64_t>(mbit_s * 1e6 / 8);
 }
 
 std::string start_bulk_server(const std::string& host) {

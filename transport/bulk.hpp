@@ -32,6 +32,9 @@ std::optional<std::string> endpoint_of(const caf::node_id& node);
 // Fault injection: every message this process writes on a frame link waits `ms` first
 // (chaos.link_delay_ms), so links behave like slow, far ones.
 void set_link_delay(double ms);
+// Fault injection: every frame link of this process carries at most `mbit_s` megabits a
+// second (chaos.link_mbit_s; 0: no cap), paced per link, so a link behaves like a thin one.
+void set_link_bandwidth(double mbit_s);
 
 class BulkTransport final : public Transport {
  public:

@@ -30,6 +30,8 @@ TEST_P(FaultsSoak, FiftyRandomKillsLoseNothing) {
   for (size_t i = 0; i < result.report.completed.size(); ++i) {
     EXPECT_EQ(result.report.completed[i], config.train.micro_batches) << "step " << i + 1;
     EXPECT_EQ(result.report.duplicates[i], 0) << "step " << i + 1;
+    EXPECT_EQ(result.report.extra_samples[i], 0) << "step " << i + 1;
+    EXPECT_EQ(result.report.missing_samples[i], 0) << "step " << i + 1;
   }
   // Rounds are applied once each and in order, by every stage's group.
   ASSERT_EQ(result.applied_rounds.size(), 2u);

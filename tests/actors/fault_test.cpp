@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -45,6 +46,8 @@ void expect_every_micro_batch_once(const messages::RunReport& r, int64_t micro_b
   for (size_t i = 0; i < r.completed.size(); ++i) {
     EXPECT_EQ(r.completed[i], micro_batches) << "step " << i + 1;
     EXPECT_EQ(r.duplicates[i], 0) << "step " << i + 1;
+    EXPECT_EQ(r.extra_samples[i], 0) << "step " << i + 1;
+    EXPECT_EQ(r.missing_samples[i], 0) << "step " << i + 1;
   }
 }
 
@@ -76,6 +79,50 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   EXPECT_FALSE(
       lines_with(metrics, R"("actor":"worker:1001","event":"recovered","kind":"restart")").empty());
   EXPECT_FALSE(lines_with(metrics, R"("event":"recovered","kind":"step")").empty());
+}
+
+// A gradient averager (swarm mode) killed as step 3 starts: its supervisor restarts it, the
+// workers waiting for the stage's sum send their gradients to the new one, and the run is the
+// fault-free run (the sum does not depend on which averager made it).
+TEST(Faults, AveragerKilledIsRestartedAndTheRunIsUnchanged) {
+  auto config = micro_run("swarm", 2, 2, 8);
+  const auto clean = run(config);
+  config.chaos.kill = "averager:1";
+  config.chaos.kill_at_step = 3;
+  const auto faulty = run(config);
+  EXPECT_GE(faulty.restarts, 1u);
+  ASSERT_EQ(faulty.report.losses.size(), clean.report.losses.size());
+  for (size_t i = 0; i < clean.report.losses.size(); ++i)
+    EXPECT_NEAR(faulty.report.losses[i], clean.report.losses[i], 1e-4) << "step " << i + 1;
+  expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
+  const auto& a = faulty.worker_params.at(actors::worker_id(1, 0));
+  const auto& b = faulty.worker_params.at(actors::worker_id(1, 1));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+}
+
+// Lost messages ([chaos] drop_fraction): micro-batch hops between workers vanish on the way.
+// The tracker re-runs each micro-batch that does not come back in time, pinned to the
+// workers that kept its gradient, and every step still counts each micro-batch once.
+TEST(Faults, DroppedHopsAreReRunAndCountedOnce) {
+  auto config = micro_run("diloco-swarm", 2, 2, 12);
+  config.diloco.inner_steps = 4;
+  config.chaos.drop_fraction = 0.1;
+  config.chaos.seed = 3;
+  config.supervision.microbatch_timeout_s = 0.5;
+  TempDir dir;
+  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  const auto result = run(config, o);
+  ASSERT_EQ(result.report.losses.size(), 12u);
+  EXPECT_GT(result.dropped, 0u);
+  expect_every_micro_batch_once(result.report, config.train.micro_batches);
+  const auto timeouts = lines_with(dir.path / "metrics.jsonl", R"("kind":"microbatch_timeout")");
+  // A lost hop leaves its micro-batch overdue: it is re-run after the timeout.
+  EXPECT_GE(timeouts.size(), 1u);
+  EXPECT_TRUE(std::isfinite(result.report.val_loss));
 }
 
 // Test 2: the DiLoCo group of stage 0 is killed as the step that closes round 0 starts (the

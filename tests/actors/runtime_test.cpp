@@ -81,6 +81,8 @@ TEST(Runtime, TrackerCountsEveryMicroBatchExactlyOnce) {
   for (size_t s = 0; s < 5; ++s) {
     EXPECT_EQ(r.completed[s], 6) << "step " << s + 1;
     EXPECT_EQ(r.duplicates[s], 0) << "step " << s + 1;
+    EXPECT_EQ(r.extra_samples[s], 0) << "step " << s + 1;
+    EXPECT_EQ(r.missing_samples[s], 0) << "step " << s + 1;
   }
   int64_t stage0 = 0, stage1 = 0;
   for (const auto& [id, n] : result.forwards) (id < 1000 ? stage0 : stage1) += n;

@@ -25,6 +25,11 @@ expect too_many_stages $'[swarm]\nmode = "pp"\nstages = 9' "swarm.stages: must b
 expect bad_syntax $'[train\nsteps = 3' "syntax error"
 expect bad_override '' "unknown key 'train.bogus'" --set train.bogus=1
 expect bad_chaos $'[chaos]\nslow_factor = 0.5' "chaos.slow_factor: must be between 1 and 1000"
+expect bad_kill $'[chaos]\nkill = "worker:x"' "chaos.kill: must be worker, group, loader, averager, any, node or a name"
+expect bad_drop $'[chaos]\ndrop_fraction = 0.9' "chaos.drop_fraction: must be between 0 and 0.5"
+expect bad_bandwidth $'[chaos]\nlink_mbit_s = -1' "chaos.link_mbit_s: must be >= 0"
+expect bad_timeout $'[supervision]\nmicrobatch_timeout_s = 0' "supervision.microbatch_timeout_s: must be > 0"
+expect bad_backoff $'[supervision]\nbackoff_ms = 5000' "supervision.backoff_ms: must be >= 0 and <= supervision.max_backoff_ms"
 "$bin" train --config "$tmp/does-not-exist.toml" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q "cannot open config file" "$tmp/out"; then echo "FAIL missing file: rc $rc $(cat "$tmp/out")"; fail=1; fi

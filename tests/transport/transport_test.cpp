@@ -4,6 +4,7 @@
 // lists come back through their serialization.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <cmath>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -212,5 +213,40 @@ TEST(Transport, ChaosLinkDelayHoldsEveryFrameBack) {
   const auto waited = std::chrono::steady_clock::now() - start;
   transport::set_link_delay(0);
   EXPECT_GE(waited, std::chrono::milliseconds(300));
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+TEST(Transport, ChaosLinkBandwidthCapPacesTheBytes) {
+  NetSystem a, b;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+  caf::scoped_actor tracker{*a.sys};
+  actors::WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;  // driven by the test, no tracker to ask
+  auto worker = a.sys->spawn(actors::stage_worker, ws);
+  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port);
+  const auto endpoint = transport::start_bulk_server("127.0.0.1");
+  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
+  ASSERT_TRUE(remote);
+  caf::scoped_actor sender{*b.sys};
+  transport::register_endpoint(remote->node(), endpoint);
+  // 1 MiB (token ids and targets) through a 4 Mbit/s (0.5 MB/s) link: it cannot arrive in less than
+  // about 2 s (the first 64 KiB slice leaves at once). A bound below, never one above.
+  auto ids = at::randint(0, 256, {4096, 16}, at::kLong);
+  transport::set_link_bandwidth(4);
+  const auto start = std::chrono::steady_clock::now();
+  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 1));
+  tracker->receive(
+      [](eval_loss_atom, uint64_t, uint32_t index, double loss) {
+        EXPECT_EQ(index, 1u);
+        EXPECT_TRUE(std::isfinite(loss));
+      },
+      caf::after(std::chrono::seconds(60)) >> [] { FAIL() << "no frame"; });
+  const auto waited = std::chrono::steady_clock::now() - start;
+  transport::set_link_bandwidth(0);
+  EXPECT_GE(waited, std::chrono::milliseconds(1800));
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
