@@ -21,6 +21,8 @@ namespace {
 
 // A micro-batch's deadline (supervision.microbatch_timeout_s): (step, mb, attempt).
 using overdue_atom = caf::atom_constant<caf::atom("overdue")>;
+// The evaluation's deadline (the same timeout): (step, send-out).
+using eval_overdue_atom = caf::atom_constant<caf::atom("evaloverdu")>;
 
 size_t worker_count(const tracker_state& s) {
   return s.by_id.size();
@@ -63,6 +65,11 @@ std::optional<size_t> empty_stage(const tracker_state& s) {
   return std::nullopt;
 }
 
+std::chrono::milliseconds microbatch_timeout(const tracker_state& s) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(s.setup.ctx->config.supervision.microbatch_timeout_s * 1000));
+}
+
 void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   auto& s = self->state;
   auto& m = s.micro[mb];
@@ -83,9 +90,7 @@ void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   bytes.add(Traffic::control, frame.header.size());
   transport::send_frame(self, s.by_id.at(worker), messages::FrameKind::microbatch,
                         std::move(frame));
-  const auto timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(s.setup.ctx->config.supervision.microbatch_timeout_s * 1000));
-  self->delayed_send(self, timeout, overdue_atom::value, s.step, mb, m.attempt);
+  self->delayed_send(self, microbatch_timeout(s), overdue_atom::value, s.step, mb, m.attempt);
 }
 
 void dispatch_waiting(Self* self) {
@@ -484,14 +489,13 @@ void request_batch(Self* self, uint32_t mb) {
           });
 }
 
-void start_eval(Self* self) {
+// Sends the validation batches not answered yet through the first worker of every stage, and
+// sets a deadline: an evaluation hop can be lost like a training one.
+void send_eval(Self* self) {
   auto& s = self->state;
-  s.phase = Phase::evaluating;
-  s.val_losses.assign(s.val.size(), 0.0);
-  s.val_have.assign(s.val.size(), false);
-  if (empty_stage(s)) return;  // paused: evaluation starts when a worker joins
   const auto& first = s.members.stages.at(0).at(0);
   for (uint32_t i = 0; i < s.val.size(); ++i) {
+    if (s.val_have[i]) continue;
     messages::MicroBatchHeader h;
     h.run_id = s.setup.ctx->run_id;
     h.step = s.step;
@@ -502,6 +506,16 @@ void start_eval(Self* self) {
     transport::send_frame(self, first.handle, messages::FrameKind::microbatch,
                           messages::make_frame(std::move(h), {s.val[i].inputs, s.val[i].targets}));
   }
+  self->delayed_send(self, microbatch_timeout(s), eval_overdue_atom::value, s.step, ++s.eval_sends);
+}
+
+void start_eval(Self* self) {
+  auto& s = self->state;
+  s.phase = Phase::evaluating;
+  s.val_losses.assign(s.val.size(), 0.0);
+  s.val_have.assign(s.val.size(), false);
+  if (empty_stage(s)) return;  // paused: evaluation starts when a worker joins
+  send_eval(self);
 }
 
 // A worker answered the cancel of (step, mb) below `attempt`: whether it had taken the
@@ -739,6 +753,20 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         rerun(self, mb);
         std::sort(s.waiting.begin(), s.waiting.end());
         dispatch_waiting(self);
+      },
+      // Validation losses missing after the timeout: their hops were lost. Only those go again
+      // (a late answer of the earlier send-out is taken as well: the parameters are the same).
+      [=](eval_overdue_atom, uint64_t step, uint32_t sends) {
+        auto& s = self->state;
+        if (s.step != step || s.phase != Phase::evaluating || sends != s.eval_sends) return;
+        if (empty_stage(s)) return;  // paused: the evaluation starts again when a worker joins
+        const auto missing = std::count(s.val_have.begin(), s.val_have.end(), false);
+        spdlog::warn("evaluation of step {}: {} loss(es) not back after {} s: sending them again",
+                     step, missing, s.setup.ctx->config.supervision.microbatch_timeout_s);
+        write_metrics(
+            self,
+            {{"event", "fault"}, {"kind", "eval_timeout"}, {"step", step}, {"missing", missing}});
+        send_eval(self);
       },
       [=](batch_atom, uint64_t step, uint32_t mb) {
         auto& s = self->state;

@@ -95,6 +95,7 @@ struct tracker_state {
   std::vector<model::Batch> val;
   std::vector<double> val_losses;
   std::vector<bool> val_have;
+  uint32_t eval_sends = 0;  // evaluation send-outs: a deadline is for the latest only
 
   std::set<caf::actor_addr> dead;            // workers seen going down: never re-adopted
   std::set<caf::actor_addr> watched;         // supervisors whose escalation ends the run

@@ -111,6 +111,10 @@ TEST(Faults, DroppedHopsAreReRunAndCountedOnce) {
   config.chaos.drop_fraction = 0.1;
   config.chaos.seed = 3;
   config.supervision.microbatch_timeout_s = 0.5;
+  // Evaluation hops are dropped too: 6 evaluations of 12 batches, 72 hops at 10% (the chance
+  // that none is lost is below 1e-3).
+  config.train.eval_every = 2;
+  config.train.eval_batches = 12;
   TempDir dir;
   model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
   actors::RuntimeOptions o;
@@ -119,9 +123,12 @@ TEST(Faults, DroppedHopsAreReRunAndCountedOnce) {
   ASSERT_EQ(result.report.losses.size(), 12u);
   EXPECT_GT(result.dropped, 0u);
   expect_every_micro_batch_once(result.report, config.train.micro_batches);
-  const auto timeouts = lines_with(dir.path / "metrics.jsonl", R"("kind":"microbatch_timeout")");
+  const auto metrics = dir.path / "metrics.jsonl";
   // A lost hop leaves its micro-batch overdue: it is re-run after the timeout.
-  EXPECT_GE(timeouts.size(), 1u);
+  EXPECT_GE(lines_with(metrics, R"("kind":"microbatch_timeout")").size(), 1u);
+  // A lost evaluation hop leaves a validation loss missing: it is sent again.
+  EXPECT_GE(lines_with(metrics, R"("kind":"eval_timeout")").size(), 1u);
+  EXPECT_EQ(lines_with(metrics, R"("event":"eval")").size(), 6u);
   EXPECT_TRUE(std::isfinite(result.report.val_loss));
 }
 
