@@ -79,6 +79,21 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage) {
         for (auto& e : early) add_gradient(self, e.step, e.worker, e.samples, e.grads, e.from);
         maybe_finish(self);  // a worker that died while the others had reported
       },
+      // A restarted tracker opens `step` again: the sum of it so far is dropped (the workers
+      // have dropped their gradients and send new ones).
+      [=](reset_atom, uint64_t step) {
+        auto& s = self->state;
+        if (s.step == step) {
+          s.reported.clear();
+          s.sum.clear();
+          s.samples = 0;
+          s.sent = false;
+        }
+        s.early.erase(std::remove_if(s.early.begin(), s.early.end(),
+                                     [&](const auto& e) { return e.step >= step; }),
+                      s.early.end());
+        return true;
+      },
       [=](grads_atom, uint64_t step, uint32_t worker, int64_t samples,
           const messages::TensorList& grads) {
         auto& s = self->state;

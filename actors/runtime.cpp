@@ -15,6 +15,7 @@
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
 #include "supervisors/supervisor.hpp"
+#include "supervisors/tracker_supervisor.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -166,7 +167,15 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
     ts.resume_origin = resume->first;
   }
   ts.chaos = core.chaos;
-  core.tracker = sys.spawn(step_tracker, ts);
+  ts.store = std::make_shared<TrackerStore>();
+  // The tracker's supervisor is the tracker's address: a restarted tracker is reached through
+  // the same handle, and continues the run from the store.
+  supervisors::TrackerSupervisorSetup tss;
+  tss.policy = policy;
+  tss.start = [&sys, ts] { return sys.spawn(step_tracker, ts); };
+  tss.metrics = core.sink;
+  tss.roster = core.roster;
+  core.tracker = sys.spawn(supervisors::tracker_supervisor, tss);
   *tracker = core.tracker;
   for (const auto& sup : core.supervisors) caf::anon_send(core.tracker, watch_atom::value, sup);
   return core;
@@ -237,6 +246,8 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   for (const auto& sup : core.supervisors)
     self->request(sup, std::chrono::seconds(10), faults_atom::value)
         .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
+  self->request(core.tracker, std::chrono::seconds(10), faults_atom::value)
+      .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
   if (core.chaos)
     self->request(core.chaos, std::chrono::seconds(10), faults_atom::value)
         .receive([&](uint64_t n) { result.kills = n; }, [&](const caf::error&) {});

@@ -302,6 +302,37 @@ void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt) {
   flush_outbox(self);
 }
 
+// The open step starts again (a restarted tracker): its micro-batches, queued hops, slots
+// downstream and accumulated gradient are dropped, and attempts below `floor` stay dropped.
+void reset_step(Self* self, uint64_t step, uint32_t floor) {
+  auto& s = self->state;
+  if (s.applied_step >= step) {
+    spdlog::error("worker {}: asked to reopen step {}, which it has applied already", s.setup.id,
+                  step);
+    return;
+  }
+  for (auto it = s.inflight.begin(); it != s.inflight.end();) {
+    if (std::get<0>(it->first) < step) {
+      ++it;
+      continue;
+    }
+    if (it->second.to) s.next.release(*it->second.to);
+    it = s.inflight.erase(it);
+  }
+  s.outbox.erase(
+      std::remove_if(s.outbox.begin(), s.outbox.end(),
+                     [&](const worker_state::Outgoing& o) { return std::get<0>(o.key) >= step; }),
+      s.outbox.end());
+  s.accumulated.clear();
+  for (uint32_t mb = 0; mb < static_cast<uint32_t>(s.setup.ctx->config.train.micro_batches); ++mb) {
+    auto& f = s.min_attempt[{step, mb}];
+    f = std::max(f, floor);
+  }
+  s.samples = 0;
+  s.sum_pending = false;
+  s.optimizer->zero_grad();
+}
+
 void on_round(Self* self, const Frame& frame) {
   auto& s = self->state;
   messages::RoundHeader h;
@@ -477,7 +508,20 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](apply_atom, uint64_t step, double lr, double coef) {
         auto& s = self->state;
         const auto& ctx = *s.setup.ctx;
-        if (step != s.step) return;
+        // A restarted tracker sends the step's apply again (its predecessor died while the
+        // workers applied): taken once; a worker that has taken it says so again, unless its
+        // round is still open (it reports when the round answers).
+        if (step <= s.applied_step) {
+          if (!s.pending_round) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+          return;
+        }
+        if (step != s.step) {
+          // It did not reduce this step (it joined or restarted while the tracker was
+          // being restarted): it took no data, so there is nothing to apply.
+          self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+          return;
+        }
+        s.applied_step = step;
         if (coef < 0)
           model::clip_grad_norm(s.params, ctx.config.train.grad_clip);  // local clip
         else
@@ -527,6 +571,12 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](cancel_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
         cancel(self, step, mb, attempt);
         return self->state.accumulated.count({step, mb}) > 0;
+      },
+      // A restarted tracker opens `step` again from its first micro-batch, with attempts from
+      // `floor`: everything this worker did in it is dropped (no worker has applied it).
+      [=](reset_atom, uint64_t step, uint32_t floor) {
+        reset_step(self, step, floor);
+        return true;
       },
       // This worker's state for a restarted or joining peer (asked between steps).
       [=](state_atom) {

@@ -84,6 +84,7 @@ struct worker_state {
   std::mt19937_64 chaos_rng;
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> min_attempt;
   uint64_t step = 0;           // step being reduced/applied
+  uint64_t applied_step = 0;   // the last step whose optimizer step this worker took
   model::NamedTensors anchor;  // DiLoCo: θ(t-1), the global parameters of the last round
   model::NamedTensors last_grads;
   uint64_t round = 0;  // DiLoCo: next round id

@@ -117,6 +117,37 @@ void start_step(Self* self);
 void start_eval(Self* self);
 void start_saving(Self* self);
 void after_step(Self* self);
+void after_close(Self* self);
+void send_apply(Self* self);
+
+// Writes where a restarted tracker would continue (see TrackerStore).
+void record(Self* self, TrackerStore::Phase phase) {
+  auto& s = self->state;
+  if (!s.setup.store) return;
+  auto& st = *s.setup.store;
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.phase = phase;
+  st.step = s.step;
+  st.first_step = s.first_step;
+  st.run_start = s.run_start;
+  st.step_start = s.step_start;
+  if (phase == TrackerStore::Phase::closed) st.report = s.report;
+  if (phase == TrackerStore::Phase::applying) {
+    st.lr = s.lr;
+    st.loss = s.step_loss;
+    st.completed = s.step_completed;
+    st.duplicates = s.duplicates;
+    st.extra_samples = s.extra_samples;
+    st.missing_samples = s.missing_samples;
+    st.samples = s.samples;
+  }
+}
+
+// Fault injection at named points of a step (chaos.kill_at_step, chaos.kill_at_phase).
+void tell_chaos(Self* self, const char* phase) {
+  auto& s = self->state;
+  if (s.setup.chaos) self->send(s.setup.chaos, step_atom::value, s.step, std::string(phase));
+}
 
 void finish_run(Self* self) {
   auto& s = self->state;
@@ -129,12 +160,10 @@ void finish_step(Self* self) {
   const auto& cfg = s.setup.ctx->config;
   const auto now = tracker_state::Clock::now();
   const double secs = std::chrono::duration<double>(now - s.step_start).count();
-  double loss = 0;
-  for (const auto& m : s.micro) loss += m.loss;
-  loss /= static_cast<double>(s.micro.size());
+  const double loss = s.step_loss;
   s.report.losses.push_back(loss);
   s.report.step_seconds.push_back(secs);
-  s.report.completed.push_back(static_cast<int64_t>(s.micro.size()));
+  s.report.completed.push_back(s.step_completed);
   s.report.duplicates.push_back(s.duplicates);
   s.report.extra_samples.push_back(s.extra_samples);
   s.report.missing_samples.push_back(s.missing_samples);
@@ -179,6 +208,14 @@ void finish_step(Self* self) {
     spdlog::info("step {} completed {:.2f} s after the fault", s.step, took);
     s.fault_at.reset();
   }
+  record(self, TrackerStore::Phase::closed);
+  after_close(self);
+}
+
+// What follows a closed step: a periodic checkpoint, an evaluation, the next step.
+void after_close(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
   if (s.setup.run && cfg.checkpoint.every_steps > 0 &&
       s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0 &&
       static_cast<int64_t>(s.step) != cfg.train.steps)
@@ -246,6 +283,7 @@ void close_step(Self* self) {
   s.sqnorms.clear();
   s.samples.clear();
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
+  tell_chaos(self, "reduce");
 }
 
 // Each micro-batch's counted attempt names one worker per stage (its route); each of those
@@ -283,10 +321,23 @@ void maybe_apply(Self* self) {
     coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
   }
   account_samples(s);
+  s.step_loss = 0;
+  for (const auto& m : s.micro) s.step_loss += m.loss;
+  s.step_loss /= static_cast<double>(s.micro.size());
+  s.step_completed = static_cast<int64_t>(s.micro.size());
+  s.coef = coef;
+  // Written before any worker takes the step: a restarted tracker sends this apply again.
+  record(self, TrackerStore::Phase::applying);
+  send_apply(self);
+}
+
+void send_apply(Self* self) {
+  auto& s = self->state;
   s.phase = Phase::applying;
   s.applied.clear();
   for (const auto& [id, handle] : s.by_id)
-    self->send(handle, apply_atom::value, s.step, s.lr, coef);
+    self->send(handle, apply_atom::value, s.step, s.lr, s.coef);
+  tell_chaos(self, "apply");
 }
 
 void maybe_finish_step(Self* self) {
@@ -393,15 +444,14 @@ void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tr
 }
 
 // What a worker (re)starting at stage `stage` loads (see the header).
-caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id) {
+caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id,
+                                             const caf::actor_addr& sender) {
   auto& s = self->state;
   const auto& ctx = *s.setup.ctx;
   // The workers the run starts with (they may ask after step 1 has begun: they are members
   // already) start from the resumed checkpoint or the initialization every replica shares.
-  const auto sender = self->current_sender();
   bool member = false;
-  for (const auto& [wid, handle] : s.by_id)
-    member |= sender && handle.address() == caf::actor_cast<caf::actor_addr>(sender);
+  for (const auto& [wid, handle] : s.by_id) member |= sender && handle.address() == sender;
   const bool initial = s.step == s.first_step || member;
   if (s.setup.resume && initial) {
     try {
@@ -445,18 +495,78 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
 }
 
 void request_batch(Self* self, uint32_t mb);
+void open_step(Self* self);
+
+// Every worker drops what it did in the step a lost tracker had opened, then every
+// averager its partial sum (after the workers: a gradient a worker sent before its reset
+// reaches the averager before the averager's reset), then the step opens again.
+void reset_averagers(Self* self) {
+  auto& s = self->state;
+  const uint64_t step = s.step;
+  s.averager_resets = 0;
+  for (const auto& a : s.setup.averagers)
+    if (a) ++s.averager_resets;
+  if (s.averager_resets == 0) return open_step(self);
+  auto answered = [=] {
+    auto& s = self->state;
+    if (s.phase == Phase::resetting && s.step == step && --s.averager_resets == 0) open_step(self);
+  };
+  for (const auto& a : s.setup.averagers)
+    if (a)
+      self->request(a, std::chrono::seconds(30), reset_atom::value, step)
+          .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
+}
+
+void maybe_reset_done(Self* self) {
+  auto& s = self->state;
+  if (s.phase == Phase::resetting && s.resetting.empty() && s.averager_resets == 0)
+    reset_averagers(self);
+}
+
+void reset_workers(Self* self) {
+  auto& s = self->state;
+  s.phase = Phase::resetting;
+  const uint64_t step = s.step;
+  spdlog::warn("step tracker (restarted): opening step {} again from its first micro-batch", step);
+  s.resetting.clear();
+  s.averager_resets = 0;
+  for (const auto& [id, handle] : s.by_id) s.resetting.insert(id);
+  for (const auto& [id, handle] : s.by_id) {
+    const uint32_t wid = id;
+    auto answered = [=] {
+      auto& s = self->state;
+      if (s.phase != Phase::resetting || s.step != step || s.resetting.erase(wid) == 0) return;
+      maybe_reset_done(self);
+    };
+    self->request(handle, std::chrono::seconds(30), reset_atom::value, step, s.attempt_base)
+        .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
+  }
+  maybe_reset_done(self);
+}
 
 void start_step(Self* self) {
   auto& s = self->state;
-  const auto& cfg = s.setup.ctx->config;
   serve_state_requests(self);  // before the peers take this step
   adopt_membership(self);
   ++s.step;
-  if (s.setup.chaos) self->send(s.setup.chaos, step_atom::value, s.step);
+  s.step_start = tracker_state::Clock::now();
+  record(self, TrackerStore::Phase::opened);
+  if (s.reopen) {
+    s.reopen = false;
+    return reset_workers(self);
+  }
+  open_step(self);
+}
+
+void open_step(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
+  tell_chaos(self, "start");
   s.phase = Phase::running;
   s.step_start = tracker_state::Clock::now();
   s.lr = model::lr_at(static_cast<int64_t>(s.step), cfg.train);
   s.micro.assign(static_cast<size_t>(cfg.train.micro_batches), {});
+  for (auto& m : s.micro) m.attempt = s.attempt_base;
   s.duplicates = 0;
   s.waiting.clear();
   for (uint32_t mb = 0; mb < s.micro.size(); ++mb) request_batch(self, mb);
@@ -640,7 +750,67 @@ void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const 
     case Phase::evaluating:
       start_eval(self);  // again, through live workers
       break;
+    case Phase::resetting:
+      s.resetting.erase(id);
+      maybe_reset_done(self);
+      break;
     case Phase::idle:
+      break;
+  }
+}
+
+// A tracker started by its supervisor after its predecessor was lost takes the run's
+// progress from the store (see TrackerStore); the membership comes from the supervisor.
+void restore(Self* self) {
+  auto& s = self->state;
+  auto& st = *s.setup.store;
+  std::lock_guard<std::mutex> lock(st.mu);
+  s.attempt_base = st.incarnation++ << 16;
+  if (st.phase == TrackerStore::Phase::none) return;
+  s.restored = st.phase;
+  s.step = st.step;
+  s.first_step = st.first_step;
+  s.run_start = st.run_start;
+  s.step_start = st.step_start;
+  s.report = st.report;
+  if (st.phase == TrackerStore::Phase::applying) {
+    s.lr = st.lr;
+    s.coef = st.coef;
+    s.step_loss = st.loss;
+    s.step_completed = st.completed;
+    s.duplicates = st.duplicates;
+    s.extra_samples = st.extra_samples;
+    s.missing_samples = st.missing_samples;
+    s.samples = st.samples;
+  }
+}
+
+// Continues the run where the lost tracker was (see TrackerStore).
+void continue_run(Self* self) {
+  auto& s = self->state;
+  const auto phase = *s.restored;
+  s.restored.reset();
+  s.fault_at = tracker_state::Clock::now();
+  switch (phase) {
+    case TrackerStore::Phase::opened:
+      spdlog::warn("step tracker (restarted): step {} was open", s.step);
+      --s.step;
+      s.reopen = true;
+      start_step(self);
+      break;
+    case TrackerStore::Phase::applying:
+      spdlog::warn("step tracker (restarted): the workers were applying step {}: sent again",
+                   s.step);
+      adopt_membership(self);
+      send_apply(self);
+      maybe_finish_step(self);
+      break;
+    case TrackerStore::Phase::closed:
+      spdlog::warn("step tracker (restarted): step {} was closed", s.step);
+      adopt_membership(self);
+      after_close(self);
+      break;
+    case TrackerStore::Phase::none:
       break;
   }
 }
@@ -661,6 +831,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
     s.step = swarm_checkpoint_step(*s.setup.resume, s.setup.resume_origin);
     s.first_step = s.step;
   }
+  if (s.setup.store) restore(self);
   // A worker that goes down leaves the swarm and the step goes on without it; its supervisor
   // (if any) restarts it and it comes back through a membership update.
   self->set_down_handler([=](const caf::down_msg& down) {
@@ -678,6 +849,9 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
       if (handle.address() == down.source) {
         if (s.phase == Phase::idle) {  // between runs workers may stop
           s.dead.insert(down.source);
+          // A restarted tracker learns its membership before the run goes on: a worker of it
+          // that is gone already stays out.
+          if (s.restored) on_worker_lost(self, id, down.source, down.reason);
           return;
         }
         return on_worker_lost(self, id, down.source, down.reason);
@@ -772,7 +946,13 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
         auto& s = self->state;
         if (s.step == step && mb < s.micro.size() && !s.micro[mb].ready) request_batch(self, mb);
       },
-      [=](state_atom, uint32_t stage, uint32_t id) { return state_for(self, stage, id); },
+      [=](state_atom, uint32_t stage, uint32_t id) {
+        return state_for(self, stage, id, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      },
+      // The same, asked by the tracker supervisor for worker `who`.
+      [=](state_atom, uint32_t stage, uint32_t id, const caf::actor& who) {
+        return state_for(self, stage, id, who.address());
+      },
       [=](state_atom, uint64_t key, int tries) {
         auto& s = self->state;
         auto it = s.asks.find(key);
@@ -797,8 +977,12 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
       [=](run_atom) -> caf::result<messages::RunReport> {
         auto& s = self->state;
         s.promise = self->make_response_promise<messages::RunReport>();
-        s.run_start = tracker_state::Clock::now();
-        start_step(self);
+        if (!s.restored) {
+          s.run_start = tracker_state::Clock::now();
+          start_step(self);
+          return s.promise;
+        }
+        continue_run(self);
         return s.promise;
       },
       [=](loss_atom, uint64_t step, uint32_t mb, uint32_t attempt, double loss,

@@ -22,6 +22,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -33,6 +34,30 @@
 #include "model/run_dir.hpp"
 
 namespace swarmrt::actors {
+
+// What a restarted tracker continues from, kept outside the tracker actor (like a DiLoCo
+// group's store) by the tracker supervisor. The tracker writes it when it opens a step, when
+// it has decided a step's apply (before any worker takes it) and when it has closed a step.
+// A tracker lost while a step runs or reduces opens that step again from its first
+// micro-batch (no worker has applied it); one lost while the workers apply sends the same
+// apply again (taken once by each worker); one lost after closing a step does what follows it.
+struct TrackerStore {
+  using Clock = std::chrono::steady_clock;
+  enum class Phase { none, opened, applying, closed };
+  std::mutex mu;
+  uint32_t incarnation = 0;  // trackers started so far; attempts start at incarnation << 16
+  Phase phase = Phase::none;
+  uint64_t step = 0;  // the step `phase` is about
+  uint64_t first_step = 0;
+  Clock::time_point run_start, step_start;
+  messages::RunReport report;  // through the last closed step
+  // The apply of `step` (phase applying): what the workers are told and what the step's record
+  // will say.
+  double lr = 0, coef = -1, loss = 0;
+  int64_t completed = 0, duplicates = 0, extra_samples = 0, missing_samples = 0;
+  std::map<uint32_t, int64_t> samples;
+};
+using TrackerStorePtr = std::shared_ptr<TrackerStore>;
 
 struct TrackerSetup {
   ContextPtr ctx;
@@ -46,7 +71,8 @@ struct TrackerSetup {
   std::vector<GroupStorePtr> group_stores;  // per stage (DiLoCo), saved in checkpoints
   std::optional<model::Checkpoint> resume;  // continue from this swarm checkpoint
   std::string resume_origin;
-  caf::actor chaos;  // optional: told when each step starts
+  caf::actor chaos;       // optional: told when each step starts
+  TrackerStorePtr store;  // optional: where a restarted tracker continues from
 };
 
 struct tracker_state {
@@ -90,7 +116,23 @@ struct tracker_state {
   int64_t extra_samples = 0, missing_samples = 0;  // see RunReport
   std::set<uint32_t> applied;
   double lr = 0;
-  enum class Phase { idle, running, reducing, applying, saving, evaluating } phase = Phase::idle;
+  double coef = -1;            // the step's clip coefficient (-1: each replica clips its own)
+  double step_loss = 0;        // mean micro-batch loss of the step being applied
+  int64_t step_completed = 0;  // its micro-batches
+  enum class Phase {
+    idle,
+    resetting,  // a restarted tracker: every worker drops what it did in the reopened step
+    running,
+    reducing,
+    applying,
+    saving,
+    evaluating
+  } phase = Phase::idle;
+  uint32_t attempt_base = 0;  // first attempt of every micro-batch (see TrackerStore)
+  bool reopen = false;        // the next step opened is one a lost tracker opened
+  std::optional<TrackerStore::Phase> restored;  // where this (restarted) tracker continues
+  std::set<uint32_t> resetting;                 // workers whose reset answer is awaited
+  size_t averager_resets = 0;                   // averager answers awaited
 
   std::vector<model::Batch> val;
   std::vector<double> val_losses;

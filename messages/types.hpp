@@ -186,6 +186,7 @@ using slow_atom = caf::atom_constant<caf::atom("slow")>;            // chaos: sl
 using faults_atom = caf::atom_constant<caf::atom("faults")>;        // ask for fault counters
 using step_atom = caf::atom_constant<caf::atom("step")>;            // tracker: a step starts
 using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: watch a supervisor
+using reset_atom = caf::atom_constant<caf::atom("reset")>;          // restarted tracker: reopen
 }  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {

@@ -71,8 +71,12 @@ const std::vector<Field>& fields() {
                     "compute of chaos.slow_worker takes this many times longer"),
       SWARMRT_FIELD(
           chaos, kill,
-          "actor name (worker:1001), kind (worker, group, loader, averager, any) or node"),
-      SWARMRT_FIELD(chaos, kill_at_step, "kill chaos.kill when this step starts, 0 = never"),
+          "actor name (worker:1001, tracker), kind (worker, group, loader, averager, tracker, "
+          "any) or node"),
+      SWARMRT_FIELD(chaos, kill_at_step,
+                    "kill chaos.kill in this step (see kill_at_phase), 0 = never"),
+      SWARMRT_FIELD(chaos, kill_at_phase,
+                    "where in chaos.kill_at_step: start, reduce (all micro-batches done) or apply"),
       SWARMRT_FIELD(chaos, kill_every_s, "kill chaos.kill every this many seconds, 0 = never"),
       SWARMRT_FIELD(chaos, kill_limit, "at most this many timed kills, 0 = no limit"),
       SWARMRT_FIELD(chaos, seed, "seed of the victims' draw"),
@@ -356,7 +360,7 @@ void validate(const RunConfig& c, const std::string& origin) {
   {
     const auto& k = c.chaos.kill;
     const bool kind = k.empty() || k == "worker" || k == "group" || k == "loader" ||
-                      k == "averager" || k == "any" || k == "node";
+                      k == "averager" || k == "tracker" || k == "any" || k == "node";
     const auto colon = k.find(':');
     const bool named = colon != std::string::npos && colon + 1 < k.size() &&
                        (k.substr(0, colon) == "worker" || k.substr(0, colon) == "group" ||
@@ -364,10 +368,14 @@ void validate(const RunConfig& c, const std::string& origin) {
                        k.find_first_not_of("0123456789", colon + 1) == std::string::npos;
     if (!kind && !named)
       fail("chaos.kill",
-           "must be worker, group, loader, averager, any, node or a name such as worker:1001, "
-           "not '" +
+           "must be worker, group, loader, averager, tracker, any, node or a name such as "
+           "worker:1001, not '" +
                k + "'");
   }
+  if (c.chaos.kill_at_phase != "start" && c.chaos.kill_at_phase != "reduce" &&
+      c.chaos.kill_at_phase != "apply")
+    fail("chaos.kill_at_phase",
+         "must be start, reduce or apply, not '" + c.chaos.kill_at_phase + "'");
   if (c.chaos.kill_at_step < 0) fail("chaos.kill_at_step", "must be >= 0");
   if (c.chaos.kill_every_s < 0) fail("chaos.kill_every_s", "must be >= 0");
   if (c.chaos.kill_limit < 0) fail("chaos.kill_limit", "must be >= 0");

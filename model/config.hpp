@@ -80,14 +80,17 @@ struct ChaosConfig {
   double drop_fraction = 0;
   int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
   double slow_factor = 1.0;  // by this factor
-  // What to kill: an actor by name ("worker:1001", "group:0", "loader:0", "averager:0"), a
-  // random actor of a kind ("worker", "group", "loader", "averager", "any"), or "node" (a random
-  // node process, coordinator side).
+  // What to kill: an actor by name ("worker:1001", "group:0", "loader:0", "averager:0",
+  // "tracker"), a random actor of a kind ("worker", "group", "loader", "averager", "tracker",
+  // "any"), or "node" (a random node process, coordinator side).
   std::string kill;
-  int64_t kill_at_step = 0;  // once, when this step starts; 0: never
-  double kill_every_s = 0;   // repeatedly, every this many seconds; 0: never
-  int64_t kill_limit = 0;    // at most this many kills by kill_every_s; 0: no limit
-  int64_t seed = 1;          // picks the victims of kind kills
+  int64_t kill_at_step = 0;  // once, in this step; 0: never
+  // Where in that step: "start" (as it starts dispatching), "reduce" (every micro-batch has
+  // completed) or "apply" (the workers are told to take the optimizer step).
+  std::string kill_at_phase = "start";
+  double kill_every_s = 0;  // repeatedly, every this many seconds; 0: never
+  int64_t kill_limit = 0;   // at most this many kills by kill_every_s; 0: no limit
+  int64_t seed = 1;         // picks the victims of kind kills
 };
 
 // Restart policy of every supervisor (SPEC §7): a child that dies is restarted after a backoff

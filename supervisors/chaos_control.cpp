@@ -15,7 +15,8 @@ namespace {
 using tick_atom = caf::atom_constant<caf::atom("chaostick")>;
 
 bool is_kind(const std::string& t) {
-  return t == "worker" || t == "group" || t == "loader" || t == "averager" || t == "any";
+  return t == "worker" || t == "group" || t == "loader" || t == "averager" || t == "tracker" ||
+         t == "any";
 }
 
 // Kills `target` here, or forwards it; returns what happened, for the log and the caller.
@@ -88,10 +89,16 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         spdlog::warn("chaos: {} now computes {}x slower", name, factor);
         return name + " slowed by " + std::to_string(factor);
       },
-      [=](step_atom, uint64_t step) {
-        const auto& c = self->state.setup.config;
-        if (!c.kill.empty() && c.kill_at_step > 0 && step == static_cast<uint64_t>(c.kill_at_step))
-          kill(self, c.kill, "chaos.kill_at_step = " + std::to_string(step));
+      [=](step_atom, uint64_t step, const std::string& phase) {
+        auto& s = self->state;
+        const auto& c = s.setup.config;
+        // Once: a restarted tracker that reaches the same point again is not killed again.
+        if (!c.kill.empty() && c.kill_at_step > 0 && !s.killed_at_step &&
+            step == static_cast<uint64_t>(c.kill_at_step) && phase == c.kill_at_phase) {
+          s.killed_at_step = true;
+          kill(self, c.kill,
+               "chaos.kill_at_step = " + std::to_string(step) + ", " + phase + " of the step");
+        }
       },
       [=](tick_atom) {
         auto& s = self->state;

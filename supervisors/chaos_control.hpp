@@ -7,7 +7,8 @@
 //
 //   (kill_atom, target)              -> std::string: what was killed, or why nothing was
 //   (slow_atom, name, factor)        -> std::string
-//   (step_atom, step)                   a step starts (schedule)
+//   (step_atom, step, phase)            the tracker reached a point of a step (schedule):
+//                                       "start", "reduce", "apply"
 //   (faults_atom)                    -> uint64_t kills so far
 #pragma once
 
@@ -36,6 +37,7 @@ struct chaos_state {
   std::mt19937_64 rng;
   uint64_t kills = 0;
   uint64_t timed = 0;
+  bool killed_at_step = false;  // chaos.kill_at_step fired
   static inline const char* name = "chaos";
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include "actors/swarm_checkpoint.hpp"
@@ -71,8 +72,13 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
   EXPECT_GE(faulty.restarts, 1u);
   EXPECT_NEAR(faulty.report.val_loss, clean.report.val_loss, 0.05 * clean.report.val_loss);
-  EXPECT_NEAR(faulty.report.losses.back(), clean.report.losses.back(),
-              0.05 * clean.report.losses.back());
+  // The training loss over the last round (one step's loss of a replica that lost its inner
+  // progress varies by several percent from run to run; measured 1 in ~40 above 5%).
+  auto last_round = [](const std::vector<double>& l) {
+    return std::accumulate(l.end() - 5, l.end(), 0.0) / 5;
+  };
+  EXPECT_NEAR(last_round(faulty.report.losses), last_round(clean.report.losses),
+              0.05 * last_round(clean.report.losses));
   const auto metrics = dir.path / "metrics.jsonl";
   EXPECT_FALSE(lines_with(metrics, R"("kind":"injected")").empty());
   EXPECT_FALSE(lines_with(metrics, R"("kind":"worker_lost")").empty());
@@ -100,6 +106,86 @@ TEST(Faults, AveragerKilledIsRestartedAndTheRunIsUnchanged) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+}
+
+// The step tracker killed at a named point of step 3 (as the step starts, once every
+// micro-batch has completed, as the workers are told to apply): its supervisor starts a new
+// tracker, which continues from the tracker store: it opens the step again (no worker has
+// applied it) or sends the same apply again (each worker takes it once). In swarm mode the
+// step's gradient does not depend on routing, so the run equals the fault-free one.
+class TrackerKilled : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrackerKilled, RunIsUnchanged) {
+  auto config = micro_run("swarm", 2, 2, 6);
+  // Unclipped: a reopened step's gradient taken on top of the first one (the same gradient)
+  // would change the update; clipped to the same norm, it would not.
+  config.train.grad_clip = 0;
+  const auto clean = run(config);
+  config.chaos.kill = "tracker";
+  config.chaos.kill_at_step = 3;
+  config.chaos.kill_at_phase = GetParam();
+  TempDir dir;
+  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  const auto faulty = run(config, o);
+  EXPECT_EQ(faulty.kills, 1u);
+  EXPECT_GE(faulty.restarts, 1u);
+  ASSERT_EQ(faulty.report.losses.size(), clean.report.losses.size());
+  for (size_t i = 0; i < clean.report.losses.size(); ++i)
+    EXPECT_NEAR(faulty.report.losses[i], clean.report.losses[i], 1e-4) << "step " << i + 1;
+  EXPECT_NEAR(faulty.report.val_loss, clean.report.val_loss, 1e-4);
+  expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
+  // The parameters, too (Adam's update hides a doubled gradient from the losses).
+  ASSERT_EQ(faulty.params.size(), clean.params.size());
+  double worst = 0;
+  for (size_t i = 0; i < clean.params.size(); ++i)
+    worst = std::max(worst,
+                     (faulty.params[i].second - clean.params[i].second).abs().max().item<double>());
+  std::cerr << "largest parameter difference to the fault-free run: " << worst << "\n";
+  EXPECT_LT(worst, 1e-5);
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    const auto& a = faulty.worker_params.at(actors::worker_id(stage, 0));
+    const auto& b = faulty.worker_params.at(actors::worker_id(stage, 1));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  const auto metrics = dir.path / "metrics.jsonl";
+  EXPECT_EQ(lines_with(metrics, R"("kind":"tracker")").size(), 1u);
+  EXPECT_EQ(lines_with(metrics, R"("actor":"tracker","event":"recovered","kind":"restart")").size(),
+            1u);
+  // One record per step: the step the lost tracker had open is recorded once.
+  EXPECT_EQ(lines_with(metrics, R"("event":"step")").size(), 6u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Phases, TrackerKilled, ::testing::Values("start", "reduce", "apply"));
+
+// The tracker killed while the workers apply the step that closes DiLoCo round 0: every
+// group applies each round once, in order, and the replicas agree after the rounds.
+TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
+  auto config = micro_run("diloco-swarm", 2, 2, 8);
+  config.diloco.inner_steps = 4;
+  const auto clean = run(config);
+  config.chaos.kill = "tracker";
+  config.chaos.kill_at_step = 4;
+  config.chaos.kill_at_phase = "apply";
+  const auto faulty = run(config);
+  EXPECT_EQ(faulty.kills, 1u);
+  EXPECT_GE(faulty.restarts, 1u);
+  ASSERT_EQ(faulty.report.losses.size(), 8u);
+  expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
+  EXPECT_EQ(faulty.applied_rounds.at(0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(faulty.applied_rounds.at(1), (std::vector<uint64_t>{0, 1}));
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    const auto& a = faulty.worker_params.at(actors::worker_id(stage, 0));
+    const auto& b = faulty.worker_params.at(actors::worker_id(stage, 1));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_NEAR(faulty.report.losses.back(), clean.report.losses.back(),
+              0.05 * clean.report.losses.back());
 }
 
 // Lost messages ([chaos] drop_fraction): micro-batch hops between workers vanish on the way.
