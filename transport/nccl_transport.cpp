@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace swarmrt::transport {
 namespace {
@@ -50,8 +52,9 @@ std::vector<uint8_t> nccl_unique_id() {
                               reinterpret_cast<uint8_t*>(&id) + sizeof(id));
 }
 
-NcclComm::NcclComm(const std::vector<uint8_t>& unique_id, int ranks, int rank, int device)
-    : device_(device), rank_(rank) {
+NcclComm::NcclComm(const std::vector<uint8_t>& unique_id, int ranks, int rank, int device,
+                   double timeout_s)
+    : device_(device), rank_(rank), ranks_(ranks), timeout_s_(timeout_s) {
   if (unique_id.size() != sizeof(ncclUniqueId))
     throw NcclError("ncclUniqueId of " + std::to_string(unique_id.size()) + " bytes, expected " +
                     std::to_string(sizeof(ncclUniqueId)));
@@ -66,9 +69,32 @@ NcclComm::NcclComm(const std::vector<uint8_t>& unique_id, int ranks, int rank, i
   stream_ = stream;
   ncclUniqueId id;
   std::memcpy(&id, unique_id.data(), sizeof(id));
-  ncclComm_t comm;
-  check(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
-  comm_ = comm;
+  // ncclCommInitRank returns only when every rank has called it: it runs on a thread of its
+  // own, detached, so that a communicator given up on (a rank that never came) does not hold
+  // up its destructor.
+  auto joined = std::make_shared<std::promise<void*>>();
+  joined_ = joined->get_future();
+  std::thread([joined, id, ranks, rank, device] {
+    try {
+      check(cudaSetDevice(device), "cudaSetDevice");
+      ncclComm_t comm;
+      check(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
+      joined->set_value(comm);
+    } catch (...) {
+      joined->set_exception(std::current_exception());
+    }
+  }).detach();
+}
+
+void* NcclComm::comm() {
+  if (comm_) return comm_;
+  if (!joined_.valid()) throw NcclError("NCCL communicator: its join failed before");
+  if (joined_.wait_for(std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6))) !=
+      std::future_status::ready)
+    throw NcclError("NCCL communicator: not every rank joined within " +
+                    std::to_string(timeout_s_) + " s");
+  comm_ = joined_.get();  // rethrows the join's CommError
+  return comm_;
 }
 
 NcclComm::~NcclComm() {
@@ -76,6 +102,14 @@ NcclComm::~NcclComm() {
     reap(true);
   } catch (...) {
   }
+  if (!comm_ && joined_.valid() &&
+      joined_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    try {
+      comm_ = joined_.get();
+    } catch (...) {
+    }
+  }
+  // A join still waiting for a rank that never came is left to its thread.
   if (comm_) ncclCommDestroy(as_comm(comm_));
   if (stream_) cudaStreamDestroy(as_stream(stream_));
 }
@@ -95,9 +129,9 @@ void NcclComm::reap(bool wait_all) {
 void NcclComm::send(const at::Tensor& t, int peer) {
   reap(false);
   check(cudaSetDevice(device_), "cudaSetDevice");
-  auto c = t.contiguous();
+  auto c = t.to(at::Device(at::kCUDA, device_)).contiguous();
   check(ncclSend(c.data_ptr(), static_cast<size_t>(c.numel()), nccl_type(c.scalar_type()), peer,
-                 as_comm(comm_), as_stream(stream_)),
+                 as_comm(comm()), as_stream(stream_)),
         "ncclSend");
   cudaEvent_t done;
   check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
@@ -110,7 +144,7 @@ at::Tensor NcclComm::recv(const messages::TensorMeta& meta, int peer) {
   auto t = at::empty(meta.shape,
                      at::TensorOptions().dtype(meta.dtype).device(at::Device(at::kCUDA, device_)));
   check(ncclRecv(t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(meta.dtype), peer,
-                 as_comm(comm_), as_stream(stream_)),
+                 as_comm(comm()), as_stream(stream_)),
         "ncclRecv");
   check(cudaStreamSynchronize(as_stream(stream_)), "cudaStreamSynchronize");
   return t;
@@ -120,28 +154,9 @@ void NcclComm::all_reduce_sum(at::Tensor& t) {
   check(cudaSetDevice(device_), "cudaSetDevice");
   if (!t.is_contiguous()) throw NcclError("all-reduce needs a contiguous tensor");
   check(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                      nccl_type(t.scalar_type()), ncclSum, as_comm(comm_), as_stream(stream_)),
+                      nccl_type(t.scalar_type()), ncclSum, as_comm(comm()), as_stream(stream_)),
         "ncclAllReduce");
   check(cudaStreamSynchronize(as_stream(stream_)), "cudaStreamSynchronize");
-}
-
-void NcclTransport::send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
-                         messages::Frame frame) {
-  // Sends are enqueued before the header leaves, so the receiver's recv always finds them.
-  for (const auto& t : frame.tensors) comm_->send(t, peer_);
-  caf::unsafe_send_as(self, to, nccl_atom::value, static_cast<uint8_t>(kind),
-                      std::move(frame.header));
-}
-
-messages::Frame nccl_receive(NcclComm& comm, int peer, messages::FrameKind kind,
-                             const std::vector<uint8_t>& header) {
-  const auto metas = kind == messages::FrameKind::microbatch
-                         ? messages::decode_microbatch(header).tensors
-                         : messages::decode_round(header).tensors;
-  messages::Frame frame;
-  frame.header = header;
-  for (const auto& m : metas) frame.tensors.push_back(comm.recv(m, peer));
-  return frame;
 }
 
 }  // namespace swarmrt::transport

@@ -1,78 +1,64 @@
-// NCCL between CUDA devices (built with SWARMRT_WITH_NCCL). One communicator per stage-pair
-// link (two ranks) and one per DiLoCo group (one rank per worker). Its ncclUniqueId is made by
-// one side and travels to the others in a CAF message, as bytes. For a hop, the tensors go
-// with ncclSend/ncclRecv on the communicator's stream and the frame header still travels over
-// CAF as (nccl_atom, kind, header): the receiver learns from it what to receive (dtype,
-// shape) and keeps the order of hops. The CUDA runtime API is used directly (streams, events),
-// so this compiles against a CPU LibTorch as well; it runs only where a GPU is.
+// NCCL between CUDA devices (built with SWARMRT_WITH_NCCL): the Comm of comm.hpp for workers
+// whose tensors live on CUDA devices. One communicator per stage-pair link (two ranks) and one
+// per DiLoCo group (one rank per worker). Its ncclUniqueId is made by rank 0 and travels to
+// the others in a CAF message, as bytes. ncclCommInitRank blocks until every rank has called
+// it, so it runs on a thread of its own: rank 0 can send the id on at once, and the first
+// send, receive or all-reduce waits for it. The CUDA runtime API is used directly (streams,
+// events), so this compiles against a CPU LibTorch as well; it runs only where a GPU is.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 #include <deque>
+#include <future>
 #include <memory>
-#include <stdexcept>
 #include <vector>
 
-#include "transport/transport.hpp"
+#include "transport/comm.hpp"
 
 namespace swarmrt::transport {
 
-using nccl_atom = caf::atom_constant<caf::atom("nccl")>;
-
-struct NcclError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using NcclError = CommError;
 
 // A fresh ncclUniqueId as bytes, to send to the other ranks.
 std::vector<uint8_t> nccl_unique_id();
 
-class NcclComm {
+class NcclComm final : public Comm {
  public:
-  // Joins communicator `unique_id` as `rank` of `ranks` on CUDA device `device`. Every rank
-  // must call this (it blocks until all have); throws NcclError naming what failed.
-  NcclComm(const std::vector<uint8_t>& unique_id, int ranks, int rank, int device);
-  ~NcclComm();
+  // Joins communicator `unique_id` as `rank` of `ranks` on CUDA device `device`. The id and
+  // the device are checked here (CommError naming what is wrong); the join itself completes
+  // in the background within `timeout_s`.
+  NcclComm(const std::vector<uint8_t>& unique_id, int ranks, int rank, int device,
+           double timeout_s = 60);
+  ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
 
-  // Enqueues the send; `t` is kept alive until the stream has passed it.
-  void send(const at::Tensor& t, int peer);
+  const char* backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int ranks() const override { return ranks_; }
+  // Enqueues the send on the communicator's stream; `t` is kept alive until the stream has
+  // passed it.
+  void send(const at::Tensor& t, int peer) override;
   // Receives a tensor described by `meta` from `peer` and waits for it.
-  at::Tensor recv(const messages::TensorMeta& meta, int peer);
+  at::Tensor recv(const messages::TensorMeta& meta, int peer) override;
   // Sums `t` over every rank, in place (the DiLoCo group's pseudo-gradient all-reduce).
-  void all_reduce_sum(at::Tensor& t);
+  void all_reduce_sum(at::Tensor& t) override;
   int device() const { return device_; }
-  int rank() const { return rank_; }
 
  private:
+  void* comm();  // waits for the join; throws CommError
   void reap(bool wait_all);
   struct Pending {
     void* event;
     at::Tensor keep;
   };
-  void* comm_ = nullptr;    // ncclComm_t
-  void* stream_ = nullptr;  // cudaStream_t
+  std::future<void*> joined_;  // the ncclComm_t, once every rank has joined
+  void* comm_ = nullptr;       // ncclComm_t
+  void* stream_ = nullptr;     // cudaStream_t
   int device_ = 0;
   int rank_ = 0;
+  int ranks_ = 0;
+  double timeout_s_ = 60;
   std::deque<Pending> pending_;
 };
-
-// A link to one peer over a two-rank communicator.
-class NcclTransport final : public Transport {
- public:
-  NcclTransport(std::shared_ptr<NcclComm> comm, int peer_rank)
-      : comm_(std::move(comm)), peer_(peer_rank) {}
-  const char* name() const override { return "nccl"; }
-  void send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
-            messages::Frame frame) override;
-
- private:
-  std::shared_ptr<NcclComm> comm_;
-  int peer_;
-};
-
-// The receiving side: the header came over CAF, the tensors come over `comm` from `peer`.
-messages::Frame nccl_receive(NcclComm& comm, int peer, messages::FrameKind kind,
-                             const std::vector<uint8_t>& header);
 
 }  // namespace swarmrt::transport

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include "transport/comm.hpp"
 #include "transport/nccl_transport.hpp"
 
 using namespace swarmrt;

@@ -1,0 +1,131 @@
+// The TCP communicator over 127.0.0.1, the CPU backend of the communicator interface the
+// NCCL one shares: every dtype both ways over a two-rank link, an all-reduce over three ranks,
+// and the ways a link goes wrong (a malformed id, a tensor that disagrees with its header, a
+// peer that is gone, a rank that never joins), each a CommError that says what happened.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <thread>
+
+#include "messages/frame.hpp"
+#include "transport/comm.hpp"
+#include "transport/tcp_comm.hpp"
+
+using namespace swarmrt;
+using transport::CommError;
+using transport::CommOptions;
+
+namespace {
+
+CommOptions quick(double timeout_s = 10) {
+  CommOptions o;
+  o.timeout_s = timeout_s;
+  return o;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CommError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(TcpComm, EveryDtypeTravelsBothWaysBitForBit) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  auto other = transport::join_comm("tcp", id, 2, 1, quick());
+  EXPECT_STREQ(root->backend(), "tcp");
+  EXPECT_EQ(other->rank(), 1);
+  std::vector<at::Tensor> ts = {at::randn({3, 5}), at::randn({7}).to(at::kBFloat16),
+                                at::randn({2, 2, 2}).to(at::kHalf),
+                                at::randint(0, 256, {4, 9}, at::kLong),
+                                at::randn({1024, 1024})};  // 4 MiB, more than a socket buffer holds
+  for (const auto& t : ts) root->send(t, 1);
+  for (const auto& t : ts) {
+    auto got = other->recv(transport::meta_of(t), 0);
+    EXPECT_TRUE(at::equal(got, t)) << c10::toString(t.scalar_type());
+  }
+  // Back the other way, non-contiguous: sent as its contiguous copy.
+  auto back = at::randn({6, 4}).t();
+  other->send(back, 0);
+  EXPECT_TRUE(at::equal(root->recv(transport::meta_of(back), 1), back));
+}
+
+TEST(TcpComm, AFrameGoesAsHeaderAndTensors) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  auto other = transport::join_comm("tcp", id, 2, 1, quick());
+  messages::MicroBatchHeader h;
+  h.step = 3;
+  h.micro_batch = 2;
+  h.samples = 4;
+  auto frame =
+      messages::make_frame(h, {at::randn({4, 8, 16}), at::randint(0, 256, {4, 8}, at::kLong)});
+  transport::send_frame_tensors(*root, frame, 1);
+  auto got = transport::receive_frame(*other, 0, messages::FrameKind::microbatch, frame.header);
+  ASSERT_EQ(got.tensors.size(), 2u);
+  EXPECT_EQ(messages::open_frame(got).step, 3u);
+  EXPECT_TRUE(at::equal(got.tensors[0], frame.tensors[0]));
+  EXPECT_TRUE(at::equal(got.tensors[1], frame.tensors[1]));
+}
+
+TEST(TcpComm, AllReduceSumsOverThreeRanksAndEveryRankGetsTheSameBits) {
+  auto [root, id] = transport::create_comm("tcp", 3, quick());
+  auto r1 = transport::join_comm("tcp", id, 3, 1, quick());
+  auto r2 = transport::join_comm("tcp", id, 3, 2, quick());
+  std::vector<at::Tensor> x = {at::randn({100}), at::randn({100}), at::randn({100})};
+  const auto expected = x[0] + x[1] + x[2];
+  std::vector<at::Tensor> got = {x[0].clone(), x[1].clone(), x[2].clone()};
+  std::thread t1([&] { r1->all_reduce_sum(got[1]); });
+  std::thread t2([&] { r2->all_reduce_sum(got[2]); });
+  root->all_reduce_sum(got[0]);
+  t1.join();
+  t2.join();
+  EXPECT_TRUE(at::allclose(got[0], expected, 1e-6, 1e-6));
+  EXPECT_TRUE(at::equal(got[0], got[1]));
+  EXPECT_TRUE(at::equal(got[0], got[2]));
+}
+
+TEST(TcpComm, AMalformedIdOrRankIsRefused) {
+  EXPECT_NE(error_of([] {
+              transport::join_comm("tcp", {1, 2, 3}, 2, 1, quick());
+            }).find("malformed id"),
+            std::string::npos);
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  EXPECT_NE(error_of([&] { transport::join_comm("tcp", id, 2, 0, quick()); }).find("cannot join"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              transport::create_comm("carrier-pigeon", 2, quick());
+            }).find("'carrier-pigeon' is not built"),
+            std::string::npos);
+}
+
+TEST(TcpComm, ATensorThatDisagreesWithItsHeaderIsRefused) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  auto other = transport::join_comm("tcp", id, 2, 1, quick());
+  root->send(at::randn({10}), 1);
+  auto meta = transport::meta_of(at::randn({12}));  // the header says 12 floats
+  const auto why = error_of([&] { other->recv(meta, 0); });
+  EXPECT_NE(why.find("40 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("48 bytes"), std::string::npos) << why;
+  // The stream is out of step after that: the link says so from now on.
+  EXPECT_FALSE(error_of([&] { other->recv(meta, 0); }).empty());
+}
+
+TEST(TcpComm, APeerThatIsGoneIsAnErrorNotAHang) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  auto other = transport::join_comm("tcp", id, 2, 1, quick());
+  other->send(at::ones({1}), 0);
+  EXPECT_TRUE(at::equal(root->recv(transport::meta_of(at::ones({1})), 1), at::ones({1})));
+  other.reset();  // the peer's process is gone
+  const auto why = error_of([&] { root->recv(transport::meta_of(at::ones({4})), 1); });
+  EXPECT_NE(why.find("closed the connection"), std::string::npos) << why;
+}
+
+TEST(TcpComm, ARankThatNeverJoinsTimesOut) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick(0.5));
+  const auto why = error_of([&] { root->recv(transport::meta_of(at::ones({1})), 1); });
+  EXPECT_NE(why.find("0 of 1 ranks joined"), std::string::npos) << why;
+}
