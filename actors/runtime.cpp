@@ -196,7 +196,7 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
     // The restarted worker keeps its id; it takes its stage's state before it takes work.
     child.on_restart = [announce, ws, endpoint](const caf::actor& h) {
       caf::anon_send(announce, restarted_atom::value,
-                     messages::Member{ws.id, ws.stage, h, endpoint});
+                     messages::Member{ws.id, ws.stage, h, endpoint, ws.device});
     };
     child.current = child.start();
     members.push_back({ws.id, ws.stage, child.current, endpoint});
@@ -273,8 +273,9 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
                    [&](const caf::error&) {});
       self->request(w.handle, caf::infinite, stats_atom::value)
           .receive(
-              [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t) {
+              [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t, uint64_t linked) {
                 result.forwards[id] = forwards;
+                result.comm_frames += linked;
                 result.rejected[id] = rejected;
                 result.report.rejected_frames += rejected;
               },

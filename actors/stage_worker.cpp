@@ -38,6 +38,11 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   bytes.add(kind, messages::payload_bytes(ts));
   auto frame = messages::make_frame(std::move(h), std::move(ts));
   bytes.add(Traffic::control, frame.header.size());
+  const auto device = s.device_of.find(to.address());
+  if (s.links.send(self, to, device == s.device_of.end() ? nullptr : &device->second,
+                   messages::FrameKind::microbatch, frame))
+    return;
+  for (auto& t : frame.tensors) t = t.to(at::kCPU);  // frames carry host memory
   transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
 }
 
@@ -201,6 +206,7 @@ void report_norm(Self* self) {
 void send_gradient(Self* self) {
   auto& s = self->state;
   auto grads = grads_or_zeros(s.params);
+  for (auto& g : grads) g = g.to(at::kCPU);  // the averager sums in host memory
   s.setup.ctx->bytes->add(Traffic::gradients, messages::payload_bytes(grads));
   s.sum_pending = true;
   self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples,
@@ -211,7 +217,7 @@ void load_global(Self* self, const messages::Frame& f, const messages::RoundHead
   auto& s = self->state;
   model::NamedTensors theta;
   for (size_t i = 0; i < f.tensors.size(); ++i)
-    theta.emplace_back(h.tensor_names[i], f.tensors[i].clone());
+    theta.emplace_back(h.tensor_names[i], f.tensors[i].to(s.device).clone());
   model::assign_parameters(*s.module, theta);
   s.anchor = std::move(theta);
   s.round = h.round_id + 1;
@@ -243,15 +249,18 @@ void on_frame(Self* self, const Frame& frame, const caf::actor& upstream) {
     }
   }
   try {
+    // Frames bring host memory and links the worker's device memory: both end up there.
+    std::vector<at::Tensor> ts;
+    for (const auto& t : frame.tensors) ts.push_back(t.to(s.device));
     switch (h.direction) {
       case Direction::forward:
-        on_forward(self, std::move(h), frame.tensors, upstream);
+        on_forward(self, std::move(h), std::move(ts), upstream);
         break;
       case Direction::backward:
-        on_backward(self, h, frame.tensors);
+        on_backward(self, h, std::move(ts));
         break;
       case Direction::eval:
-        on_eval(self, std::move(h), frame.tensors);
+        on_eval(self, std::move(h), std::move(ts));
         break;
     }
   } catch (const c10::Error& e) {
@@ -271,8 +280,11 @@ void load_state(Self* self, const messages::WorkerState& st) {
                                st.source + " was refused: " + list->error);
   if (!st.params.tensors.empty()) model::assign_parameters(*s.module, to_named(st.params));
   if (s.setup.ctx->diloco()) {
-    s.anchor = st.anchor.tensors.empty() ? model::parameters_of(*s.module)
-                                         : to_named(to_list(to_named(st.anchor), /*clone=*/true));
+    s.anchor = model::parameters_of(*s.module);
+    if (!st.anchor.tensors.empty()) {
+      s.anchor = to_named(st.anchor);
+      for (auto& [name, t] : s.anchor) t = t.to(s.device).clone();
+    }
   }
   if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer);
   if (st.round >= 0) s.round = static_cast<uint64_t>(st.round);
@@ -397,12 +409,16 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.module = model::GPT(model::GPTConfig::from(cfg.model),
                         model::StageSpec{s.setup.stage, cfg.swarm.stages},
                         static_cast<uint64_t>(cfg.train.seed));
+  s.device = at::Device(s.setup.device);
+  s.module->to(s.device);
   s.module->train();
   s.optimizer = model::make_adamw(*s.module, cfg.train);
   s.params = s.module->parameters();
   s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                   static_cast<int>(cfg.swarm.max_inflight));
   if (s.setup.ctx->diloco()) s.anchor = model::parameters_of(*s.module);
+  s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
+                    cfg.transport.comm_timeout_s);
   // A worker may start in a swarm that is already training (a restart, a late join, a
   // resumed run): it takes its stage's state before it handles anything else. At the start
   // of a fresh run the state handed out is the initialization it already holds.
@@ -436,12 +452,16 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         auto& s = self->state;
         // A handle can arrive empty: the actor's node went down before this message was
         // read here (its proxy cannot be made). Such a member is skipped.
+        std::map<caf::actor_addr, std::string> live;
         for (const auto& stage : m.stages)
           for (const auto& member : stage) {
             if (!member.handle) continue;
             s.by_id[member.id] = member.handle;
+            s.device_of[member.handle.address()] = member.device;
+            live[member.handle.address()] = "worker " + std::to_string(member.id);
             transport::register_endpoint(member.handle.node(), member.endpoint);
           }
+        s.links.members(std::move(live));
         s.next_ids.clear();
         if (s.setup.stage + 1 < m.stages.size())
           for (const auto& member : m.stages[s.setup.stage + 1])
@@ -465,6 +485,34 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           on_frame(self, complete->frame, caf::actor_cast<caf::actor>(self->current_sender()));
         else
           on_round(self, complete->frame);
+      },
+      // A peer in another process opened a communicator link to this worker.
+      [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {
+        auto& s = self->state;
+        const auto why = s.links.join(caf::actor_cast<caf::actor_addr>(self->current_sender()),
+                                      link, backend, id);
+        if (!why.empty()) {
+          ++s.rejected;
+          spdlog::warn("worker {} cannot join a {} link: {}", s.setup.id, backend, why);
+        }
+      },
+      // A hop whose tensors are on a link: they are received before it is handled.
+      [=](comm_atom, uint64_t link, uint8_t kind, const std::vector<uint8_t>& header) {
+        auto& s = self->state;
+        if (kind > static_cast<uint8_t>(messages::FrameKind::round)) {
+          ++s.rejected;
+          spdlog::warn("worker {} rejected a hop of unknown kind {}", s.setup.id, kind);
+          return;
+        }
+        auto frame = s.links.receive(link, static_cast<messages::FrameKind>(kind), header);
+        if (!frame) {
+          ++s.rejected;
+          return;
+        }
+        if (static_cast<messages::FrameKind>(kind) == messages::FrameKind::microbatch)
+          on_frame(self, *frame, caf::actor_cast<caf::actor>(self->current_sender()));
+        else
+          on_round(self, *frame);
       },
       [=](transport::bulk_atom, uint64_t id) {
         if (auto d = transport::claim_bulk(self, id)) on_bulk(self, *d);
@@ -558,7 +606,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         std::vector<at::Tensor> tensors;
         for (auto& [name, t] : delta) {
           rh.tensor_names.push_back(name);
-          tensors.push_back(t);
+          tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
         }
         ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(tensors));
         auto frame = messages::make_round_frame(rh, std::move(tensors));
@@ -610,7 +658,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
-        return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale);
+        return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale, s.links.frames_in());
       },
       [=](faults_atom) {
         auto& s = self->state;

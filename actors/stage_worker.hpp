@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "actors/context.hpp"
+#include "actors/peer_links.hpp"
 #include "actors/wiring.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
@@ -31,10 +32,11 @@ struct WorkerSetup {
   uint32_t id = 0;
   uint32_t stage = 0;
   caf::actor tracker;
-  caf::actor averager;       // set in grad-sync modes with several workers per stage
-  caf::actor group;          // set in DiLoCo modes
-  double slow_factor = 1.0;  // fault injection: compute takes this many times longer
-  bool keep_grads = false;   // keep the last reduced gradient for inspection
+  caf::actor averager;         // set in grad-sync modes with several workers per stage
+  caf::actor group;            // set in DiLoCo modes
+  double slow_factor = 1.0;    // fault injection: compute takes this many times longer
+  bool keep_grads = false;     // keep the last reduced gradient for inspection
+  std::string device = "cpu";  // where its layers and tensors live: "cpu" or "cuda:K"
   // Ask the tracker for a starting state before taking work (a live peer's, the DiLoCo
   // group's or a checkpoint's). Off only where a test drives a worker without a tracker.
   bool take_state = true;
@@ -68,6 +70,9 @@ struct worker_state {
   std::map<Key, InFlight> inflight;
   std::deque<Outgoing> outbox;      // forward hops waiting for a free slot downstream
   transport::ChunkReceiver chunks;  // frames from other processes
+  PeerLinks links;                  // communicator links to workers in other processes
+  std::map<caf::actor_addr, std::string> device_of;  // every member's device, by handle
+  at::Device device{at::kCPU};
 
   int64_t samples = 0;    // samples backpropagated in the current step
   int64_t forwards = 0;   // micro-batches forwarded, whole run

@@ -7,11 +7,12 @@
 namespace swarmrt::actors {
 
 // Shares the tensors; `clone` copies them, for a receiver that must not alias the sender's.
+// Lists hold host memory: a CUDA worker's tensors are copied to the CPU (a copy already).
 inline messages::TensorList to_list(const model::NamedTensors& named, bool clone = false) {
   messages::TensorList out;
   for (const auto& [name, t] : named) {
     out.names.push_back(name);
-    out.tensors.push_back(clone ? t.clone() : t);
+    out.tensors.push_back(t.is_cuda() ? t.to(at::kCPU) : clone ? t.clone() : t);
   }
   return out;
 }

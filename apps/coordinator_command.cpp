@@ -161,6 +161,9 @@ int run_coordinator(const CoordinatorArgs& args) {
     ckpt.tensors = result.params;
     ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
     run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+    if (result.comm_frames > 0)
+      spdlog::info("{} hops came over communicator links (transport.links = {})",
+                   result.comm_frames, config.transport.links);
     if (result.report.rejected_frames > 0)
       spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
     shutdown();

@@ -2,6 +2,7 @@
 // Joins a coordinator, is assigned a stage per worker, runs those stage workers, and stops when
 // the coordinator says so, when it is gone, or on SIGINT/SIGTERM.
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -35,6 +36,21 @@ struct NodeArgs {
   NetOptions net;
 };
 
+// Why this process cannot put its workers on `device`; empty when it can.
+std::string device_problem(const std::string& device) {
+  if (device == "cpu") return "";
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5 ||
+      device.find_first_not_of("0123456789", 5) != std::string::npos)
+    return "unknown device (cpu or cuda:K)";
+  if (!torch::cuda::is_available())
+    return "this build's LibTorch has no CUDA (or no GPU is visible); build against a CUDA "
+           "LibTorch to train on GPUs";
+  const auto k = std::stol(device.substr(5));
+  const auto n = static_cast<long>(torch::cuda::device_count());
+  if (k >= n) return "this machine has " + std::to_string(n) + " CUDA device(s)";
+  return "";
+}
+
 int run_node(const NodeArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
   caf::actor agent_handle;
@@ -55,8 +71,8 @@ int run_node(const NodeArgs& args) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (args.device != "cpu") {
-    spdlog::error("--device {}: this build's LibTorch runs on the CPU only", args.device);
+  if (const auto why = device_problem(args.device); !why.empty()) {
+    spdlog::error("--device {}: {}", args.device, why);
     return 2;
   }
   if (!is_loopback(args.listen) && resolve_secret(args.net).empty()) {
@@ -131,9 +147,12 @@ int run_node(const NodeArgs& args) {
   // the directory, which announces the new handle.
   auto roster = std::make_shared<supervisors::Roster>();
   std::map<uint32_t, std::vector<actors::WorkerSetup>> by_stage;
-  for (size_t i = 0; i < reply.worker_ids.size(); ++i)
-    by_stage[reply.stages[i]].push_back(actors::worker_setup(
-        ctx, reply.worker_ids[i], reply.stages[i], reply.tracker, reply.averagers, reply.groups));
+  for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
+    auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
+                                   reply.averagers, reply.groups);
+    ws.device = args.device;
+    by_stage[reply.stages[i]].push_back(ws);
+  }
   for (auto& [stage, setups] : by_stage)
     setup.supervisors.push_back(actors::spawn_stage_supervisor(
         sys, "node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx,

@@ -21,7 +21,8 @@ struct Member {
   uint32_t id = 0;
   uint32_t stage = 0;
   caf::actor handle;
-  std::string endpoint;  // its process's bulk frame link, "host:port"; empty: over CAF
+  std::string endpoint;        // its process's bulk frame link, "host:port"; empty: over CAF
+  std::string device = "cpu";  // where its tensors live: "cpu" or "cuda:K"
 };
 
 // Who serves each stage. Every sender re-wires from the newest version it has seen.
@@ -98,7 +99,7 @@ TensorList decode_tensor_list(const std::vector<uint8_t>& bytes);
 // How each type crosses a process boundary (CAF 0.17 inspectors).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Member& x) {
-  return f(caf::meta::type_name("swarmrt::Member"), x.id, x.stage, x.handle, x.endpoint);
+  return f(caf::meta::type_name("swarmrt::Member"), x.id, x.stage, x.handle, x.endpoint, x.device);
 }
 
 template <class Inspector>
@@ -187,6 +188,8 @@ using faults_atom = caf::atom_constant<caf::atom("faults")>;        // ask for f
 using step_atom = caf::atom_constant<caf::atom("step")>;            // tracker: a step starts
 using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: watch a supervisor
 using reset_atom = caf::atom_constant<caf::atom("reset")>;          // restarted tracker: reopen
+using link_atom = caf::atom_constant<caf::atom("link")>;            // a communicator link: join it
+using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
 }  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {

@@ -86,6 +86,9 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(supervision, max_backoff_ms, "longest restart delay"),
       SWARMRT_FIELD(supervision, microbatch_timeout_s,
                     "seconds before a micro-batch that did not come back is re-run"),
+      SWARMRT_FIELD(transport, links,
+                    "auto (NCCL between CUDA workers), comm (links everywhere) or frames"),
+      SWARMRT_FIELD(transport, comm_timeout_s, "longest wait for a link's join or receive"),
   };
   return table;
 }
@@ -385,6 +388,9 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");
   if (!(c.supervision.microbatch_timeout_s > 0))
     fail("supervision.microbatch_timeout_s", "must be > 0");
+  if (c.transport.links != "auto" && c.transport.links != "comm" && c.transport.links != "frames")
+    fail("transport.links", "must be auto, comm or frames, not '" + c.transport.links + "'");
+  if (!(c.transport.comm_timeout_s > 0)) fail("transport.comm_timeout_s", "must be > 0");
 }
 
 }  // namespace swarmrt::model

@@ -106,6 +106,15 @@ struct SupervisionConfig {
   double microbatch_timeout_s = 30;
 };
 
+// How tensors travel between stage workers in different processes (transport/).
+struct TransportConfig {
+  // "auto": NCCL links between CUDA workers, frames otherwise; "comm": a communicator link
+  // between every pair of workers that exchange hops (NCCL between CUDA workers, TCP
+  // otherwise); "frames": frames only (a TCP frame link per process, or CAF chunks).
+  std::string links = "auto";
+  double comm_timeout_s = 60;  // a link's join, and each of its receives, waits at most this
+};
+
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
@@ -115,6 +124,7 @@ struct RunConfig {
   CheckpointConfig checkpoint;
   ChaosConfig chaos;
   SupervisionConfig supervision;
+  TransportConfig transport;
 
   // Tokens in one optimizer step, the unit every mode shares.
   int64_t tokens_per_step() const {

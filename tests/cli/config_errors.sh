@@ -31,6 +31,7 @@ expect bad_drop $'[chaos]\ndrop_fraction = 0.9' "chaos.drop_fraction: must be be
 expect bad_bandwidth $'[chaos]\nlink_mbit_s = -1' "chaos.link_mbit_s: must be >= 0"
 expect bad_timeout $'[supervision]\nmicrobatch_timeout_s = 0' "supervision.microbatch_timeout_s: must be > 0"
 expect bad_backoff $'[supervision]\nbackoff_ms = 5000' "supervision.backoff_ms: must be >= 0 and <= supervision.max_backoff_ms"
+expect bad_links $'[transport]\nlinks = "pigeon"' "transport.links: must be auto, comm or frames, not 'pigeon'"
 "$bin" train --config "$tmp/does-not-exist.toml" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q "cannot open config file" "$tmp/out"; then echo "FAIL missing file: rc $rc $(cat "$tmp/out")"; fail=1; fi

@@ -17,6 +17,15 @@ cfg="$root/configs/tiny.toml"
 "$bin" coordinator -c "$cfg" --listen 0.0.0.0:0 -o "$tmp/open" >"$tmp/open.log" 2>&1
 [ $? = 2 ] || fail "listening on 0.0.0.0 without a secret must exit 2"
 grep -q "requires --secret" "$tmp/open.log" || fail "message: $(cat "$tmp/open.log")"
+# A device this process cannot use is refused before joining, with the reason: on a CPU-only
+# LibTorch "no CUDA", on a CUDA one the number of devices there are.
+"$bin" node --join 127.0.0.1:1 --device cuda:99 >"$tmp/dev.log" 2>&1
+[ $? = 2 ] || fail "--device cuda:99 must exit 2: $(cat "$tmp/dev.log")"
+grep -Eq -- "--device cuda:99: (this build's LibTorch has no CUDA|this machine has [0-9]+ CUDA device)" \
+  "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
+"$bin" node --join 127.0.0.1:1 --device tpu:0 >"$tmp/dev.log" 2>&1
+[ $? = 2 ] || fail "--device tpu:0 must exit 2"
+grep -q "unknown device (cpu or cuda:K)" "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
 "$bin" node --join nowhere >"$tmp/bad.log" 2>&1
 [ $? = 2 ] || fail "a malformed --join must exit 2"
 grep -q "is not HOST:PORT" "$tmp/bad.log" || fail "message: $(cat "$tmp/bad.log")"

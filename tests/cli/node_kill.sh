@@ -3,8 +3,11 @@
 # The coordinator notices through heartbeats and monitors, removes its workers and the run goes
 # on with the other node; the node is started again, rejoins, its workers take their stage's
 # state from a peer (the DiLoCo group) and take work. Processes are stopped by pid.
+# With a third argument "comm" the workers exchange hops over TCP communicator links
+# (transport.links = comm): links to the dead node fail, those hops are re-run, and the
+# node that comes back opens new links.
 set -u
-bin=$1 root=$2
+bin=$1 root=$2 links=${3:-auto}
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -17,7 +20,8 @@ net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
 
 "$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
   --set "data.path=$root/data/brown.txt" --set train.steps=60 --set train.eval_every=0 \
-  --set train.eval_batches=4 --set diloco.inner_steps=5 >"$tmp/coord.log" 2>&1 &
+  --set train.eval_batches=4 --set diloco.inner_steps=5 --set "transport.links=$links" \
+  >"$tmp/coord.log" 2>&1 &
 coord=$!
 pids+=("$coord")
 port=""
@@ -60,4 +64,11 @@ for _ in $(seq 1 50); do kill -0 "$back" 2>/dev/null || break; sleep 0.2; done
 mb=$(sed -n "s/.*node 'victim' stopped; bytes sent by its workers: activations \([0-9.]*\) MB.*/\1/p" "$tmp/back.log")
 [ -n "$mb" ] || fail "the restarted node did not stop cleanly: $(tail -5 "$tmp/back.log")"
 awk -v x="$mb" 'BEGIN { exit !(x > 0) }' || fail "the restarted node never took work"
+if [ "$links" = comm ]; then
+  grep -q "tcp link" "$tmp/victim.log" || fail "the victim had no link before it was killed"
+  grep -q "tcp link" "$tmp/back.log" || fail "the node that came back has no link: $(cat "$tmp/back.log")"
+  hops=$(sed -n 's/.* \([0-9]*\) hops came over communicator links.*/\1/p' "$tmp/coord.log")
+  [ "${hops:-0}" -gt 0 ] || fail "no hop came over a link"
+  echo "links: $hops hops over links; $(grep -c "link dropped\|frames instead" "$tmp/steady.log") links dropped by the steady node"
+fi
 echo "ok: node killed at step 10, the run went on, the node came back and sent $mb MB"

@@ -12,7 +12,8 @@ TEST(Fingerprint, SameMathSameFingerprintWhateverTheLocalKeys) {
       "b.toml");
   EXPECT_EQ(fingerprint(a), fingerprint(b));
   EXPECT_TRUE(fingerprint_mismatch(fingerprint_text(a), fingerprint_text(b)).empty());
-  EXPECT_NE(fingerprint_text(a).find("protocol = 1"), std::string::npos);
+  EXPECT_NE(fingerprint_text(a).find("protocol = " + std::to_string(kProtocolVersion)),
+            std::string::npos);
 }
 
 TEST(Fingerprint, MismatchNamesEveryDifferingKey) {
@@ -24,7 +25,9 @@ TEST(Fingerprint, MismatchNamesEveryDifferingKey) {
   EXPECT_EQ(diff[0], "diloco.inner_steps: 50 here, 10 there");
   EXPECT_EQ(diff[1], "model.n_layer: 4 here, 6 there");
   auto other_protocol = fingerprint_text(a);
-  other_protocol.replace(other_protocol.find("protocol = 1"), 12, "protocol = 2");
+  const std::string mine = "protocol = " + std::to_string(kProtocolVersion);
+  other_protocol.replace(other_protocol.find(mine), mine.size(), "protocol = 99");
   EXPECT_EQ(fingerprint_mismatch(fingerprint_text(a), other_protocol),
-            std::vector<std::string>{"protocol: 1 here, 2 there"});
+            std::vector<std::string>{"protocol: " + std::to_string(kProtocolVersion) +
+                                     " here, 99 there"});
 }
