@@ -4,6 +4,7 @@
 
 #include "actors/tensor_list.hpp"
 #include "transport/bulk.hpp"
+#include "transport/comm.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -14,14 +15,58 @@ using timeout_atom = caf::atom_constant<caf::atom("rtimeout")>;
 
 void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeader& h,
                     const std::string& why) {
-  ++self->state.rejected;
-  spdlog::warn("diloco group {}: rejected contribution of worker {} for round {}: {}",
-               self->state.stage, h.contributor, h.round_id, why);
+  auto& s = self->state;
+  ++s.rejected;
+  spdlog::warn("diloco group {}: rejected contribution of worker {} for round {}: {}", s.stage,
+               h.contributor, h.round_id, why);
   messages::RoundHeader r = h;
   r.status = messages::RoundStatus::rejected;
   r.reason = why;
   r.tensor_names.clear();
+  r.contributors.clear();
   transport::send_frame(self, to, messages::FrameKind::round, messages::make_round_frame(r, {}));
+  // A group mean waits in every worker in it: each hears the answer.
+  for (auto id : h.contributors)
+    if (auto m = s.members.find(id); m != s.members.end() && m->second != to)
+      transport::send_frame(self, m->second, messages::FrameKind::round,
+                            messages::make_round_frame(r, {}));
+}
+
+// The communicator the members share, if they can: NCCL between CUDA workers, TCP where the
+// run asks for links everywhere.
+std::string group_backend(const group_state& s) {
+  const auto& mode = s.ctx->config.transport.links;
+  if (mode == "frames" || s.members.size() < 2) return "";
+  bool all_cuda = true;
+  for (const auto& [id, handle] : s.members) {
+    auto d = s.devices.find(id);
+    all_cuda = all_cuda && d != s.devices.end() && d->second.rfind("cuda", 0) == 0;
+  }
+  if (all_cuda && transport::comm_backend_built("nccl")) return "nccl";
+  return mode == "comm" ? "tcp" : "";
+}
+
+// Tells every member which communicator the group uses from now on (none: its own frames).
+void announce_comm(Self* self) {
+  auto& s = self->state;
+  const auto backend = group_backend(s);
+  if (backend.empty() && s.comm_backend.empty()) return;
+  s.comm_backend = backend;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.store->mu);
+    epoch = ++s.store->comm_epoch;
+  }
+  std::vector<caf::actor> handles;
+  std::vector<uint32_t> ids;
+  for (const auto& [id, handle] : s.members) {
+    ids.push_back(id);
+    handles.push_back(handle);
+  }
+  for (const auto& h : handles) self->send(h, group_comm_atom::value, epoch, backend, handles, ids);
+  if (!backend.empty())
+    spdlog::info("diloco group {}: {} workers share a {} communicator (epoch {})", s.stage,
+                 ids.size(), backend, epoch);
 }
 
 // The last applied round's θ as an `applied` round frame, for `to`.
@@ -96,8 +141,12 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   if (h.round_id != s.round)
     return reply_rejected(self, sender, h,
                           "the group is collecting round " + std::to_string(s.round));
-  if (h.stage != stage || !s.members.count(h.contributor))
-    return reply_rejected(self, sender, h, "not a worker of stage " + std::to_string(stage));
+  const auto who = h.contributors.empty() ? std::vector<uint32_t>{h.contributor} : h.contributors;
+  for (auto id : who)
+    if (h.stage != stage || !s.members.count(id))
+      return reply_rejected(
+          self, sender, h,
+          "worker " + std::to_string(id) + " is not a worker of stage " + std::to_string(stage));
   const auto& theta = s.outer->theta();
   if (h.tensor_names.size() != theta.size())
     return reply_rejected(self, sender, h, "wrong number of tensors");
@@ -108,7 +157,8 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
       return reply_rejected(self, sender, h, "tensor '" + h.tensor_names[i] + "' mismatches");
     delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
   }
-  s.contributions[h.contributor] = std::move(delta);
+  // A group mean counts once for every worker in it (they share its tensors).
+  for (auto id : who) s.contributions[id] = delta;
   if (s.contributions.size() >= s.members.size()) return apply_round(self);
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
   if (!s.timer_armed) {
@@ -161,6 +211,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
           for (const auto& w : m.stages[stage]) {
             if (!w.handle) continue;  // its node went down before this message was read
             s.members[w.id] = w.handle;
+            s.devices[w.id] = w.device;
             transport::register_endpoint(w.handle.node(), w.endpoint);
             // A worker new to the stage may have taken its state before the last round was
             // applied: it gets that round's θ (it ignores a round it already has).
@@ -168,6 +219,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
             if (s.last_applied >= 0 && (old == before.end() || old->second != w.handle))
               send_theta(self, w.handle);
           }
+        if (s.members != before) announce_comm(self);
         // A member lost while the round was collected: the survivors may all be in.
         size_t in = 0;
         for (const auto& [id, d] : s.contributions) in += s.members.count(id);

@@ -2,6 +2,13 @@
 // state, collects the workers' pseudo-gradients for round t, applies the round once a quorum
 // has reported (all members, or min_replicas when round_timeout_s has passed) and sends θ(t)
 // to every worker of the stage, including those that missed the round.
+//
+// Where the members can share a communicator (NCCL between CUDA workers, TCP with
+// transport.links = "comm"), the group announces one to them whenever its membership changes
+// (group_comm_atom, to every member, with an epoch that only grows): its first member creates
+// it and sends the others its id (group_join_atom). At a round the members all-reduce their
+// pseudo-gradients over it and the first sends the mean once, naming every worker in it; the
+// group counts it for each of them. A member that cannot take part sends its own, as without.
 #pragma once
 
 #include <caf/all.hpp>
@@ -25,6 +32,7 @@ struct GroupStore {
   model::NamedTensors theta, momentum;  // empty until the first round is applied
   int64_t last_applied = -1;
   std::vector<uint64_t> applied_rounds;  // every round applied, in order
+  uint64_t comm_epoch = 0;               // the newest group communicator announced
 };
 using GroupStorePtr = std::shared_ptr<GroupStore>;
 
@@ -34,8 +42,10 @@ struct group_state {
   GroupStorePtr store;
   std::unique_ptr<model::OuterNesterov> outer;
   std::map<uint32_t, caf::actor> members;
-  uint64_t round = 0;         // the round being collected
-  int64_t last_applied = -1;  // never applied twice
+  std::map<uint32_t, std::string> devices;  // each member's device
+  std::string comm_backend;                 // of the communicator announced last; empty: none
+  uint64_t round = 0;                       // the round being collected
+  int64_t last_applied = -1;                // never applied twice
   std::map<uint32_t, model::NamedTensors> contributions;
   uint64_t rejected = 0;
   uint64_t refused_chunks = 0;

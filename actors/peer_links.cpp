@@ -31,6 +31,12 @@ void PeerLinks::configure(std::string who, std::string mode, std::string device,
   options_.device = is_cuda(device_) ? std::stoi(device_.substr(device_.find(':') + 1)) : -1;
 }
 
+transport::CommOptions PeerLinks::comm_options() const {
+  auto options = options_;
+  options.host = listen_host();
+  return options;
+}
+
 std::string PeerLinks::backend_for(const std::string& peer_device) const {
   if (mode_ == "frames") return "";
   if (is_cuda(device_) && is_cuda(peer_device) && transport::comm_backend_built("nccl"))
@@ -50,9 +56,7 @@ bool PeerLinks::send(caf::local_actor* self, const caf::actor& to, const std::st
     const auto backend = backend_for(*peer_device);
     if (backend.empty()) return false;
     try {
-      auto options = options_;
-      options.host = listen_host();
-      auto [comm, comm_id] = transport::create_comm(backend, 2, options);
+      auto [comm, comm_id] = transport::create_comm(backend, 2, comm_options());
       id = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
       links_[id] = Link{std::shared_ptr<transport::Comm>(std::move(comm)), 1, addr};
       out_[addr] = id;

@@ -46,6 +46,9 @@ class PeerLinks {
   // it (they left the swarm or were restarted).
   void members(std::map<caf::actor_addr, std::string> live);
 
+  // How this worker's communicators are made (its device, timeout, listening address).
+  transport::CommOptions comm_options() const;
+
   uint64_t frames_in() const { return frames_in_; }
   uint64_t frames_out() const { return frames_out_; }
   size_t open_links() const { return links_.size(); }

@@ -273,9 +273,11 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
                    [&](const caf::error&) {});
       self->request(w.handle, caf::infinite, stats_atom::value)
           .receive(
-              [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t, uint64_t linked) {
+              [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t, uint64_t linked,
+                  uint64_t reduces) {
                 result.forwards[id] = forwards;
                 result.comm_frames += linked;
+                result.group_reduces += reduces;
                 result.rejected[id] = rejected;
                 result.report.rejected_frames += rejected;
               },

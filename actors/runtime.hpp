@@ -36,9 +36,10 @@ struct RuntimeOptions {
 
 struct RuntimeResult {
   messages::RunReport report;
-  std::map<uint32_t, int64_t> forwards;           // worker id -> micro-batches it forwarded
-  std::map<uint32_t, uint64_t> rejected;          // worker id -> frames it refused
-  uint64_t comm_frames = 0;                       // hops whose tensors came over communicator links
+  std::map<uint32_t, int64_t> forwards;   // worker id -> micro-batches it forwarded
+  std::map<uint32_t, uint64_t> rejected;  // worker id -> frames it refused
+  uint64_t comm_frames = 0;               // hops whose tensors came over communicator links
+  uint64_t group_reduces = 0;  // DiLoCo: rounds all-reduced over group communicators, per worker
   std::map<uint32_t, model::NamedTensors> grads;  // with keep_grads
   model::NamedTensors params;  // whole model, from the first worker of each stage
   std::map<uint32_t, model::NamedTensors> worker_params;  // every worker's parameters

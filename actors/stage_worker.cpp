@@ -223,6 +223,36 @@ void load_global(Self* self, const messages::Frame& f, const messages::RoundHead
   s.round = h.round_id + 1;
 }
 
+// DiLoCo: `delta` becomes the mean of the group's pseudo-gradients, all-reduced over the
+// group's communicator in one flat buffer. False, with the communicator dropped, when there is
+// none or the all-reduce fails (a member gone, a timeout): the worker reports its own then.
+bool group_mean(Self* self, model::NamedTensors& delta) {
+  auto& s = self->state;
+  if (!s.group_comm || s.group_comm->ranks() < 2 ||
+      s.group_ids.size() != static_cast<size_t>(s.group_comm->ranks()))
+    return false;
+  try {
+    std::vector<at::Tensor> flat;
+    for (const auto& [name, t] : delta) flat.push_back(t.reshape({-1}));
+    auto buffer = at::cat(flat);
+    s.group_comm->all_reduce_sum(buffer);
+    buffer.div_(static_cast<double>(s.group_comm->ranks()));
+    int64_t offset = 0;
+    for (auto& [name, t] : delta) {
+      const auto n = t.numel();
+      t = buffer.narrow(0, offset, n).view(t.sizes()).clone();
+      offset += n;
+    }
+    ++s.group_reduces;
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: the group all-reduce failed, it reports its own pseudo-gradient: {}",
+                 s.setup.id, e.what());
+    s.group_comm.reset();
+    return false;
+  }
+}
+
 void on_frame(Self* self, const Frame& frame, const caf::actor& upstream) {
   auto& s = self->state;
   MicroBatchHeader h;
@@ -486,6 +516,45 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         else
           on_round(self, complete->frame);
       },
+      // The DiLoCo group's communicator from now on: its first worker creates it and sends the
+      // others its id; an empty backend means none.
+      [=](group_comm_atom, uint64_t epoch, const std::string& backend,
+          const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids) {
+        auto& s = self->state;
+        if (epoch < s.group_epoch) return;
+        if (epoch > s.group_epoch) {
+          s.group_comm.reset();
+          s.group_epoch = epoch;
+        }
+        s.group_ids = ids;
+        if (backend.empty() || handles.empty() || handles[0].address() != self->address() ||
+            s.group_comm)
+          return;
+        try {
+          auto [comm, id] = transport::create_comm(backend, static_cast<int>(handles.size()),
+                                                   s.links.comm_options());
+          for (size_t k = 1; k < handles.size(); ++k)
+            self->send(handles[k], group_join_atom::value, epoch, backend, id,
+                       static_cast<int32_t>(k), ids);
+          s.group_comm = std::move(comm);
+        } catch (const std::exception& e) {
+          spdlog::warn("worker {}: no group communicator: {}", s.setup.id, e.what());
+        }
+      },
+      [=](group_join_atom, uint64_t epoch, const std::string& backend,
+          const std::vector<uint8_t>& id, int32_t rank, const std::vector<uint32_t>& ids) {
+        auto& s = self->state;
+        if (epoch < s.group_epoch) return;
+        s.group_epoch = epoch;
+        s.group_ids = ids;
+        try {
+          s.group_comm = transport::join_comm(backend, id, static_cast<int>(ids.size()), rank,
+                                              s.links.comm_options());
+        } catch (const std::exception& e) {
+          s.group_comm.reset();
+          spdlog::warn("worker {}: cannot join the group communicator: {}", s.setup.id, e.what());
+        }
+      },
       // A peer in another process opened a communicator link to this worker.
       [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {
         auto& s = self->state;
@@ -598,20 +667,24 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           return;
         }
         auto delta = model::pseudo_gradient(s.anchor, *s.module);
+        const bool mean = group_mean(self, delta);
         messages::RoundHeader rh;
         rh.round_id = s.round;
         rh.stage = s.setup.stage;
         rh.contributor = s.setup.id;
         rh.step = step;
+        if (mean) rh.contributors = s.group_ids;
         std::vector<at::Tensor> tensors;
         for (auto& [name, t] : delta) {
           rh.tensor_names.push_back(name);
           tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
         }
-        ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(tensors));
         auto frame = messages::make_round_frame(rh, std::move(tensors));
-        ctx.bytes->add(Traffic::control, frame.header.size());
+        // Kept by every worker in a group mean: sent again to a restarted group.
         s.pending_round = frame;
+        if (mean && s.group_comm->rank() != 0) return;  // the first worker sends the mean
+        ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(frame.tensors));
+        ctx.bytes->add(Traffic::control, frame.header.size());
         transport::send_frame(self, s.setup.group, messages::FrameKind::round, std::move(frame));
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
@@ -658,7 +731,8 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
-        return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale, s.links.frames_in());
+        return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale, s.links.frames_in(),
+                                 s.group_reduces);
       },
       [=](faults_atom) {
         auto& s = self->state;

@@ -98,6 +98,12 @@ struct worker_state {
   // DiLoCo: θ of a round applied without this worker, loaded once no micro-batch holds an
   // autograd graph over the current parameters (an in-place copy would break its backward).
   std::optional<messages::Frame> missed_round;
+  // DiLoCo: the communicator this worker shares with its group's other workers, the epoch
+  // the group announced it in, the workers in it by rank, and rounds all-reduced over it.
+  std::unique_ptr<transport::Comm> group_comm;
+  uint64_t group_epoch = 0;
+  std::vector<uint32_t> group_ids;
+  uint64_t group_reduces = 0;
 
   static inline const char* name = "stage_worker";
 };

@@ -164,6 +164,9 @@ int run_coordinator(const CoordinatorArgs& args) {
     if (result.comm_frames > 0)
       spdlog::info("{} hops came over communicator links (transport.links = {})",
                    result.comm_frames, config.transport.links);
+    if (result.group_reduces > 0)
+      spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
+                   result.group_reduces);
     if (result.report.rejected_frames > 0)
       spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
     shutdown();

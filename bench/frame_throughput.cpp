@@ -3,9 +3,11 @@
 // receiver is a separate process (this binary, re-executed with --serve). Both paths keep
 // four frames in flight and count a frame when the receiver acknowledges it; the CAF receiver
 // rebuilds the tensors from the chunks, the TCP receiver only reads the bytes.
-// Usage: bench_frame_throughput SIZE_MIB FRAMES bulk|caf|tcp   -> one JSON line
+// Usage: bench_frame_throughput SIZE_MIB FRAMES bulk|caf|comm|tcp   -> one JSON line
 //   bulk: swarmrt's frame link (ids over CAF, bytes on a TCP link of their own; the default
-//   between processes); caf: the same chunks inside CAF messages; tcp: the plain socket copy.
+//   between processes); caf: the same chunks inside CAF messages; comm: the tensors on a TCP
+//   communicator link (transport.links = "comm"; acknowledged on the link, headers not
+//   counted); tcp: the plain socket copy.
 #include <ATen/ATen.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,6 +25,7 @@
 #include "actors/runtime.hpp"
 #include "messages/frame.hpp"
 #include "transport/bulk.hpp"
+#include "transport/comm.hpp"
 #include "transport/transport.hpp"
 
 using namespace swarmrt;
@@ -122,6 +125,48 @@ int serve_tcp(int frames) {
   close(c);
   close(s);
   return 0;
+}
+
+// Rank 1 of the communicator `id`: receives `frames` tensors of `mib` MiB, acknowledging each.
+int serve_comm(int frames, int mib, const std::string& id) {
+  auto comm = transport::join_comm("tcp", std::vector<uint8_t>(id.begin(), id.end()), 2, 1, {});
+  const auto meta = messages::meta_of(at::empty({static_cast<int64_t>(mib) << 18}));
+  const auto ack = at::ones({1});
+  for (int i = 0; i < frames; ++i) {
+    comm->recv(meta, 0);
+    comm->send(ack, 0);
+  }
+  // The last acknowledgement must leave before the communicator closes.
+  comm->recv(messages::meta_of(ack), 0);
+  return 0;
+}
+
+double run_comm(const char* self_path, const at::Tensor& t, int frames, int mib) {
+  auto [comm, id] = transport::create_comm("tcp", 2, {});
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string n = std::to_string(frames + 1), m = std::to_string(mib);
+    const std::string text(id.begin(), id.end());
+    execl(self_path, self_path, "--serve-comm", n.c_str(), m.c_str(), text.c_str(), nullptr);
+    _exit(127);
+  }
+  const auto ack_meta = messages::meta_of(at::ones({1}));
+  auto send = [&] { comm->send(t, 1); };
+  auto ack = [&] { comm->recv(ack_meta, 1); };
+  send();  // warm-up frame: connection and allocations
+  ack();
+  const auto start = Clock::now();
+  int sent = 0, acked = 0;
+  while (sent < std::min(kWindow, frames)) send(), ++sent;
+  while (acked < frames) {
+    ack(), ++acked;
+    if (sent < frames) send(), ++sent;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  comm->send(at::ones({1}), 1);
+  int status;
+  waitpid(pid, &status, 0);
+  return secs;
 }
 
 // Starts this binary as the receiver and returns its pid and port.
@@ -229,18 +274,21 @@ double run_tcp(const char* self_path, const at::Tensor& t, int frames) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--serve-comm")
+    return serve_comm(std::atoi(argv[2]), std::atoi(argv[3]), argv[4]);
   if (argc == 4 && std::string(argv[1]) == "--serve")
     return std::string(argv[2]) == "caf" ? serve_caf(std::atoi(argv[3]))
                                          : serve_tcp(std::atoi(argv[3]));
   if (argc != 4) {
-    std::fprintf(stderr, "usage: %s SIZE_MIB FRAMES caf|tcp\n", argv[0]);
+    std::fprintf(stderr, "usage: %s SIZE_MIB FRAMES bulk|caf|comm|tcp\n", argv[0]);
     return 2;
   }
   const int mib = std::atoi(argv[1]), frames = std::atoi(argv[2]);
   const std::string path = argv[3];
   const auto t = at::rand({static_cast<int64_t>(mib) << 18});  // mib MiB of float32
-  const double secs = path == "tcp" ? run_tcp("/proc/self/exe", t, frames)
-                                    : run_caf("/proc/self/exe", t, frames, path == "bulk");
+  const double secs = path == "tcp"    ? run_tcp("/proc/self/exe", t, frames)
+                      : path == "comm" ? run_comm("/proc/self/exe", t, frames, mib)
+                                       : run_caf("/proc/self/exe", t, frames, path == "bulk");
   const double bytes = static_cast<double>(frames) * static_cast<double>(mib) * (1 << 20);
   std::printf(
       "{\"path\":\"%s\",\"size_mib\":%d,\"frames\":%d,\"seconds\":%.6f,\"mib_per_s\":%.1f}\n",

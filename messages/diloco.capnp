@@ -22,4 +22,7 @@ struct RoundHeader {
   reason @6 :Text;          # why a contribution was rejected
   tensorNames @7 :List(Text);
   tensors @8 :List(MicroBatch.TensorMeta);  # one per name: dtype, shape, bytes
+  # A contribution that is already the mean of several workers' pseudo-gradients (their
+  # all-reduce over a group communicator): every worker in it. Empty: just `contributor`.
+  contributors @9 :List(UInt32);
 }

@@ -184,6 +184,8 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   auto names = m.initTensorNames(static_cast<unsigned>(h.tensor_names.size()));
   for (unsigned i = 0; i < h.tensor_names.size(); ++i) names.set(i, h.tensor_names[i]);
   write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
+  auto contributors = m.initContributors(static_cast<unsigned>(h.contributors.size()));
+  for (unsigned i = 0; i < h.contributors.size(); ++i) contributors.set(i, h.contributors[i]);
   return to_bytes(builder);
 }
 
@@ -206,6 +208,10 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
       throw DecodeError("round header: " + std::to_string(names.size()) + " tensor names");
     for (auto n : names) h.tensor_names.emplace_back(n.cStr());
     h.tensors = read_metas(m.getTensors(), "round header");
+    auto contributors = m.getContributors();
+    if (contributors.size() > kMaxTensors)
+      throw DecodeError("round header: " + std::to_string(contributors.size()) + " contributors");
+    for (auto c : contributors) h.contributors.push_back(c);
     return h;
   });
 }

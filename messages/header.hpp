@@ -56,6 +56,8 @@ struct RoundHeader {
   std::string reason;
   std::vector<std::string> tensor_names;
   std::vector<TensorMeta> tensors;  // one per name
+  // A mean over several workers (a group all-reduce): all of them. Empty: just contributor.
+  std::vector<uint32_t> contributors;
 };
 
 // Limits that keep a hostile or corrupt header from costing more than a bounded amount.

@@ -190,6 +190,8 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: 
 using reset_atom = caf::atom_constant<caf::atom("reset")>;          // restarted tracker: reopen
 using link_atom = caf::atom_constant<caf::atom("link")>;            // a communicator link: join it
 using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
+using group_comm_atom = caf::atom_constant<caf::atom("grpcomm")>;  // group: your communicator
+using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0: join it
 }  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {

@@ -42,14 +42,6 @@ std::unique_ptr<Comm> join_comm(const std::string& backend, const std::vector<ui
   throw CommError("communicator backend '" + backend + "' is not built into this swarmrt");
 }
 
-messages::TensorMeta meta_of(const at::Tensor& t) {
-  messages::TensorMeta m;
-  m.dtype = t.scalar_type();
-  m.shape = t.sizes().vec();
-  m.byte_size = static_cast<uint64_t>(t.numel()) * t.element_size();
-  return m;
-}
-
 void send_frame_tensors(Comm& comm, const messages::Frame& frame, int peer) {
   for (const auto& t : frame.tensors) comm.send(t, peer);
 }

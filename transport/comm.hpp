@@ -59,8 +59,6 @@ std::pair<std::unique_ptr<Comm>, std::vector<uint8_t>> create_comm(const std::st
 std::unique_ptr<Comm> join_comm(const std::string& backend, const std::vector<uint8_t>& id,
                                 int ranks, int rank, const CommOptions& options);
 
-messages::TensorMeta meta_of(const at::Tensor& t);
-
 // The tensors of a frame to `peer`; its header goes over CAF.
 void send_frame_tensors(Comm& comm, const messages::Frame& frame, int peer);
 // The frame whose `header` came over CAF, its tensors received from `peer`. Throws

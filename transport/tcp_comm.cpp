@@ -348,7 +348,7 @@ at::Tensor TcpComm::recv(const messages::TensorMeta& meta, int peer) {
 
 void TcpComm::all_reduce_sum(at::Tensor& t) {
   if (ranks_ == 1) return;
-  const auto meta = meta_of(t);
+  const auto meta = messages::meta_of(t);
   if (rank_ == 0) {
     auto sum = t.to(at::kCPU).clone();
     for (int k = 1; k < ranks_; ++k) sum.add_(recv(meta, k));

@@ -140,3 +140,28 @@ TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
   }
   EXPECT_LT(result.report.losses.back(), result.report.losses.front());
 }
+
+// transport.links = "comm" in one process: each DiLoCo group announces a TCP communicator to
+// its workers, they all-reduce their pseudo-gradients over it at every round and the first
+// sends the mean once. The groups apply the same rounds, and the run ends where per-worker
+// reports end (the same mean, summed in another order). Uniform wiring with a slot for every
+// micro-batch makes the replicas' data the same in both runs.
+TEST(Runtime, DilocoGroupAllReduceAppliesTheSameRounds) {
+  auto config = micro_run("diloco", 1, 3, 6);
+  config.diloco.inner_steps = 3;
+  config.swarm.wiring = "uniform";
+  config.swarm.max_inflight = 8;
+  auto frames = run(config);
+  config.transport.links = "comm";
+  auto reduced = run(config);
+  EXPECT_EQ(frames.group_reduces, 0u);
+  EXPECT_EQ(reduced.group_reduces, 2u * 3u);  // 2 rounds, 3 workers
+  EXPECT_EQ(reduced.applied_rounds, frames.applied_rounds);
+  ASSERT_EQ(reduced.report.losses.size(), frames.report.losses.size());
+  for (size_t i = 0; i < frames.report.losses.size(); ++i)
+    EXPECT_NEAR(reduced.report.losses[i], frames.report.losses[i], 1e-4) << "step " << i + 1;
+  ASSERT_EQ(reduced.params.size(), frames.params.size());
+  for (size_t i = 0; i < frames.params.size(); ++i)
+    EXPECT_TRUE(at::allclose(reduced.params[i].second, frames.params[i].second, 1e-4, 1e-5))
+        << frames.params[i].first;
+}

@@ -4,7 +4,8 @@
 # every activation and gradient crosses a link: the link's id goes over CAF, the tensors over
 # the TCP communicator. Pipeline parallelism is deterministic, so the run must end where the
 # same config ends in one process, and the coordinator must report hops that came over links.
-# A DiLoCo-SWARM 2x2 run over links (several links per worker, rounds to the groups as frames)
+# A DiLoCo-SWARM 2x2 run over links (several links per worker, each stage's pseudo-gradients
+# all-reduced over a group communicator and sent to the group once)
 # must learn: its stochastic wiring makes two runs differ by a few percent (in one process too:
 # 2.80 and 2.84 seen), so it is held to a bound that a run which does not learn (ln 256 = 5.55
 # nats/byte) or learns from garbage cannot meet. Every process is stopped by pid.
@@ -66,8 +67,12 @@ log=$tmp/ds.log
 grep -q "frames were rejected" "$log" && fail "diloco-swarm: frames were rejected"
 hops=$(sed -n 's/.* \([0-9]*\) hops came over communicator links.*/\1/p' "$log" | tail -1)
 [ "${hops:-0}" -gt 0 ] || fail "diloco-swarm: no hop came over a link"
+# Each stage's two workers (one per node) all-reduce their pseudo-gradients over a group
+# communicator at both rounds (steps 25 and 30): 2 stages x 2 workers x 2 rounds.
+reduces=$(sed -n 's/.* \([0-9]*\) pseudo-gradients were all-reduced over group communicators.*/\1/p' "$log")
+[ "${reduces:-0}" = 8 ] || fail "diloco-swarm: ${reduces:-no} group all-reduces, expected 8: $(grep -i "group\|all-reduce" "$log" | head)"
 multi=$(final_loss "$log")
 [ -n "$multi" ] || fail "no final loss from the diloco-swarm run over links: $(tail -20 "$log")"
-echo "diloco-swarm 2x2 over TCP links: $hops hops on links; final validation loss $multi"
+echo "diloco-swarm 2x2 over TCP links: $hops hops on links, $reduces group all-reduces; final validation loss $multi"
 awk -v a="$multi" 'BEGIN { exit !(a < 3.2) }' || fail "diloco-swarm over links ends at $multi"
 echo "ok"

@@ -45,13 +45,13 @@ TEST(TcpComm, EveryDtypeTravelsBothWaysBitForBit) {
                                 at::randn({1024, 1024})};  // 4 MiB, more than a socket buffer holds
   for (const auto& t : ts) root->send(t, 1);
   for (const auto& t : ts) {
-    auto got = other->recv(transport::meta_of(t), 0);
+    auto got = other->recv(messages::meta_of(t), 0);
     EXPECT_TRUE(at::equal(got, t)) << c10::toString(t.scalar_type());
   }
   // Back the other way, non-contiguous: sent as its contiguous copy.
   auto back = at::randn({6, 4}).t();
   other->send(back, 0);
-  EXPECT_TRUE(at::equal(root->recv(transport::meta_of(back), 1), back));
+  EXPECT_TRUE(at::equal(root->recv(messages::meta_of(back), 1), back));
 }
 
 TEST(TcpComm, AFrameGoesAsHeaderAndTensors) {
@@ -106,7 +106,7 @@ TEST(TcpComm, ATensorThatDisagreesWithItsHeaderIsRefused) {
   auto [root, id] = transport::create_comm("tcp", 2, quick());
   auto other = transport::join_comm("tcp", id, 2, 1, quick());
   root->send(at::randn({10}), 1);
-  auto meta = transport::meta_of(at::randn({12}));  // the header says 12 floats
+  auto meta = messages::meta_of(at::randn({12}));  // the header says 12 floats
   const auto why = error_of([&] { other->recv(meta, 0); });
   EXPECT_NE(why.find("40 bytes"), std::string::npos) << why;
   EXPECT_NE(why.find("48 bytes"), std::string::npos) << why;
@@ -118,14 +118,14 @@ TEST(TcpComm, APeerThatIsGoneIsAnErrorNotAHang) {
   auto [root, id] = transport::create_comm("tcp", 2, quick());
   auto other = transport::join_comm("tcp", id, 2, 1, quick());
   other->send(at::ones({1}), 0);
-  EXPECT_TRUE(at::equal(root->recv(transport::meta_of(at::ones({1})), 1), at::ones({1})));
+  EXPECT_TRUE(at::equal(root->recv(messages::meta_of(at::ones({1})), 1), at::ones({1})));
   other.reset();  // the peer's process is gone
-  const auto why = error_of([&] { root->recv(transport::meta_of(at::ones({4})), 1); });
+  const auto why = error_of([&] { root->recv(messages::meta_of(at::ones({4})), 1); });
   EXPECT_NE(why.find("closed the connection"), std::string::npos) << why;
 }
 
 TEST(TcpComm, ARankThatNeverJoinsTimesOut) {
   auto [root, id] = transport::create_comm("tcp", 2, quick(0.5));
-  const auto why = error_of([&] { root->recv(transport::meta_of(at::ones({1})), 1); });
+  const auto why = error_of([&] { root->recv(messages::meta_of(at::ones({1})), 1); });
   EXPECT_NE(why.find("0 of 1 ranks joined"), std::string::npos) << why;
 }
