@@ -310,13 +310,10 @@ void load_state(Self* self, const messages::WorkerState& st) {
                                st.source + " was refused: " + list->error);
   if (!st.params.tensors.empty()) model::assign_parameters(*s.module, to_named(st.params));
   if (s.setup.ctx->diloco()) {
-    s.anchor = model::parameters_of(*s.module);
-    if (!st.anchor.tensors.empty()) {
-      s.anchor = to_named(st.anchor);
-      for (auto& [name, t] : s.anchor) t = t.to(s.device).clone();
-    }
+    s.anchor = st.anchor.tensors.empty() ? model::parameters_of(*s.module) : to_named(st.anchor);
+    for (auto& [name, t] : s.anchor) t = t.to(s.device).clone();
   }
-  if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer);
+  if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer, s.device);
   if (st.round >= 0) s.round = static_cast<uint64_t>(st.round);
   if (!st.params.tensors.empty())
     spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,
@@ -446,7 +443,10 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.params = s.module->parameters();
   s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                   static_cast<int>(cfg.swarm.max_inflight));
-  if (s.setup.ctx->diloco()) s.anchor = model::parameters_of(*s.module);
+  if (s.setup.ctx->diloco()) {
+    s.anchor = model::parameters_of(*s.module);  // host copies: θ(t-1) lives where θ does
+    for (auto& [name, t] : s.anchor) t = t.to(s.device);
+  }
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
                     cfg.transport.comm_timeout_s);
   // A worker may start in a swarm that is already training (a restart, a late join, a

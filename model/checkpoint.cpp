@@ -246,9 +246,10 @@ std::string optimizer_bytes(torch::optim::Optimizer& opt) {
   return bytes;
 }
 
-void load_optimizer_bytes(torch::optim::Optimizer& opt, const std::string& bytes) {
+void load_optimizer_bytes(torch::optim::Optimizer& opt, const std::string& bytes,
+                          const at::Device& device) {
   torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
+  archive.load_from(bytes.data(), bytes.size(), device);
   opt.load(archive);
 }
 

@@ -44,7 +44,9 @@ NamedTensors parameters_of(const torch::nn::Module& module);
 void load_parameters(torch::nn::Module& module, const Checkpoint& ckpt, const std::string& origin);
 
 std::string optimizer_bytes(torch::optim::Optimizer& opt);
-void load_optimizer_bytes(torch::optim::Optimizer& opt, const std::string& bytes);
+// The state's tensors are put on `device`, where the optimizer's parameters are.
+void load_optimizer_bytes(torch::optim::Optimizer& opt, const std::string& bytes,
+                          const at::Device& device = at::kCPU);
 
 // A run's checkpoints/ folder of step_XXXXXXXX.ckpt files.
 class CheckpointDir {

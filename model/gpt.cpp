@@ -31,6 +31,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GPTConfig& c)
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  // The mask follows the activations to their device (a stage worker on a GPU moves the
+  // module there after it is built, and an unregistered tensor does not move with it).
+  if (future_.device() != x.device()) future_ = future_.to(x.device());
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
   auto qkv = c_attn(x).split(n_embd_, /*dim=*/2);
   // [B, T, C] -> [B, n_head, T, head_size]
