@@ -20,6 +20,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "transport/buffer_pool.hpp"
+
 namespace swarmrt::transport {
 namespace {
 
@@ -84,48 +86,6 @@ Server& server() {
   return *s;
 }
 
-// Receive buffers are reused: a fresh multi-megabyte buffer costs a page fault per 4 KiB on
-// first touch, which on a VM costs more than the copy itself. Freed buffers wait here (up to
-// 512 MiB) for the next frame of a similar size.
-struct Pool {
-  std::mutex mutex;
-  std::multimap<size_t, uint8_t*> free;
-  size_t pooled = 0;
-};
-Pool& pool() {
-  static Pool* p = new Pool;
-  return *p;
-}
-
-void release(uint8_t* data, size_t capacity) {
-  auto& p = pool();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  if (p.pooled + capacity <= (size_t{512} << 20)) {
-    p.free.emplace(capacity, data);
-    p.pooled += capacity;
-  } else {
-    delete[] data;
-  }
-}
-
-std::shared_ptr<uint8_t> acquire(size_t size) {
-  auto& p = pool();
-  uint8_t* data = nullptr;
-  size_t capacity = size;
-  {
-    std::lock_guard<std::mutex> lock(p.mutex);
-    auto it = p.free.lower_bound(size);
-    if (it != p.free.end() && it->first <= 2 * size + 4096) {
-      capacity = it->first;
-      data = it->second;
-      p.pooled -= capacity;
-      p.free.erase(it);
-    }
-  }
-  if (!data) data = new uint8_t[std::max<size_t>(capacity, 1)];
-  return std::shared_ptr<uint8_t>(data, [capacity](uint8_t* d) { release(d, capacity); });
-}
-
 // One thread per incoming connection. Chunks of one message come in order (one writer thread
 // per link sends whole messages), and each slice is read straight into the message's buffer;
 // the tensors of the decoded frame are views of that buffer. A refused chunk ends the
@@ -168,7 +128,7 @@ void serve_connection(int fd) {
     if (c.index == 0) {
       current = c;
       received = 0;
-      buffer = acquire(static_cast<size_t>(c.total));
+      buffer = acquire_buffer(static_cast<size_t>(c.total));
     }
     if (!read_all(fd, buffer.get() + c.offset, c.length)) break;
     received += c.length;

@@ -15,6 +15,8 @@
 #include <random>
 #include <sstream>
 
+#include "transport/buffer_pool.hpp"
+
 namespace swarmrt::transport {
 namespace {
 
@@ -331,7 +333,7 @@ at::Tensor TcpComm::recv(const messages::TensorMeta& meta, int peer) {
     const auto deadline = after(timeout_s_);
     read_exact(fd, &p, sizeof(p), deadline, what);
     if (p.magic != kTensorMagic) throw CommError(what + ": the stream is out of step");
-    auto t = at::empty(meta.shape, at::TensorOptions().dtype(meta.dtype));
+    auto t = pooled_empty(meta.shape, meta.dtype);
     const uint64_t expected = static_cast<uint64_t>(t.numel()) * t.element_size();
     if (p.dtype != static_cast<uint32_t>(meta.dtype) || p.bytes != expected)
       throw CommError(what + ": " + std::to_string(p.bytes) + " bytes of dtype " +

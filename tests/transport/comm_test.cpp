@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "messages/frame.hpp"
+#include "transport/buffer_pool.hpp"
 #include "transport/comm.hpp"
 #include "transport/tcp_comm.hpp"
 
@@ -128,4 +129,45 @@ TEST(TcpComm, ARankThatNeverJoinsTimesOut) {
   auto [root, id] = transport::create_comm("tcp", 2, quick(0.5));
   const auto why = error_of([&] { root->recv(messages::meta_of(at::ones({1})), 1); });
   EXPECT_NE(why.find("0 of 1 ranks joined"), std::string::npos) << why;
+}
+
+// Received tensors live in pooled buffers: tensors held at once never share one, and each
+// keeps its own bytes while later ones arrive into buffers freed before.
+TEST(TcpComm, ReceivedTensorsKeepTheirBytesWhileBuffersAreReused) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  auto other = transport::join_comm("tcp", id, 2, 1, quick());
+  const auto meta = messages::meta_of(at::empty({1 << 16}));
+  std::vector<at::Tensor> sent, held;
+  for (int i = 0; i < 6; ++i) {
+    sent.push_back(at::full({1 << 16}, static_cast<float>(i)));
+    root->send(sent.back(), 1);
+  }
+  for (int i = 0; i < 6; ++i) {
+    auto t = other->recv(meta, 0);
+    if (i % 2 == 0) held.push_back(t);  // the odd ones go back to the pool at once
+  }
+  ASSERT_EQ(held.size(), 3u);
+  for (size_t k = 0; k < held.size(); ++k) {
+    EXPECT_TRUE(at::equal(held[k], sent[2 * k])) << "tensor " << 2 * k;
+    for (size_t j = k + 1; j < held.size(); ++j) EXPECT_NE(held[k].data_ptr(), held[j].data_ptr());
+  }
+}
+
+TEST(BufferPool, AFreedBufferIsReusedAndALiveOneIsNot) {
+  auto a = transport::acquire_buffer(1 << 20);
+  auto b = transport::acquire_buffer(1 << 20);
+  EXPECT_NE(a.get(), b.get());
+  const auto* freed = a.get();
+  a.reset();
+  auto c = transport::acquire_buffer(1 << 20);
+  EXPECT_EQ(c.get(), freed);
+  // A free buffer more than twice the size asked for is not handed out for it.
+  c.reset();
+  auto small = transport::acquire_buffer(1 << 10);
+  EXPECT_NE(small.get(), freed);
+  auto t = transport::pooled_empty({3, 5}, at::kLong);
+  EXPECT_EQ(t.numel(), 15);
+  EXPECT_EQ(t.scalar_type(), at::kLong);
+  t.fill_(7);
+  EXPECT_EQ(t.sum().item<int64_t>(), 105);
 }
