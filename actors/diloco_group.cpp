@@ -1,6 +1,7 @@
 #include "actors/diloco_group.hpp"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 
 #include "actors/tensor_list.hpp"
 #include "transport/bulk.hpp"
@@ -46,11 +47,52 @@ std::string group_backend(const group_state& s) {
   return mode == "comm" ? "tcp" : "";
 }
 
+// Round `round` of the current communicator is reported per worker: the workers that said
+// they were at it, and `also`, hear so.
+void refuse_round(Self* self, uint64_t round, const caf::actor& also, uint64_t also_epoch) {
+  auto& s = self->state;
+  for (const auto& w : s.ready)
+    self->send(w, group_go_atom::value, s.ready_round, s.comm_epoch, false);
+  s.ready.clear();
+  s.refused_round = round;
+  if (also) self->send(also, group_go_atom::value, round, also_epoch, false);
+}
+
+// A worker of the communicator is at `round`. The all-reduce goes ahead only when every
+// worker of the current communicator is, ready to take part; anything else, and the round is
+// reported per worker by all of them.
+void on_ready(Self* self, uint64_t round, uint64_t epoch, bool usable, const caf::actor& from) {
+  auto& s = self->state;
+  const bool member =
+      std::find(s.comm_members.begin(), s.comm_members.end(), from) != s.comm_members.end();
+  if (!s.ready.empty() && s.ready_round != round) refuse_round(self, s.ready_round, {}, 0);
+  const char* why = epoch != s.comm_epoch               ? "holds another communicator"
+                    : !usable || s.comm_backend.empty() ? "cannot all-reduce"
+                    : !member                           ? "is not in the communicator"
+                    : s.refused_round == round          ? ""
+                                                        : nullptr;
+  if (why) {
+    if (*why)
+      spdlog::info("diloco group {}: round {} is reported per worker: a worker {}", s.stage, round,
+                   why);
+    refuse_round(self, round, from, epoch);
+    return;
+  }
+  s.ready_round = round;
+  if (std::find(s.ready.begin(), s.ready.end(), from) == s.ready.end()) s.ready.push_back(from);
+  if (s.ready.size() < s.comm_members.size()) return;
+  for (const auto& w : s.ready) self->send(w, group_go_atom::value, round, epoch, true);
+  s.ready.clear();
+}
+
 // Tells every member which communicator the group uses from now on (none: its own frames).
 void announce_comm(Self* self) {
   auto& s = self->state;
   const auto backend = group_backend(s);
   if (backend.empty() && s.comm_backend.empty()) return;
+  // Workers waiting on the old communicator will not all be there now.
+  if (!s.ready.empty()) refuse_round(self, s.ready_round, {}, 0);
+  s.refused_round.reset();
   s.comm_backend = backend;
   uint64_t epoch = 0;
   {
@@ -63,6 +105,8 @@ void announce_comm(Self* self) {
     ids.push_back(id);
     handles.push_back(handle);
   }
+  s.comm_epoch = epoch;
+  s.comm_members = backend.empty() ? std::vector<caf::actor>{} : handles;
   for (const auto& h : handles) self->send(h, group_comm_atom::value, epoch, backend, handles, ids);
   if (!backend.empty())
     spdlog::info("diloco group {}: {} workers share a {} communicator (epoch {})", s.stage,
@@ -227,6 +271,9 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
       },
       [=](round_atom, const messages::Frame& frame) {
         on_contribution(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](group_ready_atom, uint64_t round, uint64_t epoch, bool usable) {
+        on_ready(self, round, epoch, usable, caf::actor_cast<caf::actor>(self->current_sender()));
       },
       [=](transport::bulk_atom, uint64_t id) {
         if (auto d = transport::claim_bulk(self, id)) on_bulk(self, *d);

@@ -6,16 +6,22 @@
 // Where the members can share a communicator (NCCL between CUDA workers, TCP with
 // transport.links = "comm"), the group announces one to them whenever its membership changes
 // (group_comm_atom, to every member, with an epoch that only grows): its first member creates
-// it and sends the others its id (group_join_atom). At a round the members all-reduce their
-// pseudo-gradients over it and the first sends the mean once, naming every worker in it; the
-// group counts it for each of them. A member that cannot take part sends its own, as without.
+// it and sends the others its id (group_join_atom). At a round each member tells the group it
+// is there (group_ready_atom); once every worker of the communicator is, the group tells them
+// to all-reduce (group_go_atom), and they do and the first sends the mean once, naming every
+// worker in it; the group counts it for each of them. A member that cannot take part, one
+// that speaks of an older communicator, or a membership change before all are there makes
+// the group tell them all to send their own, as without: an all-reduce starts only when
+// every rank is known to be at it, so none waits on a worker that will not come.
 #pragma once
 
 #include <caf/all.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "actors/context.hpp"
 #include "messages/frame.hpp"
@@ -44,8 +50,15 @@ struct group_state {
   std::map<uint32_t, caf::actor> members;
   std::map<uint32_t, std::string> devices;  // each member's device
   std::string comm_backend;                 // of the communicator announced last; empty: none
-  uint64_t round = 0;                       // the round being collected
-  int64_t last_applied = -1;                // never applied twice
+  uint64_t comm_epoch = 0;                  // its epoch
+  std::vector<caf::actor> comm_members;     // its workers, by rank
+  // Workers of the communicator at round `ready_round`; a round refused for the epoch stays
+  // refused (every worker of it sends its own).
+  std::vector<caf::actor> ready;
+  uint64_t ready_round = 0;
+  std::optional<uint64_t> refused_round;
+  uint64_t round = 0;         // the round being collected
+  int64_t last_applied = -1;  // never applied twice
   std::map<uint32_t, model::NamedTensors> contributions;
   uint64_t rejected = 0;
   uint64_t refused_chunks = 0;

@@ -40,6 +40,9 @@ struct RuntimeResult {
   std::map<uint32_t, uint64_t> rejected;  // worker id -> frames it refused
   uint64_t comm_frames = 0;               // hops whose tensors came over communicator links
   uint64_t group_reduces = 0;  // DiLoCo: rounds all-reduced over group communicators, per worker
+  // DiLoCo: rounds a worker holding a group communicator reported alone (the group said not
+  // every worker of it was at the round, or the all-reduce failed), per worker
+  uint64_t group_fallbacks = 0;
   std::map<uint32_t, model::NamedTensors> grads;  // with keep_grads
   model::NamedTensors params;  // whole model, from the first worker of each stage
   std::map<uint32_t, model::NamedTensors> worker_params;  // every worker's parameters

@@ -20,6 +20,9 @@ using Self = caf::stateful_actor<worker_state>;
 
 namespace {
 
+// No answer from the group on a round's all-reduce within transport.comm_timeout_s.
+using go_timeout_atom = caf::atom_constant<caf::atom("gotimeout")>;
+
 bool is_last(const worker_state& s) {
   return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
 }
@@ -251,6 +254,43 @@ bool group_mean(Self* self, model::NamedTensors& delta) {
     s.group_comm.reset();
     return false;
   }
+}
+
+// DiLoCo: sends round `s.round`'s pseudo-gradient `delta` (of `step`) to the group. With
+// `reduce` it is first all-reduced over the group's communicator, and of the workers in the
+// mean only the first sends it.
+void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce) {
+  auto& s = self->state;
+  const bool mean = reduce && group_mean(self, delta);
+  if (s.group_comm && !mean) ++s.group_fallbacks;
+  messages::RoundHeader rh;
+  rh.round_id = s.round;
+  rh.stage = s.setup.stage;
+  rh.contributor = s.setup.id;
+  rh.step = step;
+  if (mean) rh.contributors = s.group_ids;
+  std::vector<at::Tensor> tensors;
+  for (auto& [name, t] : delta) {
+    rh.tensor_names.push_back(name);
+    tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
+  }
+  auto frame = messages::make_round_frame(rh, std::move(tensors));
+  // Kept by every worker in a group mean: sent again to a restarted group.
+  s.pending_round = frame;
+  if (mean && s.group_comm->rank() != 0) return;  // the first worker sends the mean
+  auto& bytes = *s.setup.ctx->bytes;
+  bytes.add(Traffic::pseudo_gradients, messages::payload_bytes(frame.tensors));
+  bytes.add(Traffic::control, frame.header.size());
+  transport::send_frame(self, s.setup.group, messages::FrameKind::round, std::move(frame));
+}
+
+// The round held for the group's answer goes out now, all-reduced or (reduce = false) alone.
+void release_round(Self* self, bool reduce) {
+  auto& s = self->state;
+  if (!s.awaiting_go) return;
+  auto a = std::move(*s.awaiting_go);
+  s.awaiting_go.reset();
+  send_round(self, a.step, std::move(a.delta), reduce && a.epoch == s.group_epoch);
 }
 
 void on_frame(Self* self, const Frame& frame, const caf::actor& upstream) {
@@ -523,9 +563,13 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         auto& s = self->state;
         if (epoch < s.group_epoch) return;
         if (epoch > s.group_epoch) {
+          // A round held for the old communicator's answer goes alone: a group that was
+          // restarted knows nothing of it (the same group has answered it already).
+          release_round(self, false);
           s.group_comm.reset();
           s.group_epoch = epoch;
         }
+        s.group_backend = backend;
         s.group_ids = ids;
         if (backend.empty() || handles.empty() || handles[0].address() != self->address() ||
             s.group_comm)
@@ -545,7 +589,9 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           const std::vector<uint8_t>& id, int32_t rank, const std::vector<uint32_t>& ids) {
         auto& s = self->state;
         if (epoch < s.group_epoch) return;
+        if (epoch > s.group_epoch) release_round(self, false);  // as for group_comm_atom
         s.group_epoch = epoch;
+        s.group_backend = backend;
         s.group_ids = ids;
         try {
           s.group_comm = transport::join_comm(backend, id, static_cast<int>(ids.size()), rank,
@@ -629,7 +675,8 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         // workers applied): taken once; a worker that has taken it says so again, unless its
         // round is still open (it reports when the round answers).
         if (step <= s.applied_step) {
-          if (!s.pending_round) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+          if (!s.pending_round && !s.awaiting_go)
+            self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
           return;
         }
         if (step != s.step) {
@@ -667,25 +714,35 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           return;
         }
         auto delta = model::pseudo_gradient(s.anchor, *s.module);
-        const bool mean = group_mean(self, delta);
-        messages::RoundHeader rh;
-        rh.round_id = s.round;
-        rh.stage = s.setup.stage;
-        rh.contributor = s.setup.id;
-        rh.step = step;
-        if (mean) rh.contributors = s.group_ids;
-        std::vector<at::Tensor> tensors;
-        for (auto& [name, t] : delta) {
-          rh.tensor_names.push_back(name);
-          tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
-        }
-        auto frame = messages::make_round_frame(rh, std::move(tensors));
-        // Kept by every worker in a group mean: sent again to a restarted group.
-        s.pending_round = frame;
-        if (mean && s.group_comm->rank() != 0) return;  // the first worker sends the mean
-        ctx.bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(frame.tensors));
-        ctx.bytes->add(Traffic::control, frame.header.size());
-        transport::send_frame(self, s.setup.group, messages::FrameKind::round, std::move(frame));
+        if (s.group_backend.empty()) return send_round(self, step, std::move(delta), false);
+        // The group has a communicator: an all-reduce waits for every rank, so it starts only
+        // when the group has heard that every worker of it is at this round.
+        const bool usable = s.group_comm && s.group_comm->ranks() >= 2 &&
+                            s.group_ids.size() == static_cast<size_t>(s.group_comm->ranks());
+        self->send(s.setup.group, group_ready_atom::value, s.round, s.group_epoch, usable);
+        if (!usable) return send_round(self, step, std::move(delta), false);
+        s.awaiting_go = worker_state::AwaitingGo{s.round, s.group_epoch, step, std::move(delta)};
+        self->delayed_send(self,
+                           std::chrono::milliseconds(
+                               static_cast<int64_t>(ctx.config.transport.comm_timeout_s * 1000)),
+                           go_timeout_atom::value, s.round, s.group_epoch);
+      },
+      // The group's answer for a round held for it: all-reduce, or send this worker's own.
+      [=](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
+        auto& s = self->state;
+        if (!s.awaiting_go || s.awaiting_go->round != round || s.awaiting_go->epoch != epoch)
+          return;
+        release_round(self, go);
+      },
+      [=](go_timeout_atom, uint64_t round, uint64_t epoch) {
+        auto& s = self->state;
+        if (!s.awaiting_go || s.awaiting_go->round != round || s.awaiting_go->epoch != epoch)
+          return;
+        spdlog::warn(
+            "worker {}: no answer from the group on round {} within {} s; it reports "
+            "its own pseudo-gradient",
+            s.setup.id, round, s.setup.ctx->config.transport.comm_timeout_s);
+        release_round(self, false);
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
       // Answers whether this worker holds the micro-batch's gradient of this step.
@@ -716,6 +773,8 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         if (stage != s.setup.stage) return;
         if (kind == "group") {
           s.setup.group = handle;
+          // The dead group took the workers' readiness with it: this round goes alone.
+          release_round(self, false);
           // The contribution the dead group had not applied goes to its successor, which
           // continues from the last round it applied: the round is applied once, not lost.
           if (s.pending_round)
@@ -732,7 +791,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](stats_atom) {
         auto& s = self->state;
         return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale, s.links.frames_in(),
-                                 s.group_reduces);
+                                 s.group_reduces, s.group_fallbacks);
       },
       [=](faults_atom) {
         auto& s = self->state;

@@ -102,8 +102,18 @@ struct worker_state {
   // the group announced it in, the workers in it by rank, and rounds all-reduced over it.
   std::unique_ptr<transport::Comm> group_comm;
   uint64_t group_epoch = 0;
+  std::string group_backend;  // of that epoch; empty: the group has none
   std::vector<uint32_t> group_ids;
   uint64_t group_reduces = 0;
+  // DiLoCo: a round's pseudo-gradient held while the group decides whether every worker of
+  // the communicator is at the round (group_go_atom), and rounds this worker reported alone
+  // although the group had a communicator.
+  struct AwaitingGo {
+    uint64_t round = 0, epoch = 0, step = 0;
+    model::NamedTensors delta;
+  };
+  std::optional<AwaitingGo> awaiting_go;
+  uint64_t group_fallbacks = 0;
 
   static inline const char* name = "stage_worker";
 };

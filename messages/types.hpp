@@ -192,6 +192,10 @@ using link_atom = caf::atom_constant<caf::atom("link")>;            // a communi
 using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
 using group_comm_atom = caf::atom_constant<caf::atom("grpcomm")>;  // group: your communicator
 using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0: join it
+// A worker of the group's communicator is at round r (and whether it can all-reduce); the
+// group answers all-reduce (every worker of the communicator is) or report your own.
+using group_ready_atom = caf::atom_constant<caf::atom("grpready")>;
+using group_go_atom = caf::atom_constant<caf::atom("grpgo")>;
 }  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {

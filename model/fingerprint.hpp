@@ -12,7 +12,7 @@
 
 namespace swarmrt::model {
 
-constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kProtocolVersion = 3;
 
 // The shared keys as "section.key = value" lines, in a fixed order.
 std::string fingerprint_text(const RunConfig& config);

@@ -1,4 +1,4 @@
-// A real DiLoCo group actor, driven by two scoped actors standing in as the stage's workers.
+// A real DiLoCo group actor, driven by scoped actors standing in as the stage's workers.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -84,5 +84,100 @@ TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
             EXPECT_TRUE(at::allclose(theta.tensors[0], at::tensor({1.0f - 0.133f, 2.0f - 0.266f})));
           },
           [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
+  a->send_exit(group, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+// The communicator a group announces: its epoch (0 when none came).
+uint64_t announced_epoch(caf::scoped_actor& self, size_t members) {
+  uint64_t epoch = 0;
+  self->receive(
+      [&](group_comm_atom, uint64_t e, const std::string& backend,
+          const std::vector<caf::actor>& handles, const std::vector<uint32_t>&) {
+        EXPECT_EQ(backend, "tcp");
+        EXPECT_EQ(handles.size(), members);
+        epoch = e;
+      },
+      caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no communicator"; });
+  return epoch;
+}
+
+// The group's answer to a worker at a round: (round, epoch, go); round = -1 when none came.
+std::tuple<int64_t, uint64_t, bool> answer(
+    caf::scoped_actor& self, std::chrono::milliseconds wait = std::chrono::seconds(10)) {
+  std::tuple<int64_t, uint64_t, bool> out{-1, 0, false};
+  self->receive(
+      [&](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
+        out = {static_cast<int64_t>(round), epoch, go};
+      },
+      caf::after(wait) >> [] {});
+  return out;
+}
+}  // namespace
+
+// The group lets its communicator's workers all-reduce a round only once every one of them
+// has said it is at the round and can; otherwise all of them report their own, so no
+// all-reduce ever waits on a rank that will not come.
+TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.transport.links = "comm";
+  caf::scoped_actor a{*ts.sys}, b{*ts.sys}, c{*ts.sys};
+  auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
+                             uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
+                             std::make_shared<actors::GroupStore>());
+  auto member = [](uint32_t id, caf::scoped_actor& w) {
+    return messages::Member{id, 0, caf::actor_cast<caf::actor>(w), {}};
+  };
+  messages::Membership m;
+  m.stages = {{member(1, a), member(2, b), member(3, c)}};
+  a->send(group, members_atom::value, m);
+  const uint64_t e = announced_epoch(a, 3);
+  ASSERT_GT(e, 0u);
+  EXPECT_EQ(announced_epoch(b, 3), e);
+  EXPECT_EQ(announced_epoch(c, 3), e);
+
+  // Round 0: all three are there and can; the third one's word lets all of them go.
+  a->send(group, group_ready_atom::value, uint64_t{0}, e, true);
+  b->send(group, group_ready_atom::value, uint64_t{0}, e, true);
+  EXPECT_EQ(std::get<0>(answer(a, std::chrono::milliseconds(300))), -1) << "went with 2 of 3";
+  c->send(group, group_ready_atom::value, uint64_t{0}, e, true);
+  for (auto* w : {&a, &b, &c}) EXPECT_EQ(answer(*w), std::make_tuple(int64_t{0}, e, true));
+
+  // Round 1: one worker cannot all-reduce: every worker reports its own, also one that says
+  // it is there afterwards.
+  a->send(group, group_ready_atom::value, uint64_t{1}, e, true);
+  c->send(group, group_ready_atom::value, uint64_t{1}, e, false);
+  EXPECT_EQ(answer(a), std::make_tuple(int64_t{1}, e, false));
+  EXPECT_EQ(answer(c), std::make_tuple(int64_t{1}, e, false));
+  b->send(group, group_ready_atom::value, uint64_t{1}, e, true);
+  EXPECT_EQ(answer(b), std::make_tuple(int64_t{1}, e, false));
+
+  // Round 2: a worker is lost while the others wait: they report their own, and the group
+  // announces a communicator of the two left.
+  a->send(group, group_ready_atom::value, uint64_t{2}, e, true);
+  b->send(group, group_ready_atom::value, uint64_t{2}, e, true);
+  m.stages = {{member(1, a), member(2, b)}};
+  ++m.version;
+  a->send(group, members_atom::value, m);
+  EXPECT_EQ(answer(a), std::make_tuple(int64_t{2}, e, false));
+  EXPECT_EQ(answer(b), std::make_tuple(int64_t{2}, e, false));
+  const uint64_t e2 = announced_epoch(a, 2);
+  EXPECT_GT(e2, e);
+  EXPECT_EQ(announced_epoch(b, 2), e2);
+
+  // Round 3: a worker that still speaks of the old communicator makes the round go alone for
+  // the other too; then both on the new one go together.
+  a->send(group, group_ready_atom::value, uint64_t{3}, e, true);
+  EXPECT_EQ(answer(a), std::make_tuple(int64_t{3}, e, false));
+  b->send(group, group_ready_atom::value, uint64_t{3}, e2, true);
+  EXPECT_EQ(answer(b), std::make_tuple(int64_t{3}, e2, false));
+  a->send(group, group_ready_atom::value, uint64_t{4}, e2, true);
+  b->send(group, group_ready_atom::value, uint64_t{4}, e2, true);
+  EXPECT_EQ(answer(a), std::make_tuple(int64_t{4}, e2, true));
+  EXPECT_EQ(answer(b), std::make_tuple(int64_t{4}, e2, true));
+  // A stranger is never part of it.
+  c->send(group, group_ready_atom::value, uint64_t{5}, e2, true);
+  EXPECT_EQ(answer(c), std::make_tuple(int64_t{5}, e2, false));
   a->send_exit(group, caf::exit_reason::user_shutdown);
 }

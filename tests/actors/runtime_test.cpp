@@ -156,6 +156,7 @@ TEST(Runtime, DilocoGroupAllReduceAppliesTheSameRounds) {
   auto reduced = run(config);
   EXPECT_EQ(frames.group_reduces, 0u);
   EXPECT_EQ(reduced.group_reduces, 2u * 3u);  // 2 rounds, 3 workers
+  EXPECT_EQ(reduced.group_fallbacks, 0u);
   EXPECT_EQ(reduced.applied_rounds, frames.applied_rounds);
   ASSERT_EQ(reduced.report.losses.size(), frames.report.losses.size());
   for (size_t i = 0; i < frames.report.losses.size(); ++i)
