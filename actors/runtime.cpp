@@ -274,11 +274,12 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
       self->request(w.handle, caf::infinite, stats_atom::value)
           .receive(
               [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t, uint64_t linked,
-                  uint64_t reduces, uint64_t fallbacks) {
+                  uint64_t reduces, uint64_t fallbacks, uint64_t failures) {
                 result.forwards[id] = forwards;
                 result.comm_frames += linked;
                 result.group_reduces += reduces;
                 result.group_fallbacks += fallbacks;
+                result.group_failures += failures;
                 result.rejected[id] = rejected;
                 result.report.rejected_frames += rejected;
               },

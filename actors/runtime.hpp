@@ -43,6 +43,8 @@ struct RuntimeResult {
   // DiLoCo: rounds a worker holding a group communicator reported alone (the group said not
   // every worker of it was at the round, or the all-reduce failed), per worker
   uint64_t group_fallbacks = 0;
+  // DiLoCo: group all-reduces that failed, and rounds whose answer from the group never came
+  uint64_t group_failures = 0;
   std::map<uint32_t, model::NamedTensors> grads;  // with keep_grads
   model::NamedTensors params;  // whole model, from the first worker of each stage
   std::map<uint32_t, model::NamedTensors> worker_params;  // every worker's parameters

@@ -249,6 +249,7 @@ bool group_mean(Self* self, model::NamedTensors& delta) {
     ++s.group_reduces;
     return true;
   } catch (const std::exception& e) {
+    ++s.group_failures;
     spdlog::warn("worker {}: the group all-reduce failed, it reports its own pseudo-gradient: {}",
                  s.setup.id, e.what());
     s.group_comm.reset();
@@ -738,6 +739,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         auto& s = self->state;
         if (!s.awaiting_go || s.awaiting_go->round != round || s.awaiting_go->epoch != epoch)
           return;
+        ++s.group_failures;
         spdlog::warn(
             "worker {}: no answer from the group on round {} within {} s; it reports "
             "its own pseudo-gradient",
@@ -791,7 +793,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](stats_atom) {
         auto& s = self->state;
         return caf::make_message(s.setup.id, s.rejected, s.forwards, s.stale, s.links.frames_in(),
-                                 s.group_reduces, s.group_fallbacks);
+                                 s.group_reduces, s.group_fallbacks, s.group_failures);
       },
       [=](faults_atom) {
         auto& s = self->state;

@@ -114,6 +114,7 @@ struct worker_state {
   };
   std::optional<AwaitingGo> awaiting_go;
   uint64_t group_fallbacks = 0;
+  uint64_t group_failures = 0;  // all-reduces that failed, and answers that never came
 
   static inline const char* name = "stage_worker";
 };

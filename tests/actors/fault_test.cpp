@@ -238,6 +238,55 @@ TEST(Faults, GroupKilledDuringARoundAppliesItOnce) {
     EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
 }
 
+// DiLoCo group communicators under faults (transport.links = "comm"): a worker killed as the
+// step that closes a round starts, and the group killed then. Every round is applied once, the
+// workers end on the same θ, and no group all-reduce fails or waits for an answer that never
+// comes: an all-reduce starts only when the group has heard every worker of the communicator
+// is at the round.
+TEST(Faults, WorkerKilledAtARoundWithAGroupCommunicator) {
+  auto config = micro_run("diloco", 1, 3, 6);
+  config.diloco.inner_steps = 3;
+  config.transport.links = "comm";
+  config.chaos.kill = "worker:2";
+  config.chaos.kill_at_step = 3;
+  const auto result = run(config);
+  ASSERT_EQ(result.report.losses.size(), 6u);
+  EXPECT_GE(result.restarts, 1u);
+  expect_every_micro_batch_once(result.report, config.train.micro_batches);
+  EXPECT_EQ(result.applied_rounds.at(0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(result.group_failures, 0u);
+  EXPECT_GE(result.group_reduces, 3u);  // the last round at least: all three again
+  const auto& a = result.worker_params.at(actors::worker_id(0, 0));
+  for (int64_t j = 1; j < 3; ++j) {
+    const auto& b = result.worker_params.at(actors::worker_id(0, j));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << "worker " << j << " " << a[i].first;
+  }
+}
+
+TEST(Faults, GroupKilledAtARoundWithAGroupCommunicator) {
+  auto config = micro_run("diloco-swarm", 2, 2, 6);
+  config.diloco.inner_steps = 3;
+  config.transport.links = "comm";
+  config.chaos.kill = "group:0";
+  config.chaos.kill_at_step = 3;
+  const auto result = run(config);
+  EXPECT_GE(result.restarts, 1u);
+  EXPECT_EQ(result.applied_rounds.at(0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(result.applied_rounds.at(1), (std::vector<uint64_t>{0, 1}));
+  expect_every_micro_batch_once(result.report, config.train.micro_batches);
+  EXPECT_EQ(result.group_failures, 0u);
+  EXPECT_GE(result.group_reduces, 2u);  // stage 1's group was never killed
+  for (int64_t k = 0; k < 2; ++k) {
+    const auto& a = result.worker_params.at(actors::worker_id(k, 0));
+    const auto& b = result.worker_params.at(actors::worker_id(k, 1));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << "stage " << k << " " << a[i].first;
+  }
+}
+
 // Tests 5 and 6: a swarm resumed from its periodic checkpoints continues as if it had never
 // stopped: the losses of the steps after the checkpoint match the uninterrupted run to 1e-4.
 // A corrupt newest checkpoint is refused and the one before it is used.

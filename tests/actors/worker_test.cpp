@@ -50,7 +50,7 @@ TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
       },
       caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   tracker->request(worker, caf::infinite, stats_atom::value)
-      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t, uint64_t, uint64_t,
+      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t, uint64_t, uint64_t, uint64_t,
                    uint64_t) { EXPECT_EQ(rejected, 5u); },
                [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);

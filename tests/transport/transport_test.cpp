@@ -112,7 +112,7 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
         caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   EXPECT_EQ(answered, (std::set<uint32_t>{7, 8}));
   tracker->request(worker, caf::infinite, stats_atom::value)
-      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t, uint64_t, uint64_t,
+      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t, uint64_t, uint64_t, uint64_t,
                    uint64_t) { EXPECT_EQ(rejected, 3u); },
                [&](const caf::error& e) { FAIL() << a.sys->render(e); });
 
