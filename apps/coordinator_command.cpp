@@ -167,6 +167,11 @@ int run_coordinator(const CoordinatorArgs& args) {
     if (result.group_reduces > 0)
       spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
                    result.group_reduces);
+    if (result.group_fallbacks > 0)
+      spdlog::info(
+          "{} pseudo-gradients went to their group alone although it had a "
+          "communicator ({} after a failed all-reduce or an unanswered round)",
+          result.group_fallbacks, result.group_failures);
     if (result.report.rejected_frames > 0)
       spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
     shutdown();
