@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "actors/byte_counters.hpp"
+#include "actors/wiring.hpp"
 #include "model/config.hpp"
 
 namespace swarmrt::actors {
@@ -12,6 +13,9 @@ struct SwarmContext {
   model::RunConfig config;
   uint64_t run_id = 0;
   std::shared_ptr<ByteCounters> bytes = std::make_shared<ByteCounters>();
+  // Tests: what every wiring takes a completion's duration as (Wiring::set_measure); unset,
+  // the measured duration.
+  Wiring::Measure wiring_measure;
 
   const std::string& mode() const { return config.swarm.mode; }
   // pp, dp and swarm average gradients inside each stage and clip by the norm over all

@@ -73,7 +73,8 @@ void Wiring::completed(uint32_t id, double samples, Clock::time_point sent, Cloc
   if (it == stats_.end()) return;
   const auto start = std::max(sent, it->second.last_done);
   it->second.last_done = now;
-  completed(id, samples, std::chrono::duration<double>(now - start).count());
+  const double seconds = std::chrono::duration<double>(now - start).count();
+  completed(id, samples, measure_ ? measure_(id, samples, seconds) : seconds);
 }
 
 void Wiring::completed(uint32_t id, double samples, double seconds) {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -23,6 +24,12 @@ class Wiring {
   using Clock = std::chrono::steady_clock;
 
   Wiring(std::string policy = "throughput", uint64_t seed = 0, int max_inflight = 4);
+
+  // What a completion's measured duration is taken as: by default the duration itself. A test
+  // of the policy inside a whole run injects its own (a worker's cost per sample), so routing
+  // does not depend on how busy the machine happens to be.
+  using Measure = std::function<double(uint32_t id, double samples, double seconds)>;
+  void set_measure(Measure measure) { measure_ = std::move(measure); }
 
   // Replaces the set of candidate workers; known workers keep their statistics.
   void set_members(const std::vector<uint32_t>& ids);
@@ -62,6 +69,7 @@ class Wiring {
   int max_inflight_;
   std::vector<uint32_t> ids_;
   std::map<uint32_t, Stats> stats_;
+  Measure measure_;
 };
 
 }  // namespace swarmrt::actors

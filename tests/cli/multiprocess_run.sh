@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # One coordinator and two node processes on 127.0.0.1 (swarmrt launch --local 2) train
-# diloco-swarm 2x2 for 30 steps; the final validation loss is within 3% of the same config
+# diloco-swarm 2x2 for 30 steps; the final validation loss is within 0.5% of the same config
 # trained in one process. Every process is stopped by pid, also when the test fails.
+#
+# Both runs route every micro-batch the same way, so they differ only in the order floating-
+# point sums are taken: seeded uniform wiring with a slot for every micro-batch of a step
+# (max_inflight = micro_batches) makes each sender's choices a function of its seed. With
+# throughput wiring the routes followed the machine's load, and a 3% bound failed by chance
+# (2.7880 against 2.8928). The final evaluation follows the last round, when every replica
+# holds θ, so its routing does not matter.
 set -u
 bin=$1 data=$2 root=$3
 tmp=$(mktemp -d)
@@ -21,7 +28,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 final_loss() { sed -n 's/.*final validation loss \([0-9.]*\).*/\1/p' "$1" | tail -1; }
 
 args=(-c "$root/configs/tiny.toml" --set "data.path=$data" --set train.steps=30
-      --set train.eval_every=0 --set train.log_every=10)
+      --set train.eval_every=0 --set train.log_every=10
+      --set swarm.wiring=uniform --set swarm.max_inflight=4 --set train.micro_batches=4)
 "$bin" launch --local 2 "${args[@]}" -o "$tmp/multi" >"$tmp/multi.log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 300); do kill -0 "$launcher" 2>/dev/null || break; sleep 1; done
@@ -40,8 +48,8 @@ timeout 300 "$bin" train "${args[@]}" -o "$tmp/single" --sample-tokens 0 >"$tmp/
   || fail "in-process run: $(tail -20 "$tmp/single.log")"
 single=$(final_loss "$tmp/single.log")
 echo "final validation loss: multi-process $multi, in-process $single"
-awk -v a="$multi" -v b="$single" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d <= 0.03) }' \
-  || fail "multi-process loss $multi is not within 3% of in-process $single"
+awk -v a="$multi" -v b="$single" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d <= 0.005) }' \
+  || fail "multi-process loss $multi is not within 0.5% of in-process $single"
 # The model the coordinator wrote samples like any other run's.
 "$bin" sample --checkpoint "$tmp/multi" --tokens 20 >"$tmp/sample.log" 2>&1 || fail "sample: $(cat "$tmp/sample.log")"
 echo "ok"
