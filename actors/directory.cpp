@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "model/fingerprint.hpp"
+#include "supervisors/entitled.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -31,8 +33,10 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
   if (r.protocol != model::kProtocolVersion)
     return "protocol version " + std::to_string(r.protocol) + ", the coordinator speaks " +
            std::to_string(model::kProtocolVersion);
-  if (!s.setup.secret.empty() && r.secret != s.setup.secret)
-    return r.secret.empty() ? "this swarm requires a secret (--secret or SWARMRT_SECRET)"
+  // TLS already proved the node holds the cluster secret; the join checks it once more
+  // (defence in depth), in constant time.
+  if (!s.setup.secret.empty() && !transport::equal_secrets(r.secret, s.setup.secret))
+    return r.secret.empty() ? "this swarm requires a secret (--secret-file or SWARMRT_SECRET)"
                             : "wrong secret";
   if (!r.fingerprint.empty()) {
     auto diff = model::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
@@ -73,6 +77,8 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
   s.assigned.assign(stages, 0);
   s.next_replica.assign(stages, 0);
   s.rng.seed(static_cast<uint64_t>(s.setup.ctx->config.chaos.seed));
+  // Its handle is every node's: a stray exit signal from one of them must not end the swarm.
+  supervisors::quit_only_from_this_process(self, "the directory");
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;
     auto it = s.nodes.find(down.source);
@@ -102,6 +108,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         auto& s = self->state;
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
+        if (const auto& sender = self->current_sender()) s.joined.insert(sender->node());
         messages::JoinReply reply;
         reply.config_toml = s.setup.config_toml;
         reply.run_id = s.setup.ctx->run_id;
@@ -132,6 +139,10 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         auto& s = self->state;
         auto agent = caf::actor_cast<caf::actor>(self->current_sender());
         if (!agent) return;
+        // Only the agent of a process that joined brings workers into the membership.
+        if (!s.joined.count(agent.node()) && agent.node() != self->node())
+          return supervisors::rejected(self, "the directory",
+                                       "workers of a node that never joined");
         auto& node = s.nodes[agent.address()];
         if (node.workers.empty()) self->monitor(agent);
         node.name = node_name;
@@ -172,6 +183,9 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
       // to a node drawn at random.
       [=](kill_atom, const std::string& target) {
         auto& s = self->state;
+        // Fault injection comes from this process's chaos control, never from a peer.
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "the directory", "kill " + target);
         if (s.nodes.empty()) return;
         auto it = s.nodes.begin();
         std::advance(it, static_cast<long>(s.rng() % s.nodes.size()));
@@ -190,6 +204,10 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
       [=](members_atom) { return self->state.membership; },
       [=](stop_atom) {
         auto& s = self->state;
+        // Stopping the swarm is the coordinator's own decision (its signal handler, its end
+        // of the run), never a peer's.
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "the directory", "stop");
         s.stopped = true;
         for (auto& p : s.ready)
           p.deliver(caf::make_error(caf::sec::request_receiver_down, "stopped"));

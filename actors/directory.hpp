@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "actors/context.hpp"
@@ -39,6 +40,7 @@ struct directory_state {
   std::vector<uint32_t> next_replica;     // per stage
   uint32_t next_node = 0;
   uint64_t refused = 0;
+  std::set<caf::node_id> joined;             // processes whose join was admitted
   std::vector<caf::response_promise> ready;  // waiting for a full swarm
   bool stopped = false;
   bool full = false;           // the swarm has been full once: the run has started

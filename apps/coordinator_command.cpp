@@ -1,4 +1,4 @@
-// swarmrt coordinator --config FILE --listen HOST:PORT [--secret S] [--out DIR]
+// swarmrt coordinator --config FILE --listen HOST:PORT [--secret-file F] [--out DIR]
 // Hosts the membership directory, step tracker, data loaders, gradient averagers and DiLoCo
 // groups; waits until nodes have brought stages x workers_per_stage workers, runs the training,
 // writes the whole model as a checkpoint, then tells every node to stop and exits.
@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/publish.hpp>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -18,7 +19,11 @@
 #include "model/data.hpp"
 #include "model/fingerprint.hpp"
 #include "model/trainer.hpp"
+#include "supervisors/entitled.hpp"
 #include "transport/bulk.hpp"
+#include "transport/channel.hpp"
+#include "transport/cluster_tls.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -39,12 +44,16 @@ int run_coordinator(const CoordinatorArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
   caf::actor directory_handle;
   caf::actor tracker_handle;
+  caf::actor_system* system = nullptr;
   std::mutex handles_mutex;
   StopSignals signals([&](int sig) {
     spdlog::warn("coordinator: {} received, stopping the swarm", strsignal(sig));
     std::lock_guard<std::mutex> lock(handles_mutex);
-    if (directory_handle) caf::anon_send(directory_handle, stop_atom::value);
-    if (tracker_handle) caf::anon_send(tracker_handle, stop_atom::value);
+    // From an actor of this process: stop is refused from anyone else (supervisors/entitled).
+    if (system && directory_handle)
+      supervisors::send_from_here(*system, directory_handle, stop_atom::value);
+    if (system && tracker_handle)
+      supervisors::send_from_here(*system, tracker_handle, stop_atom::value);
   });
   model::RunConfig config;
   HostPort listen;
@@ -60,10 +69,11 @@ int run_coordinator(const CoordinatorArgs& args) {
                   args.config);
     return 2;
   }
-  const std::string secret = resolve_secret(args.net);
-  if (!is_loopback(listen.host) && secret.empty()) {
-    spdlog::error("listening on {} (not 127.0.0.1) requires --secret or SWARMRT_SECRET",
-                  listen.host);
+  std::string secret;
+  try {
+    secret = resolve_secret(args.net);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
     return 2;
   }
   const std::string out =
@@ -75,9 +85,28 @@ int run_coordinator(const CoordinatorArgs& args) {
                                        : model::RunStart::fresh);
     auto corpus = std::make_shared<const model::TextCorpus>(
         model::TextCorpus::load(config.data.path, config.data.val_fraction));
+    // Without a given secret the coordinator makes one, like a notebook server's token, and
+    // keeps it in the run directory (0600, never logged); a resumed run takes it up again.
+    const std::string secret_path = (std::filesystem::path(out) / "secret").string();
+    if (secret.empty()) {
+      if (args.resume && std::filesystem::exists(secret_path)) {
+        secret = transport::read_secret_file(secret_path);
+      } else {
+        secret = transport::generate_secret();
+        transport::write_secret_file(secret_path, secret);
+      }
+      spdlog::info("cluster secret in {} (nodes: --secret-file, or SWARMRT_SECRET)", secret_path);
+      // The launcher reads this line to hand the secret to the nodes it starts.
+      std::printf("cluster secret file %s\n",
+                  std::filesystem::absolute(secret_path).string().c_str());
+    }
     caf::actor_system_config cfg;
-    configure_network(cfg, args.net);
+    TlsFilesGuard tls{configure_network(cfg, args.net, secret, "coordinator")};
     caf::actor_system sys{cfg};
+    AtScopeExit forget_system{[&] {
+      std::lock_guard<std::mutex> lock(handles_mutex);
+      system = nullptr;
+    }};
 
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = config;
@@ -87,6 +116,8 @@ int run_coordinator(const CoordinatorArgs& args) {
     co.resume = args.resume;
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
+    transport::set_max_message(config.max_message_bytes());
+    transport::set_encrypt_mode(transport::parse_encrypt_mode(config.transport.encrypt));
     transport::set_link_delay(config.chaos.link_delay_ms);
     transport::set_link_bandwidth(config.chaos.link_mbit_s);
     if (config.chaos.link_delay_ms > 0)
@@ -108,10 +139,11 @@ int run_coordinator(const CoordinatorArgs& args) {
       std::lock_guard<std::mutex> lock(handles_mutex);
       directory_handle = dir;
       tracker_handle = core.tracker;
+      system = &sys;
     }
     auto shutdown = [&] {
-      caf::anon_send(dir, stop_atom::value);
       caf::scoped_actor self{sys};
+      self->send(dir, stop_atom::value);
       // Give the stop messages a moment to leave before the connections close.
       self->request(dir, std::chrono::seconds(5), members_atom::value)
           .receive([](const messages::Membership&) {}, [](const caf::error&) {});
@@ -120,7 +152,8 @@ int run_coordinator(const CoordinatorArgs& args) {
       self->send_exit(dir, caf::exit_reason::user_shutdown);
     };
     const char* host = listen.host == "0.0.0.0" ? nullptr : listen.host.c_str();
-    auto port = sys.middleman().publish(dir, listen.port, host, true);
+    // Over mutual TLS only: a peer without the cluster's certificate gets no handle.
+    auto port = caf::openssl::publish(dir, listen.port, host, true);
     if (!port) {
       spdlog::error("cannot listen on {}: {}", args.listen, sys.render(port.error()));
       shutdown();
@@ -128,6 +161,8 @@ int run_coordinator(const CoordinatorArgs& args) {
     }
     spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out, config.swarm.mode,
                  config.swarm.stages, config.swarm.workers_per_stage, model::fingerprint(config));
+    spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}", listen.host,
+                 *port, transport::cluster_ca_id(secret), endpoint.empty() ? "none" : endpoint);
     // The launcher reads this line to learn the port.
     std::printf("coordinator listening on %s:%u\n", listen.host.c_str(), *port);
     std::fflush(stdout);
@@ -138,11 +173,11 @@ int run_coordinator(const CoordinatorArgs& args) {
         .receive([&] { full = true; }, [&](const caf::error&) {});
     if (!full) {
       shutdown();
-      spdlog::info("coordinator stopped before the swarm was full");
-      return 0;
+      spdlog::error("the run did not complete: the coordinator stopped before the swarm was full");
+      return 1;
     }
     messages::Membership membership;
-    self->request(dir, caf::infinite, members_atom::value)
+    self->request(dir, std::chrono::seconds(30), members_atom::value)
         .receive([&](const messages::Membership& m) { membership = m; }, [&](const caf::error&) {});
     spdlog::info("swarm is full: training {} steps", config.train.steps);
     actors::RuntimeResult result;
@@ -150,17 +185,20 @@ int run_coordinator(const CoordinatorArgs& args) {
       result = actors::run_and_collect(sys, core, membership, false, ctx);
     } catch (const std::exception& e) {
       shutdown();
-      if (signals.fired()) {
-        spdlog::info("coordinator stopped by signal");
-        return 0;
-      }
-      spdlog::error("{}", e.what());
+      // Whatever stopped it, a run that did not reach train.steps exits non-zero and says why
+      // on its last line, so a launcher or a script never mistakes it for a finished one.
+      spdlog::error("the run did not complete its {} steps: {}{}", config.train.steps,
+                    signals.fired() ? "stopped by a signal; " : "", e.what());
       return 1;
     }
-    model::Checkpoint ckpt;
-    ckpt.tensors = result.params;
-    ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
-    run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+    // The tracker saved the last step with the swarm's state (the whole model included), so
+    // the run can be extended with --resume; the whole model alone only where it did not.
+    if (!run.checkpoints().has(config.train.steps)) {
+      model::Checkpoint ckpt;
+      ckpt.tensors = result.params;
+      ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
+      run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+    }
     if (result.comm_frames > 0)
       spdlog::info("{} hops came over communicator links (transport.links = {})",
                    result.comm_frames, config.transport.links);

@@ -18,6 +18,7 @@
 #include "apps/net.hpp"
 #include "apps/process.hpp"
 #include "model/config.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -111,8 +112,15 @@ int run_launch(const LaunchArgs& args) {
     spdlog::error("--listen must name the address the hosts reach the coordinator on");
     return 2;
   }
-  const std::string secret = resolve_secret(args.net);
-  // Children inherit the secret through the environment, never on a command line.
+  std::string secret;
+  try {
+    secret = resolve_secret(args.net);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  // Children inherit the secret through the environment, never on a command line. Without
+  // one, the coordinator makes one and names its file; the nodes get it from there.
   if (!secret.empty()) setenv("SWARMRT_SECRET", secret.c_str(), 1);
   const std::string exe = std::filesystem::canonical("/proc/self/exe").string();
 
@@ -136,11 +144,20 @@ int run_launch(const LaunchArgs& args) {
   // Wait for the coordinator's port.
   std::string join;
   const std::string marker = "coordinator listening on ";
+  const std::string secret_marker = "cluster secret file ";
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   while (join.empty()) {
     for (const auto& line : coord.read_lines()) {
       std::printf("[coord] %s\n", line.c_str());
       if (line.rfind(marker, 0) == 0) join = line.substr(marker.size());
+      if (line.rfind(secret_marker, 0) == 0 && secret.empty()) {
+        try {
+          secret = transport::read_secret_file(line.substr(secret_marker.size()));
+          setenv("SWARMRT_SECRET", secret.c_str(), 1);
+        } catch (const std::exception& e) {
+          spdlog::error("{}", e.what());
+        }
+      }
     }
     std::fflush(stdout);
     if (!join.empty()) break;
@@ -180,6 +197,8 @@ int run_launch(const LaunchArgs& args) {
         for (const auto& o : args.ssh_options) argv.insert(argv.end(), {"-o", o});
         argv.insert(argv.end(), {"-p", std::to_string(h.port)});
         if (!h.identity.empty()) argv.insert(argv.end(), {"-i", h.identity});
+        // "--" ends ssh's options: the destination is never read as one.
+        argv.push_back("--");
         argv.push_back(h.user.empty() ? h.host : h.user + "@" + h.host);
         // The secret comes on stdin, so it shows in no process list on either machine.
         std::string remote = "read -r SWARMRT_SECRET; export SWARMRT_SECRET; exec " +
@@ -237,8 +256,15 @@ int run_launch(const LaunchArgs& args) {
       std::printf("[launch] %s exited with %d\n", children[i]->label().c_str(), *code);
   const int code = coord.poll_exit().value_or(1);
   std::printf("[launch] coordinator exited with %d\n", code);
-  if (stop_requested) return 130;
-  return code;
+  // The coordinator exits 0 only when the run completed its steps: say so either way.
+  if (stop_requested || code != 0) {
+    std::printf("[launch] the run did not complete%s (see the coordinator's last lines)\n",
+                stop_requested ? ": stopped by a signal" : "");
+    std::fflush(stdout);
+    return stop_requested ? 130 : code;
+  }
+  std::printf("[launch] the run completed\n");
+  return 0;
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
 #include "apps/net.hpp"
 
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <cstdlib>
 #include <stdexcept>
 
 #include "actors/runtime.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::apps {
 
@@ -32,6 +37,30 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
 
+bool tcp_port_open(const std::string& host, uint16_t port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
+    return false;
+  bool open = false;
+  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      open = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      open = poll(&p, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+             err == 0;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return open;
+}
+
 void add_net_options(CLI::App& cmd, NetOptions& net) {
   cmd.add_option("--heartbeat-ms", net.heartbeat_ms,
                  "middleman heartbeat interval in ms (a frozen peer is noticed by its absence)")
@@ -39,19 +68,45 @@ void add_net_options(CLI::App& cmd, NetOptions& net) {
   cmd.add_option("--connection-timeout-ms", net.connection_timeout_ms,
                  "drop a peer silent for this long, in ms")
       ->check(CLI::Range(int64_t{50}, int64_t{600000}));
-  cmd.add_option("--secret", net.secret,
-                 "cluster secret every join must present (default: $SWARMRT_SECRET)");
+  cmd.add_option("--secret-file", net.secret_file,
+                 "file holding the cluster secret, first line (default: $SWARMRT_SECRET)");
+  cmd.add_option("--secret", net.secret_on_command_line,
+                 "refused: a secret on a command line shows in every process list; use "
+                 "--secret-file or SWARMRT_SECRET");
 }
 
 std::string resolve_secret(const NetOptions& net) {
-  if (!net.secret.empty()) return net.secret;
+  if (!net.secret_on_command_line.empty())
+    throw std::invalid_argument(
+        "--secret is refused: a secret on a command line shows in every process list "
+        "(ps, /proc); give it as --secret-file FILE or in SWARMRT_SECRET");
+  if (!net.secret_file.empty()) {
+    std::string warning;
+    try {
+      auto secret = transport::read_secret_file(net.secret_file, &warning);
+      if (!warning.empty()) spdlog::warn("{}", warning);
+      return secret;
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(e.what());
+    }
+  }
   const char* env = std::getenv("SWARMRT_SECRET");
   return env ? env : "";
 }
 
-void configure_network(caf::actor_system_config& cfg, const NetOptions& net) {
+transport::TlsFiles configure_network(caf::actor_system_config& cfg, const NetOptions& net,
+                                      const std::string& secret, const std::string& name) {
   actors::configure_actor_system(cfg);
   cfg.load<caf::io::middleman>();
+  // Mutual TLS on the control plane. With certificate, key and CA file set, CAF's openssl
+  // module requires and verifies a certificate on both sides (unset, it would fall back to
+  // anonymous ciphers that authenticate no one).
+  auto files = transport::write_cluster_tls(secret, name);
+  cfg.load<caf::openssl::manager>();
+  cfg.openssl_certificate = files.cert;
+  cfg.openssl_key = files.key;
+  cfg.openssl_cafile = files.ca;
+  transport::set_cluster_secret(secret);
   cfg.set("middleman.heartbeat-interval",
           caf::timespan{std::chrono::milliseconds(net.heartbeat_ms)});
   cfg.set("middleman.connection-timeout",
@@ -61,6 +116,7 @@ void configure_network(caf::actor_system_config& cfg, const NetOptions& net) {
   // directly. CAF's automatic direct connections were left off: in one of about twenty runs
   // a message between two nodes was lost while such a connection came up.
   cfg.set("middleman.enable-automatic-connections", false);
+  return files;
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // What the coordinator, node and launch commands share: addresses, the middleman settings
-// (heartbeats), the cluster secret, and stopping cleanly on SIGINT/SIGTERM.
+// (heartbeats), the cluster credential and the control plane's mutual TLS, and stopping
+// cleanly on SIGINT/SIGTERM.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,8 @@
 #include <functional>
 #include <string>
 #include <thread>
+
+#include "transport/cluster_tls.hpp"
 
 namespace CLI {
 class App;
@@ -23,18 +26,39 @@ struct HostPort {
 // "HOST:PORT" (port 0 allowed where `allow_zero`); throws std::invalid_argument with the reason.
 HostPort parse_host_port(const std::string& text, bool allow_zero);
 bool is_loopback(const std::string& host);
+// Whether a TCP connection to host:port opens within a second (then closed at once).
+bool tcp_port_open(const std::string& host, uint16_t port);
 
 struct NetOptions {
   int64_t heartbeat_ms = 250;            // middleman.heartbeat-interval
   int64_t connection_timeout_ms = 2000;  // middleman.connection-timeout
-  std::string secret;                    // --secret, else SWARMRT_SECRET
+  std::string secret_file;               // --secret-file, else SWARMRT_SECRET
+  std::string secret_on_command_line;    // --secret: refused (it would show in `ps`)
 };
 void add_net_options(CLI::App& cmd, NetOptions& net);
-// The secret given on the command line, else from SWARMRT_SECRET.
+// The cluster secret from --secret-file, else SWARMRT_SECRET; empty when neither is given.
+// Throws std::invalid_argument with the reason (--secret given, unreadable file).
 std::string resolve_secret(const NetOptions& net);
 
-// Registers swarmrt's message types and loads CAF's middleman with heartbeats on.
-void configure_network(caf::actor_system_config& cfg, const NetOptions& net);
+// Registers swarmrt's message types, loads CAF's middleman with heartbeats on, and puts the
+// control plane on mutual TLS: CAF's openssl module with a certificate of the cluster CA
+// derived from `secret` (transport/cluster_tls.hpp), so a peer without the secret gets no
+// connection, no handle and no message through. Bulk planes authenticate with the same
+// secret. The returned files must outlive the actor system (CAF reads them per connection).
+transport::TlsFiles configure_network(caf::actor_system_config& cfg, const NetOptions& net,
+                                      const std::string& secret, const std::string& name);
+
+// Runs `f` when it goes out of scope (clearing what a signal thread may still read).
+struct AtScopeExit {
+  std::function<void()> f;
+  ~AtScopeExit() { f(); }
+};
+
+// Removes the TLS files when it goes out of scope.
+struct TlsFilesGuard {
+  transport::TlsFiles files;
+  ~TlsFilesGuard() { transport::remove_cluster_tls(files); }
+};
 
 // Blocks SIGINT and SIGTERM in every thread started after it (construct it before the actor
 // system) and calls `on_signal` from its own thread when one arrives.

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -18,7 +19,9 @@
 #include "model/fingerprint.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
+#include "supervisors/entitled.hpp"
 #include "transport/bulk.hpp"
+#include "transport/channel.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -54,11 +57,14 @@ std::string device_problem(const std::string& device) {
 int run_node(const NodeArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
   caf::actor agent_handle;
+  caf::actor_system* system = nullptr;
   std::mutex agent_mutex;
   StopSignals signals([&](int sig) {
     spdlog::warn("node: {} received", strsignal(sig));
     std::lock_guard<std::mutex> lock(agent_mutex);
-    if (agent_handle) caf::anon_send(agent_handle, stop_atom::value);
+    // From an actor of this process: the agent refuses stop from anyone but the coordinator.
+    if (system && agent_handle)
+      supervisors::send_from_here(*system, agent_handle, stop_atom::value);
   });
   HostPort coord;
   messages::JoinRequest request;
@@ -75,15 +81,21 @@ int run_node(const NodeArgs& args) {
     spdlog::error("--device {}: {}", args.device, why);
     return 2;
   }
-  if (!is_loopback(args.listen) && resolve_secret(args.net).empty()) {
-    spdlog::error("listening on {} (not 127.0.0.1) requires --secret or SWARMRT_SECRET",
-                  args.listen);
+  try {
+    request.secret = resolve_secret(args.net);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  if (request.secret.empty()) {
+    spdlog::error(
+        "no cluster secret: every plane admits only its holders; give --secret-file FILE "
+        "(a coordinator started without one wrote it to <run dir>/secret) or SWARMRT_SECRET");
     return 2;
   }
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
   request.protocol = model::kProtocolVersion;
-  request.secret = resolve_secret(args.net);
   request.node_name =
       args.name.empty() ? std::string(hostname) + ":" + std::to_string(getpid()) : args.name;
   request.workers = args.workers;
@@ -92,8 +104,19 @@ int run_node(const NodeArgs& args) {
   // Every worker computes with one torch thread on its own (detached) thread.
   model::set_compute_threads(1);
   caf::actor_system_config cfg;
-  configure_network(cfg, args.net);
+  transport::TlsFiles tls;
+  try {
+    tls = configure_network(cfg, args.net, request.secret, request.node_name);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  TlsFilesGuard tls_guard{tls};
   caf::actor_system sys{cfg};
+  AtScopeExit forget_system{[&] {
+    std::lock_guard<std::mutex> lock(agent_mutex);
+    system = nullptr;
+  }};
   caf::scoped_actor self{sys};
 
   // The coordinator may still be starting: retry until --connect-timeout-s.
@@ -103,12 +126,22 @@ int run_node(const NodeArgs& args) {
   caf::actor dir;
   std::string last_error;
   while (!dir) {
-    auto found = sys.middleman().remote_actor(coord.host, coord.port);
+    auto found = caf::openssl::remote_actor(sys, coord.host, coord.port);
     if (found) {
       dir = *found;
       break;
     }
     last_error = sys.render(found.error());
+    // A port that accepts TCP but fails the TLS handshake holds another credential: say so
+    // (CAF reports it only as a failed connection) and stop, trying again changes nothing.
+    if (tcp_port_open(coord.host, coord.port)) {
+      spdlog::error(
+          "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
+          "hold the same cluster credential (wrong secret, or a certificate of another "
+          "cluster); CAF said: {}",
+          args.join, last_error);
+      return 3;
+    }
     if (signals.fired() || std::chrono::steady_clock::now() > deadline) {
       spdlog::error("cannot reach the coordinator at {}: {}", args.join, last_error);
       return 1;
@@ -132,6 +165,8 @@ int run_node(const NodeArgs& args) {
     return 3;
   }
   ctx->run_id = reply.run_id;
+  transport::set_max_message(ctx->config.max_message_bytes());
+  transport::set_encrypt_mode(transport::parse_encrypt_mode(ctx->config.transport.encrypt));
   transport::set_link_delay(ctx->config.chaos.link_delay_ms);
   transport::set_link_bandwidth(ctx->config.chaos.link_mbit_s);
   // Frames travel on a TCP link of their own (see transport/bulk.hpp) unless either side
@@ -168,6 +203,7 @@ int run_node(const NodeArgs& args) {
   {
     std::lock_guard<std::mutex> lock(agent_mutex);
     agent_handle = agent;
+    system = &sys;
   }
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
                setup.workers.size(), args.join, bulk.empty() ? "none (over CAF)" : bulk);
@@ -185,6 +221,7 @@ int run_node(const NodeArgs& args) {
   // a detached worker's thread while a message to a vanished peer still references it, so the
   // process ends here instead of in the actor system's destructor.
   std::fflush(nullptr);
+  transport::remove_cluster_tls(tls);
   _exit(failed ? 1 : 0);
 }
 

@@ -12,7 +12,8 @@
 
 namespace swarmrt::model {
 
-constexpr uint32_t kProtocolVersion = 3;
+// 4: bulk planes open with the credential handshake (and may run TLS); CAF over mutual TLS.
+constexpr uint32_t kProtocolVersion = 4;
 
 // The shared keys as "section.key = value" lines, in a fixed order.
 std::string fingerprint_text(const RunConfig& config);

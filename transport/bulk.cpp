@@ -17,50 +17,54 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
 #include "transport/buffer_pool.hpp"
+#include "transport/channel.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::transport {
 namespace {
-
-bool read_all(int fd, void* buf, size_t n) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool write_all(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 // ---- the inbox: payloads and the actors waiting for them -------------------------------
 struct Entry {
   std::optional<BulkDelivery> delivery;  // the bytes have come (or were refused)
   caf::actor waiter;                     // an actor has the CAF message and waits
   caf::actor sender;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
 };
 
 struct Inbox {
   std::mutex mutex;
   std::unordered_map<uint64_t, Entry> entries;
+  std::chrono::steady_clock::time_point swept = std::chrono::steady_clock::now();
 };
 Inbox& inbox() {
   static Inbox* i = new Inbox;  // never destroyed: reader threads may outlive main
   return *i;
+}
+
+// Half of a frame whose other half never came (a sender that died between its bytes and its
+// CAF message, or the other way round) expires: the inbox stays bounded, and the micro-batch
+// it belonged to is re-run by the tracker's timeout like any lost hop. Called with the lock.
+constexpr auto kEntryTtl = std::chrono::seconds(120);
+constexpr size_t kMaxEntries = 4096;
+void sweep(Inbox& in) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - in.swept < std::chrono::seconds(5) && in.entries.size() < kMaxEntries) return;
+  in.swept = now;
+  const auto ttl = in.entries.size() < kMaxEntries ? kEntryTtl : std::chrono::seconds(5);
+  size_t expired = 0;
+  for (auto it = in.entries.begin(); it != in.entries.end();)
+    if (now - it->second.since > ttl) {
+      it = in.entries.erase(it);
+      ++expired;
+    } else {
+      ++it;
+    }
+  if (expired > 0) spdlog::warn("frame link: {} half-arrived frame(s) expired unclaimed", expired);
 }
 
 void arrived(uint64_t id, BulkDelivery d) {
@@ -68,6 +72,7 @@ void arrived(uint64_t id, BulkDelivery d) {
   caf::actor wake;
   {
     std::lock_guard<std::mutex> lock(in.mutex);
+    sweep(in);
     auto& e = in.entries[id];
     e.delivery = std::move(d);
     wake = e.waiter;
@@ -91,13 +96,36 @@ Server& server() {
 // the tensors of the decoded frame are views of that buffer. A refused chunk ends the
 // connection (the stream cannot be trusted after it); the message it belonged to is delivered
 // as refused, so its receiver counts it and goes on.
+// Bounds of the listening end against any byte stream (SPEC §8): connections still proving
+// the credential, and all connections, are capped; a handshake waits at most kHandshake.
+constexpr int kMaxHandshaking = 32;
+constexpr int kMaxConnections = 512;
+constexpr std::chrono::milliseconds kHandshake{5000};
+std::atomic<int> g_handshaking{0};
+std::atomic<int> g_connections{0};
+std::atomic<uint64_t> g_refused{0};
+std::atomic<uint64_t> g_max_message{messages::kDefaultMaxMessage};
+
+// Refusals are logged, but a flood of them is not: the first few, then every 100th.
+void log_refusal(const std::string& why) {
+  const auto n = ++g_refused;
+  if (n <= 5 || n % 100 == 0)
+    spdlog::warn("frame link refused a connection ({} so far): {}", n, why);
+}
+
 void serve_connection(int fd) {
+  struct Count {
+    ~Count() { --g_connections; }
+  } count;
+  Channel channel(fd, false, kHandshake);
+  --g_handshaking;
+  if (!channel.ok()) return log_refusal(channel.error());
   uint8_t head[messages::kChunkPrefix];
   std::shared_ptr<uint8_t> buffer;
   messages::ChunkPrefix current;
   uint64_t received = 0;
   for (;;) {
-    if (!read_all(fd, head, sizeof(head))) break;
+    if (!channel.read_all(head, sizeof(head))) break;
     messages::ChunkPrefix c;
     std::string why;
     try {
@@ -108,8 +136,9 @@ void serve_connection(int fd) {
     if (why.empty()) {
       if (c.length > messages::kDefaultMaxChunk - messages::kChunkPrefix)
         why = "chunk of " + std::to_string(c.length) + " bytes exceeds the chunk limit";
-      else if (c.total > messages::kDefaultMaxMessage)
-        why = "message of " + std::to_string(c.total) + " bytes exceeds the limit";
+      else if (c.total > g_max_message.load())
+        why = "message of " + std::to_string(c.total) + " bytes exceeds the limit of " +
+              std::to_string(g_max_message.load()) + " (transport.max_message_mib)";
       else if (c.count == 0 || c.index >= c.count)
         why = "chunk index out of range";
       else if (c.offset > c.total || c.length > c.total - c.offset)
@@ -130,7 +159,7 @@ void serve_connection(int fd) {
       received = 0;
       buffer = acquire_buffer(static_cast<size_t>(c.total));
     }
-    if (!read_all(fd, buffer.get() + c.offset, c.length)) break;
+    if (!channel.read_all(buffer.get() + c.offset, c.length)) break;
     received += c.length;
     if (c.index + 1 < c.count) continue;
     if (received != current.total) {
@@ -147,12 +176,11 @@ void serve_connection(int fd) {
     }
     buffer.reset();
   }
-  ::close(fd);
 }
 
 // ---- the sending end: one connection and writer thread per peer endpoint -------------------
 struct Link {
-  int fd = -1;
+  std::unique_ptr<Channel> channel;
   std::mutex mutex;
   std::condition_variable ready;
   std::deque<std::unique_ptr<messages::ChunkPlan>> queue;
@@ -164,17 +192,17 @@ std::atomic<int64_t> g_link_bytes_per_s{0};
 
 // Writes `n` bytes, no faster than the link cap: in slices of at most 64 KiB, each sent when
 // the link's previous bytes would have left a line of that rate (`free_at`).
-bool paced_write(int fd, const void* buf, size_t n,
+bool paced_write(Channel& channel, const void* buf, size_t n,
                  std::chrono::steady_clock::time_point& free_at) {
   const int64_t rate = g_link_bytes_per_s.load();
-  if (rate <= 0) return write_all(fd, buf, n);
+  if (rate <= 0) return channel.write_all(buf, n);
   const auto* p = static_cast<const char*>(buf);
   while (n > 0) {
     const size_t part = std::min<size_t>(n, 64 * 1024);
     const auto now = std::chrono::steady_clock::now();
     if (free_at < now) free_at = now;
     std::this_thread::sleep_until(free_at);
-    if (!write_all(fd, p, part)) return false;
+    if (!channel.write_all(p, part)) return false;
     free_at += std::chrono::nanoseconds(static_cast<int64_t>(part) * 1'000'000'000 / rate);
     p += part;
     n -= part;
@@ -196,9 +224,9 @@ void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
     if (const auto delay = g_link_delay_us.load(); delay > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
     for (const auto& c : plan->chunks) {
-      bool ok = paced_write(link->fd, c.prefix.data(), c.prefix.size(), free_at);
+      bool ok = paced_write(*link->channel, c.prefix.data(), c.prefix.size(), free_at);
       for (const auto& slice : c.slices)
-        ok = ok && paced_write(link->fd, slice.data, slice.size, free_at);
+        ok = ok && paced_write(*link->channel, slice.data, slice.size, free_at);
       if (!ok) {
         spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
         std::lock_guard<std::mutex> lock(link->mutex);
@@ -250,9 +278,18 @@ std::shared_ptr<Link> link_to(const std::string& endpoint) {
     if (!link->broken) return link;
   }
   link = std::make_shared<Link>();
-  link->fd = connect_to(endpoint);
-  if (link->fd < 0) {
+  const int fd = connect_to(endpoint);
+  if (fd < 0) {
     spdlog::warn("bulk link: cannot connect to {}; frames go over CAF", endpoint);
+    link->broken = true;
+    return link;
+  }
+  // Both sides prove they hold the cluster credential before any frame is written, and
+  // agree on encryption (transport.encrypt).
+  link->channel = std::make_unique<Channel>(fd, true, kHandshake);
+  if (!link->channel->ok()) {
+    spdlog::error("frame link to {} refused: {}; frames go over CAF", endpoint,
+                  link->channel->error());
     link->broken = true;
     return link;
   }
@@ -266,6 +303,14 @@ uint64_t next_id() {
 }
 
 }  // namespace
+
+void set_max_message(uint64_t bytes) {
+  g_max_message = bytes;
+}
+
+uint64_t refused_connections() {
+  return g_refused.load();
+}
 
 void set_link_delay(double ms) {
   g_link_delay_us = static_cast<int64_t>(ms * 1000);
@@ -305,14 +350,32 @@ std::string start_bulk_server(const std::string& host) {
   s.endpoint = (host == "localhost" ? "127.0.0.1" : host) + ":" + std::to_string(ntohs(a.sin_port));
   std::thread([fd] {
     for (;;) {
-      int c = accept(fd, nullptr, nullptr);
+      int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) {
-        if (errno == EINTR) continue;
-        return;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        // Out of descriptors or memory: back off and keep serving; never stop accepting.
+        spdlog::warn("frame link: accept failed: {}; retrying", std::strerror(errno));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
       }
+      if (g_handshaking.load() >= kMaxHandshaking || g_connections.load() >= kMaxConnections) {
+        log_refusal("too many connections (" + std::to_string(g_connections.load()) + ", " +
+                    std::to_string(g_handshaking.load()) + " still proving the credential)");
+        ::close(c);
+        continue;
+      }
+      ++g_handshaking;
+      ++g_connections;
       int one = 1;
       setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      std::thread(serve_connection, c).detach();
+      try {
+        std::thread(serve_connection, c).detach();
+      } catch (const std::system_error& e) {  // no thread to be had: refuse, keep serving
+        --g_handshaking;
+        --g_connections;
+        ::close(c);
+        log_refusal(std::string("cannot start a thread: ") + e.what());
+      }
     }
   }).detach();
   return s.endpoint;
@@ -370,6 +433,7 @@ void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages:
 std::optional<BulkDelivery> claim_bulk(caf::local_actor* self, uint64_t id) {
   auto& in = inbox();
   std::lock_guard<std::mutex> lock(in.mutex);
+  sweep(in);
   auto& e = in.entries[id];
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   if (e.delivery) {

@@ -25,6 +25,13 @@ using bulk_ready_atom = caf::atom_constant<caf::atom("bulkready")>;  // the inbo
 std::string start_bulk_server(const std::string& host);
 std::string bulk_endpoint();
 
+// Every connection to a frame link proves the cluster credential (credential.hpp) before a
+// frame is read; at most 32 connections may be proving it at once and 512 be open, the rest
+// are closed at once. A message larger than `bytes` is refused before anything is allocated
+// for it (RunConfig::max_message_bytes). Connections refused so far, for tests and logs.
+void set_max_message(uint64_t bytes);
+uint64_t refused_connections();
+
 // Which endpoint serves the actors of a node.
 void register_endpoint(const caf::node_id& node, const std::string& endpoint);
 std::optional<std::string> endpoint_of(const caf::node_id& node);

@@ -14,8 +14,10 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "transport/buffer_pool.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::transport {
 namespace {
@@ -25,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kHelloMagic = 0x4d435753;   // "SWCM": a rank joining
 constexpr uint32_t kTensorMagic = 0x54435753;  // "SWCT": a tensor follows
 constexpr const char* kIdPrefix = "swarmrt-tcp-comm 1 ";
+constexpr int64_t kHandshakeMs = 5000;  // a connection proves the cluster credential in this
 
 struct Hello {
   uint32_t magic;
@@ -190,7 +193,19 @@ void TcpComm::accept_ranks() {
     pollfd pfd{listen_fd_, POLLIN, 0};
     if (::poll(&pfd, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      // Out of descriptors: wait a little instead of spinning; the deadline still holds.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    // The cluster credential first (transport/credential.hpp), then the communicator's token.
+    if (const auto why = authenticate(fd, false, std::chrono::milliseconds(kHandshakeMs));
+        !why.empty()) {
+      spdlog::warn("tcp communicator: refused a connection: {}", why);
+      ::close(fd);
+      continue;
+    }
     Hello h{};
     try {
       read_exact(fd, &h, sizeof(h), after(std::min(5.0, timeout_s_)), "tcp communicator hello");
@@ -252,6 +267,14 @@ void TcpComm::connect_to_root(const std::string& host, uint16_t port) {
     timeval none{0, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
     no_delay(fd);
+    if (const auto refused = authenticate(fd, true, std::chrono::milliseconds(kHandshakeMs));
+        !refused.empty()) {
+      ::close(fd);
+      // Another credential does not change by trying again.
+      fail("tcp communicator: rank 0 at " + host + ":" + std::to_string(port) +
+           " refused: " + refused);
+      return;
+    }
     const Hello h{kHelloMagic, static_cast<uint32_t>(rank_), token_};
     if (!write_all(fd, &h, sizeof(h))) {
       why = std::strerror(errno);

@@ -44,7 +44,7 @@ for _ in $(seq 1 100); do
 done
 [ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
 start_node() { # name log
-  "$bin" node --join "127.0.0.1:$port" -w 2 --name "$1" "${net[@]}" >"$2" 2>&1 &
+  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name "$1" "${net[@]}" >"$2" 2>&1 &
   pids+=($!)
   last_pid=$!
 }

@@ -28,10 +28,10 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 [ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
-"$bin" node --join "127.0.0.1:$port" -w 2 --name steady "${net[@]}" >"$tmp/steady.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name steady "${net[@]}" >"$tmp/steady.log" 2>&1 &
 steady=$!
 pids+=("$steady")
-"$bin" node --join "127.0.0.1:$port" -w 2 --name frozen "${net[@]}" >"$tmp/frozen.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name frozen "${net[@]}" >"$tmp/frozen.log" 2>&1 &
 frozen=$!
 pids+=("$frozen")
 for _ in $(seq 1 600); do grep -q "step 5/40" "$tmp/coord.log" && break; sleep 0.1; done

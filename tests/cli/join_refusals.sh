@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The join handshake refuses, on both sides and with the reason: a node whose model config
-# differs, a wrong secret, a missing secret. A coordinator listening beyond 127.0.0.1 needs a
-# secret. Processes are stopped by pid.
+# The cluster credential and the join handshake refuse, with the reason: --secret on a command
+# line; a node without a secret; a node with a wrong secret (refused by the TLS handshake of
+# the control plane, named on both sides); a node whose model config differs. A coordinator
+# started without a secret makes one and keeps it in <run dir>/secret (0600, never logged).
+# Processes are stopped by pid.
 set -u
 bin=$1 root=$2
 tmp=$(mktemp -d)
@@ -14,11 +16,28 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cfg="$root/configs/tiny.toml"
 
-"$bin" coordinator -c "$cfg" --listen 0.0.0.0:0 -o "$tmp/open" >"$tmp/open.log" 2>&1
-[ $? = 2 ] || fail "listening on 0.0.0.0 without a secret must exit 2"
-grep -q "requires --secret" "$tmp/open.log" || fail "message: $(cat "$tmp/open.log")"
+# A secret on a command line shows in every process list: refused by every command.
+for cmd in coordinator launch; do
+  extra=()
+  [ "$cmd" = launch ] && extra=(--local 1)
+  "$bin" $cmd -c "$cfg" "${extra[@]}" --secret s3cret -o "$tmp/x" >"$tmp/cl.log" 2>&1
+  [ $? = 2 ] || fail "$cmd --secret must exit 2: $(cat "$tmp/cl.log")"
+  grep -q -- "--secret is refused: a secret on a command line shows in every process list" "$tmp/cl.log" \
+    || fail "$cmd message: $(cat "$tmp/cl.log")"
+done
+"$bin" node --join 127.0.0.1:1 --secret s3cret >"$tmp/cl.log" 2>&1
+[ $? = 2 ] || fail "node --secret must exit 2"
+grep -q -- "--secret is refused" "$tmp/cl.log" || fail "node message: $(cat "$tmp/cl.log")"
+"$bin" node --join 127.0.0.1:1 --secret-file "$tmp/none" >"$tmp/cl.log" 2>&1
+[ $? = 2 ] || fail "a missing secret file must exit 2"
+grep -q "secret file $tmp/none: No such file" "$tmp/cl.log" || fail "message: $(cat "$tmp/cl.log")"
+env -u SWARMRT_SECRET "$bin" node --join 127.0.0.1:1 >"$tmp/cl.log" 2>&1
+[ $? = 2 ] || fail "a node without a secret must exit 2"
+grep -q "no cluster secret" "$tmp/cl.log" || fail "message: $(cat "$tmp/cl.log")"
+
 # A device this process cannot use is refused before joining, with the reason: on a CPU-only
 # LibTorch "no CUDA", on a CUDA one the number of devices there are.
+export SWARMRT_SECRET=unused
 "$bin" node --join 127.0.0.1:1 --device cuda:99 >"$tmp/dev.log" 2>&1
 [ $? = 2 ] || fail "--device cuda:99 must exit 2: $(cat "$tmp/dev.log")"
 grep -Eq -- "--device cuda:99: (this build's LibTorch has no CUDA|this machine has [0-9]+ CUDA device)" \
@@ -29,8 +48,10 @@ grep -q "unknown device (cpu or cuda:K)" "$tmp/dev.log" || fail "message: $(cat 
 "$bin" node --join nowhere >"$tmp/bad.log" 2>&1
 [ $? = 2 ] || fail "a malformed --join must exit 2"
 grep -q "is not HOST:PORT" "$tmp/bad.log" || fail "message: $(cat "$tmp/bad.log")"
+unset SWARMRT_SECRET
 
-"$bin" coordinator -c "$cfg" --listen 127.0.0.1:0 --secret s3cret -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
+# No secret given: the coordinator makes one, like a notebook server's token.
+env -u SWARMRT_SECRET "$bin" coordinator -c "$cfg" --listen 127.0.0.1:0 -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
 coord=$!
 port=""
 for _ in $(seq 1 100); do
@@ -39,31 +60,41 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 [ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+[ -s "$tmp/run/secret" ] || fail "no secret file in the run directory"
+[ "$(stat -c %a "$tmp/run/secret")" = 600 ] || fail "the secret file is not mode 600"
+secret=$(cat "$tmp/run/secret")
+grep -qF "$secret" "$tmp/coord.log" && fail "the secret was logged"
 
 join() { timeout 60 "$bin" node --join "127.0.0.1:$port" --connect-timeout-s 10 "$@"; }
 
-join -c "$cfg" --set model.n_layer=6 --secret s3cret >"$tmp/n1.log" 2>&1
+echo "guess" >"$tmp/wrong"
+chmod 600 "$tmp/wrong"
+join --secret-file "$tmp/wrong" >"$tmp/n2.log" 2>&1
+[ $? = 3 ] || fail "a wrong secret must be refused (exit 3): $(cat "$tmp/n2.log")"
+grep -q "refused this node: the TLS handshake failed, the two do not hold the same cluster credential" \
+  "$tmp/n2.log" || fail "node-side message: $(cat "$tmp/n2.log")"
+
+join -c "$cfg" --set model.n_layer=6 --secret-file "$tmp/run/secret" >"$tmp/n1.log" 2>&1
 [ $? = 3 ] || fail "a different model must be refused (exit 3): $(cat "$tmp/n1.log")"
 grep -q "refused this node: .*model.n_layer: 4 on the coordinator, 6 on the joining node" "$tmp/n1.log" \
   || fail "node-side message: $(cat "$tmp/n1.log")"
 
-SWARMRT_SECRET=guess join >"$tmp/n2.log" 2>&1
-[ $? = 3 ] || fail "a wrong secret must be refused"
-grep -q "refused this node: .*wrong secret" "$tmp/n2.log" || fail "message: $(cat "$tmp/n2.log")"
-
-join >"$tmp/n3.log" 2>&1
-[ $? = 3 ] || fail "a missing secret must be refused"
-grep -q "requires a secret" "$tmp/n3.log" || fail "message: $(cat "$tmp/n3.log")"
-
 grep -q "refused node .*model.n_layer: 4 on the coordinator, 6 on the joining node" "$tmp/coord.log" \
   || fail "coordinator-side message: $(cat "$tmp/coord.log")"
-grep -q "refused node .*wrong secret" "$tmp/coord.log" || fail "coordinator did not log the wrong secret"
+# Both sides name it: the node refused the coordinator's certificate (another cluster's CA),
+# the coordinator got the node's alert.
+grep -q "control plane: refused a peer's certificate: .*it is not of this cluster" \
+  "$tmp/n2.log" || fail "the node did not log the certificate of another cluster: $(cat "$tmp/n2.log")"
+grep -q "control plane: a peer ended the TLS handshake with 'unknown CA': it does not hold this cluster's credential" \
+  "$tmp/coord.log" || fail "the coordinator did not log the refusal: $(cat "$tmp/coord.log")"
 grep -q "joined as node" "$tmp/coord.log" && fail "a refused node was admitted"
 
 kill -TERM "$coord"
 wait "$coord"
 code=$?
 coord=""
-[ $code = 0 ] || fail "the coordinator must exit cleanly on SIGTERM, exited $code: $(cat "$tmp/coord.log")"
-grep -q "stopped before the swarm was full" "$tmp/coord.log" || fail "stop message: $(cat "$tmp/coord.log")"
+# A run that never started did not complete: a non-zero exit, and the last line says why.
+[ $code = 1 ] || fail "a coordinator stopped before its run must exit 1, exited $code: $(cat "$tmp/coord.log")"
+tail -1 "$tmp/coord.log" | grep -q "the run did not complete: the coordinator stopped before the swarm was full" \
+  || fail "last line: $(tail -3 "$tmp/coord.log")"
 echo "ok"

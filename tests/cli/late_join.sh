@@ -26,12 +26,12 @@ for _ in $(seq 1 100); do
 done
 [ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
 for n in 1 2; do
-  "$bin" node --join "127.0.0.1:$port" -w 2 --name "n$n" >"$tmp/n$n.log" 2>&1 &
+  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name "n$n" >"$tmp/n$n.log" 2>&1 &
   pids+=($!)
 done
 for _ in $(seq 1 600); do grep -q "step 10/40" "$tmp/coord.log" && break; sleep 0.2; done
 grep -q "step 10/40" "$tmp/coord.log" || fail "the run did not reach step 10: $(tail -5 "$tmp/coord.log")"
-"$bin" node --join "127.0.0.1:$port" -w 1 --name late >"$tmp/late.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 1 --name late >"$tmp/late.log" 2>&1 &
 late=$!
 pids+=("$late")
 for _ in $(seq 1 300); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done

@@ -59,9 +59,11 @@ cat >"$tmp/hosts" <<HOSTS
 127.0.0.1 workers=2 port=$port identity=$tmp/id
 127.0.0.1 workers=2 port=$port identity=$tmp/id   # the second line: a second node
 HOSTS
+echo hostfile-test >"$tmp/secret"
+chmod 600 "$tmp/secret"
 "$bin" launch --hostfile "$tmp/hosts" -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 \
   --ssh-option StrictHostKeyChecking=no --ssh-option UserKnownHostsFile=/dev/null \
-  --ssh-option LogLevel=ERROR --secret hostfile-test \
+  --ssh-option LogLevel=ERROR --secret-file "$tmp/secret" \
   --set train.steps=6 --set train.eval_every=0 --set train.eval_batches=2 \
   --set diloco.inner_steps=3 -o "$tmp/run" >"$tmp/launch.log" 2>&1 &
 launcher=$!

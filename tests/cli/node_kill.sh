@@ -31,9 +31,9 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 [ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
-"$bin" node --join "127.0.0.1:$port" -w 2 --name steady "${net[@]}" >"$tmp/steady.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name steady "${net[@]}" >"$tmp/steady.log" 2>&1 &
 pids+=($!)
-"$bin" node --join "127.0.0.1:$port" -w 2 --name victim "${net[@]}" >"$tmp/victim.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name victim "${net[@]}" >"$tmp/victim.log" 2>&1 &
 victim=$!
 pids+=("$victim")
 for _ in $(seq 1 600); do grep -q "step 10/60" "$tmp/coord.log" && break; sleep 0.1; done
@@ -50,7 +50,7 @@ done
 [ "$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")" -ge $((killed_at + 3)) ] \
   || fail "no step completed after the node was killed: $(tail -5 "$tmp/coord.log")"
 # ...and the node comes back.
-"$bin" node --join "127.0.0.1:$port" -w 2 --name victim "${net[@]}" >"$tmp/back.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name victim "${net[@]}" >"$tmp/back.log" 2>&1 &
 back=$!
 pids+=("$back")
 for _ in $(seq 1 300); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done

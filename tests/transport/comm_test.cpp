@@ -3,8 +3,11 @@
 // and the ways a link goes wrong (a malformed id, a tensor that disagrees with its header, a
 // peer that is gone, a rank that never joins), each a CommError that says what happened.
 #include <ATen/ATen.h>
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sstream>
 #include <thread>
 
 #include "messages/frame.hpp"
@@ -123,6 +126,43 @@ TEST(TcpComm, APeerThatIsGoneIsAnErrorNotAHang) {
   other.reset();  // the peer's process is gone
   const auto why = error_of([&] { root->recv(messages::meta_of(at::ones({4})), 1); });
   EXPECT_NE(why.find("closed the connection"), std::string::npos) << why;
+}
+
+// The communicator's port admits only holders of the cluster credential: a connection that
+// sends anything else (here: a forged hello with the right token, which travels in the id) is
+// refused before its hello is read, and the real rank still joins.
+TEST(TcpComm, AStrangerOnThePortIsRefusedAndTheRankStillJoins) {
+  auto [root, id] = transport::create_comm("tcp", 2, quick());
+  const std::string text(id.begin(), id.end());  // "swarmrt-tcp-comm 1 HOST PORT TOKEN"
+  std::istringstream in(text.substr(std::string("swarmrt-tcp-comm 1 ").size()));
+  std::string host, token;
+  int port = 0;
+  in >> host >> port >> token;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  struct {
+    uint32_t magic = 0x4d435753, rank = 1;
+    uint64_t token;
+  } hello;
+  hello.token = std::stoull(token, nullptr, 16);
+  ASSERT_EQ(::send(fd, &hello, sizeof(hello), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(hello)));
+  char b;
+  EXPECT_EQ(::recv(fd, &b, 1, MSG_WAITALL), 1);  // the challenge, then the refusal
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[256];
+  ssize_t r;
+  while ((r = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+  }
+  EXPECT_EQ(r, 0) << "the stranger's connection must be closed";
+  ::close(fd);
+  auto other = transport::join_comm("tcp", id, 2, 1, quick());
+  other->send(at::ones({3}), 0);
+  EXPECT_TRUE(at::equal(root->recv(messages::meta_of(at::ones({3})), 1), at::ones({3})));
 }
 
 TEST(TcpComm, ARankThatNeverJoinsTimesOut) {

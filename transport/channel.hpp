@@ -1,0 +1,50 @@
+// One authenticated connection of a bulk plane, plain or encrypted. Both ends first prove
+// they hold the cluster credential (credential.hpp); then, if either end asks for it, the
+// bytes travel inside TLS 1.3 with certificates of the secret-derived cluster CA
+// (cluster_tls.hpp), verified on both sides.
+//
+// transport.encrypt decides what an end asks for: "on", "off", or "auto" (the default):
+// encrypted unless the peer is on a loopback address, where the bytes never leave the machine
+// and encryption would only cost CPU.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace swarmrt::transport {
+
+enum class EncryptMode { automatic, on, off };
+// "auto", "on" or "off"; throws std::invalid_argument otherwise.
+EncryptMode parse_encrypt_mode(const std::string& text);
+void set_encrypt_mode(EncryptMode mode);
+EncryptMode encrypt_mode();
+
+class Channel {
+ public:
+  // Takes `fd` (a connected socket): runs the challenge–response and agrees on encryption
+  // within `timeout`. On failure `error()` says why and the socket is closed.
+  Channel(int fd, bool initiator, std::chrono::milliseconds timeout);
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  bool encrypted() const { return ssl_ != nullptr; }
+  int fd() const { return fd_; }
+
+  // Exactly n bytes, or false (the connection ended or broke). Blocking.
+  bool read_all(void* buf, size_t n);
+  bool write_all(const void* buf, size_t n);
+  // Ends the connection for both directions (another thread's blocked read returns).
+  void shutdown();
+
+ private:
+  std::string open(bool initiator, std::chrono::milliseconds timeout);  // empty: ready
+  int fd_;
+  void* ssl_ = nullptr;  // SSL*, kept out of this header
+  std::string error_;
+};
+
+}  // namespace swarmrt::transport
