@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "supervisors/entitled.hpp"
+
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 using Self = caf::stateful_actor<node_agent_state>;
@@ -27,6 +29,7 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
   s.setup = std::move(setup);
   self->monitor(s.setup.directory);
   for (const auto& sup : s.setup.supervisors) self->monitor(sup);
+  supervisors::quit_only_from_this_process(self, "node '" + s.setup.name + "'");
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;
     if (down.source == s.setup.directory.address())
@@ -43,19 +46,17 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
       // Fault injection the coordinator forwards here (see chaos_control).
       [=](kill_atom, const std::string& target) {
         auto& s = self->state;
-        if (self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(s.setup.directory))
-          return;
+        if (!supervisors::sent_by(self, s.setup.directory))
+          return supervisors::rejected(self, "node '" + s.setup.name + "'", "kill " + target);
         if (s.setup.chaos) self->send(s.setup.chaos, kill_atom::value, target);
       },
       [=](stop_atom) {
         auto& s = self->state;
-        const auto& sender = self->current_sender();
-        // A signal handler sends anonymously; anyone else but the coordinator is ignored.
-        if (sender && sender != caf::actor_cast<caf::strong_actor_ptr>(s.setup.directory)) {
-          spdlog::warn("node '{}': ignored a stop request from a stranger", s.setup.name);
-          return;
-        }
-        stop(self, sender ? "the coordinator said stop" : "signal");
+        // The coordinator, or this process (its signal handler); no one else.
+        const bool coordinator = supervisors::sent_by(self, s.setup.directory);
+        if (!coordinator && !supervisors::from_this_process(self))
+          return supervisors::rejected(self, "node '" + s.setup.name + "'", "stop");
+        stop(self, coordinator ? "the coordinator said stop" : "signal");
       },
   };
 }

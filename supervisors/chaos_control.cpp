@@ -5,6 +5,7 @@
 
 #include "messages/types.hpp"
 #include "model/run_dir.hpp"
+#include "supervisors/entitled.hpp"
 
 namespace swarmrt::supervisors {
 using namespace swarmrt::atoms;
@@ -80,9 +81,22 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
     self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
                        tick_atom::value);
   return {
-      [=](kill_atom, const std::string& target) { return kill(self, target, "requested"); },
+      // Registered as "chaos": reachable by name from any peer that asks this process's
+      // registry. Only this process (its node agent, the directory, its own schedule, a test)
+      // injects faults.
+      [=](kill_atom, const std::string& target) -> std::string {
+        if (!from_this_process(self)) {
+          rejected(self, "chaos control", "kill " + target);
+          return "rejected: not entitled";
+        }
+        return kill(self, target, "requested");
+      },
       [=](slow_atom, const std::string& name, double factor) -> std::string {
         auto& s = self->state;
+        if (!from_this_process(self)) {
+          rejected(self, "chaos control", "slow " + name);
+          return "rejected: not entitled";
+        }
         auto a = s.setup.roster ? s.setup.roster->find(name) : std::nullopt;
         if (!a) return "no actor '" + name + "' here";
         self->send(*a, slow_atom::value, factor);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/run_dir.hpp"
+#include "supervisors/entitled.hpp"
 
 namespace swarmrt::supervisors {
 using namespace swarmrt::atoms;
@@ -209,6 +210,8 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
       },
       [=](stop_atom) {
         auto& s = self->state;
+        // Nodes hold this handle (it is the tracker's address): only this process may stop.
+        if (!from_this_process(self)) return rejected(self, "the step tracker", "stop");
         s.stopped = true;
         if (s.tracker) {
           self->send(s.tracker, stop_atom::value);
