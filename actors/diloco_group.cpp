@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "actors/tensor_list.hpp"
+#include "model/checks.hpp"
 #include "transport/bulk.hpp"
 #include "transport/comm.hpp"
 
@@ -20,6 +22,15 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
   ++s.rejected;
   spdlog::warn("diloco group {}: rejected contribution of worker {} for round {}: {}", s.stage,
                h.contributor, h.round_id, why);
+  if (s.metrics)
+    self->send(s.metrics, metrics_atom::value,
+               nlohmann::json{{"event", "rejected"},
+                              {"kind", "pseudo_gradient"},
+                              {"stage", s.stage},
+                              {"worker", h.contributor},
+                              {"round", h.round_id},
+                              {"reason", why}}
+                   .dump());
   messages::RoundHeader r = h;
   r.status = messages::RoundStatus::rejected;
   r.reason = why;
@@ -130,6 +141,20 @@ void send_theta(Self* self, const caf::actor& to) {
                         messages::make_round_frame(h, std::move(tensors)));
 }
 
+void apply_round(Self* self);
+
+// Applies the round once every member has contributed or been refused in it (and at least
+// one contributed); true when it did.
+bool maybe_apply(Self* self) {
+  auto& s = self->state;
+  size_t in = 0;
+  for (const auto& [id, d] : s.contributions) in += s.members.count(id);
+  for (auto id : s.excused) in += s.members.count(id) && !s.contributions.count(id);
+  if (s.contributions.empty() || in < s.members.size()) return false;
+  apply_round(self);
+  return true;
+}
+
 void apply_round(Self* self) {
   auto& s = self->state;
   std::vector<const model::NamedTensors*> deltas;
@@ -164,6 +189,7 @@ void apply_round(Self* self) {
   }
   ++s.round;
   s.contributions.clear();
+  s.excused.clear();
   s.timer_armed = false;
 }
 void on_contribution(Self* self, const messages::Frame& frame, const caf::actor& sender) {
@@ -197,13 +223,24 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   model::NamedTensors delta;
   for (size_t i = 0; i < theta.size(); ++i) {
     if (h.tensor_names[i] != theta[i].first ||
-        !frame.tensors[i].sizes().equals(theta[i].second.sizes()))
-      return reply_rejected(self, sender, h, "tensor '" + h.tensor_names[i] + "' mismatches");
+        !frame.tensors[i].sizes().equals(theta[i].second.sizes()) ||
+        frame.tensors[i].scalar_type() != theta[i].second.scalar_type())
+      return reply_rejected(
+          self, sender, h,
+          "tensor '" + h.tensor_names[i] + "' mismatches θ's name, shape or dtype");
     delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
+  }
+  // A NaN or Inf would become θ's, every worker's, at this round: refused, and the round goes
+  // on without these workers, as if they had failed in it.
+  if (const auto bad = model::nonfinite_tensor(frame.tensors, h.tensor_names); !bad.empty()) {
+    for (auto id : who) s.excused.insert(id);
+    reply_rejected(self, sender, h, bad);
+    maybe_apply(self);
+    return;
   }
   // A group mean counts once for every worker in it (they share its tensors).
   for (auto id : who) s.contributions[id] = delta;
-  if (s.contributions.size() >= s.members.size()) return apply_round(self);
+  if (maybe_apply(self)) return;
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
   if (!s.timer_armed) {
     s.timer_armed = true;
@@ -228,8 +265,9 @@ void on_bulk(Self* self, const transport::BulkDelivery& d) {
 }  // namespace
 
 caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
-                           GroupStorePtr store) {
+                           GroupStorePtr store, caf::actor metrics) {
   auto& s = self->state;
+  s.metrics = std::move(metrics);
   s.ctx = std::move(ctx);
   s.stage = stage;
   s.store = std::move(store);
@@ -265,9 +303,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
           }
         if (s.members != before) announce_comm(self);
         // A member lost while the round was collected: the survivors may all be in.
-        size_t in = 0;
-        for (const auto& [id, d] : s.contributions) in += s.members.count(id);
-        if (!s.contributions.empty() && in >= s.members.size()) apply_round(self);
+        maybe_apply(self);
       },
       [=](round_atom, const messages::Frame& frame) {
         on_contribution(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));

@@ -60,6 +60,8 @@ struct group_state {
   uint64_t round = 0;         // the round being collected
   int64_t last_applied = -1;  // never applied twice
   std::map<uint32_t, model::NamedTensors> contributions;
+  std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
+  caf::actor metrics;          // `rejected` events go here when the run has a metrics log
   uint64_t rejected = 0;
   uint64_t refused_chunks = 0;
   bool timer_armed = false;
@@ -70,6 +72,6 @@ struct group_state {
 // `theta` is the stage's initial global parameters; a store that holds a round (a restart,
 // a resumed run) takes precedence.
 caf::behavior diloco_group(caf::stateful_actor<group_state>* self, ContextPtr ctx, uint32_t stage,
-                           model::NamedTensors theta, GroupStorePtr store);
+                           model::NamedTensors theta, GroupStorePtr store, caf::actor metrics);
 
 }  // namespace swarmrt::actors

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "model/checks.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -47,14 +50,50 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
     spdlog::warn("averager {}: ignoring gradient from worker {} for step {}", stage, worker, step);
     return;
   }
+  // Checked before use (SPEC §8): a gradient that does not fit the sum, holds a NaN or Inf,
+  // or claims more samples than a step has is refused. The worker still counts as reported
+  // (it gets the stage's gradient like every other), but its gradient and samples are left
+  // out, as if it had failed in this step; the sum is rescaled to the samples it has.
+  std::string why;
+  if (!grads.error.empty()) {
+    why = grads.error;
+  } else if (samples < 0 || samples > s.ctx->step_samples()) {
+    why = std::to_string(samples) + " samples claimed, a step has " +
+          std::to_string(s.ctx->step_samples());
+  } else if (!s.sum.empty() && grads.tensors.size() != s.sum.size()) {
+    why = std::to_string(grads.tensors.size()) + " gradients, expected " +
+          std::to_string(s.sum.size());
+  } else {
+    for (size_t i = 0; i < s.sum.size() && why.empty(); ++i)
+      if (!grads.tensors[i].sizes().equals(s.sum[i].sizes()) ||
+          grads.tensors[i].scalar_type() != s.sum[i].scalar_type())
+        why = "gradient #" + std::to_string(i) + " has shape " +
+              c10::str(grads.tensors[i].sizes()) + ", expected " + c10::str(s.sum[i].sizes());
+    if (why.empty()) why = model::nonfinite_tensor(grads.tensors);
+  }
+  if (!why.empty()) {
+    ++s.refused;
+    spdlog::warn("averager {}: refused the gradient of worker {} for step {}: {}", stage, worker,
+                 step, why);
+    if (s.metrics)
+      self->send(s.metrics, metrics_atom::value,
+                 nlohmann::json{{"event", "rejected"},
+                                {"kind", "gradient"},
+                                {"stage", stage},
+                                {"worker", worker},
+                                {"step", step},
+                                {"reason", why}}
+                     .dump());
+    // The first report fixes the sum's shapes: a refused one starts it at zero.
+    if (s.sum.empty() && grads.error.empty())
+      for (const auto& g : grads.tensors) s.sum.push_back(at::zeros_like(g));
+    s.reported[worker] = from;
+    maybe_finish(self);
+    return;
+  }
   if (s.sum.empty()) {
     for (const auto& g : grads.tensors) s.sum.push_back(g.clone());
   } else {
-    if (grads.tensors.size() != s.sum.size()) {
-      spdlog::warn("averager {}: worker {} sent {} gradients, expected {}", stage, worker,
-                   grads.tensors.size(), s.sum.size());
-      return;
-    }
     for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i].add_(grads.tensors[i]);
   }
   s.samples += samples;
@@ -64,7 +103,8 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
 
 }  // namespace
 
-caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage) {
+caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::actor metrics) {
+  self->state.metrics = std::move(metrics);
   self->state.ctx = std::move(ctx);
   self->state.stage = stage;
   return {

@@ -32,10 +32,12 @@ struct averager_state {
     caf::actor from;
   };
   std::vector<Early> early;  // gradients that came before the membership
+  caf::actor metrics;        // `rejected` events go here when the run has a metrics log
+  uint64_t refused = 0;      // gradients refused (non-finite, wrong shape, impossible samples)
   static inline const char* name = "grad_averager";
 };
 
 caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPtr ctx,
-                            uint32_t stage);
+                            uint32_t stage, caf::actor metrics);
 
 }  // namespace swarmrt::actors

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
+#include <limits>
 #include <thread>
 
 #include "actors/tensor_list.hpp"
@@ -204,12 +205,22 @@ void report_norm(Self* self) {
              model::grad_sqnorm(s.params), s.samples);
 }
 
+// Fault injection (chaos.nan_worker): the first tensor of a send carries a NaN. A copy, so
+// the worker's own gradient or parameters stay finite: only its peers must refuse it.
+void poison(std::vector<at::Tensor>& tensors) {
+  if (tensors.empty() || tensors[0].numel() == 0) return;
+  tensors[0] = tensors[0].clone();
+  tensors[0].view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+}
+
 // Grad-sync modes: this worker's share of the stage's gradient to the averager, which sends
 // the sum back (grads_atom). Kept in the parameters' grads until then.
 void send_gradient(Self* self) {
   auto& s = self->state;
   auto grads = grads_or_zeros(s.params);
   for (auto& g : grads) g = g.to(at::kCPU);  // the averager sums in host memory
+  if (s.setup.nan_at_step > 0 && s.step == static_cast<uint64_t>(s.setup.nan_at_step))
+    poison(grads);
   s.setup.ctx->bytes->add(Traffic::gradients, messages::payload_bytes(grads));
   s.sum_pending = true;
   self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples,
@@ -275,6 +286,9 @@ void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduc
     rh.tensor_names.push_back(name);
     tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
   }
+  const auto H = static_cast<uint64_t>(s.setup.ctx->config.diloco.inner_steps);
+  const auto nan_step = static_cast<uint64_t>(s.setup.nan_at_step);
+  if (nan_step > 0 && nan_step <= step && nan_step + H > step) poison(tensors);
   auto frame = messages::make_round_frame(rh, std::move(tensors));
   // Kept by every worker in a group mean: sent again to a restarted group.
   s.pending_round = frame;
@@ -484,6 +498,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.params = s.module->parameters();
   s.next = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                   static_cast<int>(cfg.swarm.max_inflight));
+  s.next.set_measure(s.setup.ctx->wiring_measure);
   if (s.setup.ctx->diloco()) {
     s.anchor = model::parameters_of(*s.module);  // host copies: θ(t-1) lives where θ does
     for (auto& [name, t] : s.anchor) t = t.to(s.device);

@@ -35,6 +35,7 @@ struct WorkerSetup {
   caf::actor averager;         // set in grad-sync modes with several workers per stage
   caf::actor group;            // set in DiLoCo modes
   double slow_factor = 1.0;    // fault injection: compute takes this many times longer
+  int64_t nan_at_step = 0;     // fault injection: sends of this step carry a NaN (0: never)
   bool keep_grads = false;     // keep the last reduced gradient for inspection
   std::string device = "cpu";  // where its layers and tensors live: "cpu" or "cuda:K"
   // Ask the tracker for a starting state before taking work (a live peer's, the DiLoCo

@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "actor_test_util.hpp"
 #include "actors/diloco_group.hpp"
 
@@ -41,7 +43,7 @@ TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
   caf::scoped_actor a{*ts.sys}, b{*ts.sys};
   auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
                              uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
-                             std::make_shared<actors::GroupStore>());
+                             std::make_shared<actors::GroupStore>(), caf::actor{});
   messages::Membership m;
   m.stages = {
       {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
@@ -125,7 +127,7 @@ TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere)
   caf::scoped_actor a{*ts.sys}, b{*ts.sys}, c{*ts.sys};
   auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
                              uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
-                             std::make_shared<actors::GroupStore>());
+                             std::make_shared<actors::GroupStore>(), caf::actor{});
   auto member = [](uint32_t id, caf::scoped_actor& w) {
     return messages::Member{id, 0, caf::actor_cast<caf::actor>(w), {}};
   };
@@ -180,4 +182,49 @@ TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere)
   c->send(group, group_ready_atom::value, uint64_t{5}, e2, true);
   EXPECT_EQ(answer(c), std::make_tuple(int64_t{5}, e2, false));
   a->send_exit(group, caf::exit_reason::user_shutdown);
+}
+
+// A contribution holding a NaN or an Inf is refused with the reason, and the round goes on
+// without that worker as if it had failed in it: the others' mean is applied at once (no
+// wait for the round timeout) and θ stays finite. Before, the group applied it: θ became NaN.
+TEST(DilocoGroup, ANonFiniteContributionIsRefusedAndTheRoundGoesOn) {
+  for (float poison :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    swarmrt::testing::TestSystem ts;
+    auto ctx = std::make_shared<actors::SwarmContext>();
+    ctx->config.diloco.outer_lr = 0.7;
+    ctx->config.diloco.outer_momentum = 0.9;
+    ctx->config.diloco.round_timeout_s = 600;  // a wait for the quorum would fail the test
+    caf::scoped_actor a{*ts.sys}, b{*ts.sys};
+    auto group =
+        ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
+                      uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
+                      std::make_shared<actors::GroupStore>(), caf::actor{});
+    messages::Membership m;
+    m.stages = {
+        {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
+    a->send(group, members_atom::value, m);
+    a->send(group, round_atom::value, contribution(0, 1, at::tensor({poison, 0.0f})));
+    auto [refused, rf] = next_round(a);
+    EXPECT_EQ(refused.status, RoundStatus::rejected);
+    EXPECT_NE(refused.reason.find("tensor 'w' holds NaN or Inf values"), std::string::npos)
+        << refused.reason;
+    // A wrong dtype is refused as well, naming the tensor.
+    b->send(group, round_atom::value, contribution(0, 2, at::tensor({0.1f, 0.2f}).to(at::kHalf)));
+    auto [typed, tf] = next_round(b);
+    EXPECT_EQ(typed.status, RoundStatus::rejected);
+    EXPECT_NE(typed.reason.find("tensor 'w' mismatches"), std::string::npos) << typed.reason;
+    b->send(group, round_atom::value, contribution(0, 2, at::tensor({0.2f, 0.4f})));
+    // Δ = (0.2, 0.4) from worker 2 alone: θ(1) = θ − 0.7 · 1.9 · Δ, for both workers.
+    for (auto* self : {&a, &b}) {
+      auto [h, f] = next_round(*self);
+      EXPECT_EQ(h.status, RoundStatus::applied);
+      EXPECT_EQ(h.round_id, 0u);
+      EXPECT_TRUE(at::isfinite(f.tensors[0]).all().item<bool>());
+      EXPECT_TRUE(
+          at::allclose(f.tensors[0], at::tensor({1.0f - 1.33f * 0.2f, 2.0f - 1.33f * 0.4f})))
+          << f.tensors[0];
+    }
+    a->send_exit(group, caf::exit_reason::user_shutdown);
+  }
 }
