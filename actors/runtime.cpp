@@ -53,9 +53,9 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   std::optional<std::pair<std::string, model::Checkpoint>> resume;
   if (options.resume) {
     if (!run) throw model::CheckpointError("--resume needs a run directory");
-    resume = run->checkpoints().newest_valid([](const auto& p, const auto& why) {
-      spdlog::error("refusing checkpoint {}: {}", p, why);
-    });
+    resume = run->checkpoints().newest_valid(
+        [](const auto& p, const auto& why) { spdlog::error("refusing checkpoint {}: {}", p, why); },
+        check_swarm_checkpoint);
     if (!resume) throw model::CheckpointError(run->root() + ": no valid checkpoint to resume from");
     spdlog::info("resuming from {} at step {}", resume->first,
                  swarm_checkpoint_step(resume->second, resume->first));
@@ -91,8 +91,8 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
       supervisors::ChildSpec child;
       child.name = "averager:" + std::to_string(k);
       child.kind = "averager";
-      child.start = [&sys, ctx, k] {
-        return sys.spawn(grad_averager, ContextPtr(ctx), static_cast<uint32_t>(k));
+      child.start = [&sys, ctx, k, sink = core.sink] {
+        return sys.spawn(grad_averager, ContextPtr(ctx), static_cast<uint32_t>(k), sink);
       };
       child.on_restart = [tracker, k](const caf::actor& h) {
         caf::anon_send(*tracker, replaced_atom::value, std::string("averager"),
@@ -114,8 +114,9 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
       supervisors::ChildSpec child;
       child.name = "group:" + std::to_string(k);
       child.kind = "group";
-      child.start = [&sys, ctx, k, theta, store] {
-        return sys.spawn(diloco_group, ContextPtr(ctx), static_cast<uint32_t>(k), theta, store);
+      child.start = [&sys, ctx, k, theta, store, sink = core.sink] {
+        return sys.spawn(diloco_group, ContextPtr(ctx), static_cast<uint32_t>(k), theta, store,
+                         sink);
       };
       child.on_restart = [tracker, k](const caf::actor& h) {
         caf::anon_send(*tracker, replaced_atom::value, std::string("group"),
@@ -220,6 +221,8 @@ WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
   if (stage < groups.size()) ws.group = groups[stage];
   if (ctx->config.chaos.slow_worker == static_cast<int64_t>(id))
     ws.slow_factor = ctx->config.chaos.slow_factor;
+  if (ctx->config.chaos.nan_worker == static_cast<int64_t>(id))
+    ws.nan_at_step = ctx->config.chaos.nan_at_step;
   return ws;
 }
 
@@ -239,9 +242,12 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
       .receive([&](const messages::RunReport& r) { result.report = r; },
                [&](const caf::error& e) { failure = sys.render(e); });
   if (!failure.empty()) throw std::runtime_error("swarm run failed: " + failure);
-  // Restarted workers have new handles: ask the tracker who serves now.
+  // Restarted workers have new handles: ask the tracker who serves now. Every end-of-run
+  // request has a deadline: a frozen node's worker must not hold the end of the run forever
+  // (what it does not answer in time is left out of the result).
+  const auto small = std::chrono::seconds(10), large = std::chrono::seconds(60);
   messages::Membership now = membership;
-  self->request(core.tracker, caf::infinite, members_atom::value)
+  self->request(core.tracker, small, members_atom::value)
       .receive([&](const messages::Membership& m) { now = m; }, [&](const caf::error&) {});
   for (const auto& sup : core.supervisors)
     self->request(sup, std::chrono::seconds(10), faults_atom::value)
@@ -259,7 +265,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   }
   for (const auto& stage : now.stages)
     for (const auto& w : stage) {
-      self->request(w.handle, caf::infinite, params_atom::value)
+      self->request(w.handle, large, params_atom::value)
           .receive(
               [&](const messages::TensorList& p) {
                 if (!p.error.empty())
@@ -268,10 +274,10 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
                 result.worker_params[w.id] = to_named(p);
               },
               [&](const caf::error&) {});
-      self->request(w.handle, caf::infinite, faults_atom::value)
+      self->request(w.handle, small, faults_atom::value)
           .receive([&](uint64_t, uint64_t, uint64_t dropped) { result.dropped += dropped; },
                    [&](const caf::error&) {});
-      self->request(w.handle, caf::infinite, stats_atom::value)
+      self->request(w.handle, small, stats_atom::value)
           .receive(
               [&](uint32_t id, uint64_t rejected, int64_t forwards, uint64_t, uint64_t linked,
                   uint64_t reduces, uint64_t fallbacks, uint64_t failures) {
@@ -285,7 +291,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
               },
               [&](const caf::error&) {});
       if (keep_grads)
-        self->request(w.handle, caf::infinite, grads_atom::value)
+        self->request(w.handle, large, grads_atom::value)
             .receive([&](const messages::TensorList& g) { result.grads[w.id] = to_named(g); },
                      [&](const caf::error&) {});
     }
@@ -310,6 +316,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   auto ctx = std::make_shared<SwarmContext>();
   ctx->config = config;
   ctx->run_id = std::random_device{}();
+  ctx->wiring_measure = options.wiring_measure;
   const auto& sw = config.swarm;
   auto shared_corpus = std::shared_ptr<const model::TextCorpus>(&corpus, [](auto*) {});
   CoreOptions co;

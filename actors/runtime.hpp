@@ -32,6 +32,8 @@ struct RuntimeOptions {
   // Called once every actor is spawned and wired, before step 1 (fault injection, inspection).
   std::function<void(caf::actor_system&, const messages::Membership&)> on_start;
   std::function<void(caf::actor_system&, const CoreActors&)> on_core;  // same, core actors
+  // Tests of the wiring policy: what every wiring takes a completion's duration as.
+  Wiring::Measure wiring_measure;
 };
 
 struct RuntimeResult {

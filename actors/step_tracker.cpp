@@ -216,9 +216,11 @@ void finish_step(Self* self) {
 void after_close(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
-  if (s.setup.run && cfg.checkpoint.every_steps > 0 &&
-      s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0 &&
-      static_cast<int64_t>(s.step) != cfg.train.steps)
+  // The last step is saved with the swarm's state too, so a finished run can be extended
+  // with --resume and a larger train.steps.
+  const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
+  if (s.setup.run && (last || (cfg.checkpoint.every_steps > 0 &&
+                               s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0)))
     return start_saving(self);
   after_step(self);
 }
@@ -823,6 +825,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
   const auto& cfg = s.setup.ctx->config;
   s.stage0 = Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed),
                     static_cast<int>(cfg.swarm.max_inflight));
+  s.stage0.set_measure(s.setup.ctx->wiring_measure);
   {
     model::Windows val(&s.setup.corpus->val(), cfg.model.block_size);
     s.val = model::validation_batches(val, cfg.train.eval_batches, cfg.train.micro_batch);

@@ -1,5 +1,6 @@
 #include "actors/swarm_checkpoint.hpp"
 
+#include <torch/serialize/input-archive.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/tensor_list.hpp"
@@ -73,6 +74,24 @@ model::Checkpoint make_swarm_checkpoint(const model::RunConfig& config, uint64_t
   meta["swarm"] = swarm;
   ckpt.meta_json = meta.dump();
   return ckpt;
+}
+
+void check_swarm_checkpoint(const std::string& origin, const model::Checkpoint& ckpt) {
+  const auto swarm = swarm_meta(ckpt, origin);
+  if (!swarm.contains("step") || !swarm.contains("workers") || !swarm.contains("groups"))
+    throw model::CheckpointError(origin + ": its swarm state is incomplete");
+  // Optimizer state is LibTorch's own archive: one that does not deserialize makes the file
+  // as unusable as a bad checksum would.
+  for (const auto& [name, bytes] : ckpt.blobs)
+    if (name.rfind("optimizer/", 0) == 0 && !bytes.empty()) {
+      try {
+        torch::serialize::InputArchive archive;
+        archive.load_from(bytes.data(), bytes.size());
+      } catch (const std::exception& e) {
+        throw model::CheckpointError(origin + ": " + name + " does not deserialize: " +
+                                     std::string(e.what()).substr(0, 200));
+      }
+    }
 }
 
 uint64_t swarm_checkpoint_step(const model::Checkpoint& ckpt, const std::string& origin) {

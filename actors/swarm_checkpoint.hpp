@@ -26,8 +26,12 @@ model::Checkpoint make_swarm_checkpoint(const model::RunConfig& config, uint64_t
                                         const std::vector<SavedWorker>& workers,
                                         const std::vector<GroupStorePtr>& groups);
 
+// Throws model::CheckpointError when `ckpt` cannot be resumed from: no or incomplete swarm
+// state, or optimizer state that does not deserialize (CheckpointDir::newest_valid's check).
+void check_swarm_checkpoint(const std::string& origin, const model::Checkpoint& ckpt);
+
 // The step a swarm checkpoint was written after; throws CheckpointError naming `origin` for a
-// checkpoint without swarm state (a single-mode run, a final checkpoint).
+// checkpoint without swarm state (a single-mode run).
 uint64_t swarm_checkpoint_step(const model::Checkpoint& ckpt, const std::string& origin);
 
 // Worker `id`'s saved state; a worker the checkpoint does not know (the swarm changed shape)

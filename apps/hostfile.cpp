@@ -5,6 +5,16 @@
 
 namespace swarmrt::apps {
 
+namespace {
+// Host names and IPv4/IPv6 addresses; nothing that starts with '-' or holds shell or ssh syntax.
+bool valid_name(const std::string& h) {
+  if (h.empty() || h.size() > 253 || h[0] == '-' || h[0] == '.') return false;
+  return h.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:_") ==
+         std::string::npos;
+}
+}  // namespace
+
 std::vector<HostEntry> parse_hostfile(const std::string& text, const std::string& origin) {
   std::vector<HostEntry> hosts;
   std::istringstream in(text);
@@ -19,6 +29,9 @@ std::vector<HostEntry> parse_hostfile(const std::string& text, const std::string
     };
     HostEntry e;
     e.host = word;
+    // The host becomes ssh's destination: a name or an address, never an option ("-oProxy...").
+    if (!valid_name(e.host))
+      fail("'" + e.host + "' is not a host name or address (letters, digits, '.', '-', ':', '_')");
     while (words >> word) {
       const auto eq = word.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == word.size())
@@ -49,6 +62,12 @@ std::vector<HostEntry> parse_hostfile(const std::string& text, const std::string
         fail("unknown key '" + key + "' (workers, port, user, identity, bin, listen)");
     }
     if (e.listen.empty()) e.listen = e.host;
+    if (!valid_name(e.listen)) fail("listen=" + e.listen + " is not a host name or address");
+    if (!e.user.empty() &&
+        (e.user[0] == '-' ||
+         e.user.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                  "QRSTUVWXYZ0123456789._-") != std::string::npos))
+      fail("user=" + e.user + " is not a user name");
     hosts.push_back(std::move(e));
   }
   if (hosts.empty()) throw HostfileError(origin + ": no hosts");

@@ -51,7 +51,10 @@ model::TrainResult train_swarm(const model::RunConfig& config, const model::Text
   ckpt.tensors = out.params;
   ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
   model::load_parameters(*result.model, ckpt, "swarm run");
-  run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+  // The tracker saved the last step with the swarm's state (and the whole model): kept, so
+  // the run can be extended with --resume.
+  if (!run.checkpoints().has(config.train.steps))
+    run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
   std::string traffic;
   for (const auto& [kind, bytes] : out.bytes.items())
     traffic +=

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -81,6 +82,29 @@ class Reader {
   size_t n_, off_ = 0;
 };
 
+bool write_fully(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// The step of "step_<digits>.ckpt", or -1.
+int64_t step_of(const std::string& filename) {
+  if (filename.rfind("step_", 0) != 0 || filename.size() <= 10 ||
+      filename.compare(filename.size() - 5, 5, ".ckpt") != 0)
+    return -1;
+  const auto digits = filename.substr(5, filename.size() - 10);
+  if (digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoll(digits);
+}
+
 void fsync_path(const fs::path& p, int flags) {
   int fd = ::open(p.c_str(), flags);
   if (fd >= 0) {
@@ -132,17 +156,21 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(body.data(), static_cast<std::streamsize>(body.size()));
-    out.flush();
-    if (!out) {
-      out.close();
+    // write, fsync and close are each checked: a file that did not reach the disk whole is
+    // never renamed into place.
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw CheckpointError(path + ": cannot create " + tmp + ": " + std::strerror(errno));
+    bool ok = write_fully(fd, header.data(), header.size()) &&
+              write_fully(fd, body.data(), body.size()) && ::fsync(fd) == 0;
+    const int saved = errno;
+    ok = ::close(fd) == 0 && ok;
+    if (!ok) {
       std::remove(tmp.c_str());
-      throw CheckpointError(path + ": writing the checkpoint failed (disk full?)");
+      throw CheckpointError(path + ": writing the checkpoint failed: " + std::strerror(saved) +
+                            " (disk full?)");
     }
   }
-  fsync_path(tmp, O_RDONLY);
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) {
@@ -197,11 +225,15 @@ Checkpoint read_checkpoint(const std::string& path) {
       numel *= d;
     }
     const auto nbytes = r.get<uint64_t>("tensor size");
-    auto t = at::empty(dims, at::TensorOptions().dtype(dtype));
-    if (nbytes != static_cast<uint64_t>(numel) * t.element_size())
+    // Sizes are checked against the shape and against the bytes left in the file before
+    // anything is allocated, so a crafted header cannot ask for more memory than it brings.
+    const auto need = static_cast<uint64_t>(numel) * c10::elementSize(dtype);
+    if (nbytes != need)
       r.fail("tensor '" + name + "' holds " + std::to_string(nbytes) + " bytes, shape needs " +
-             std::to_string(numel * t.element_size()));
-    std::memcpy(t.data_ptr(), r.take(nbytes, "tensor data"), nbytes);
+             std::to_string(need));
+    const char* bytes = r.take(nbytes, "tensor data");
+    auto t = at::empty(dims, at::TensorOptions().dtype(dtype));
+    std::memcpy(t.data_ptr(), bytes, nbytes);
     ckpt.tensors.emplace_back(std::move(name), std::move(t));
   }
   const auto n_blobs = r.get<uint64_t>("blob count");
@@ -265,24 +297,48 @@ std::string CheckpointDir::save(int64_t step, const Checkpoint& ckpt, int64_t ke
 }
 
 std::vector<std::string> CheckpointDir::list() const {
-  std::vector<std::string> files;
+  std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
-  if (!fs::is_directory(dir_, ec)) return files;
+  if (!fs::is_directory(dir_, ec)) return {};
   for (const auto& e : fs::directory_iterator(dir_)) {
-    const auto name = e.path().filename().string();
-    if (e.is_regular_file() && name.rfind("step_", 0) == 0 && e.path().extension() == ".ckpt")
-      files.push_back(e.path().string());
+    const auto step = step_of(e.path().filename().string());
+    if (e.is_regular_file() && step >= 0) found.emplace_back(step, e.path().string());
   }
-  std::sort(files.rbegin(), files.rend());  // zero-padded steps: lexical order is step order
+  // By step number: names are zero-padded to 8 digits, but step 100000000 has 9.
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> files;
+  for (auto& [step, path] : found) files.push_back(std::move(path));
   return files;
 }
 
+bool CheckpointDir::has(int64_t step) const {
+  for (const auto& path : list())
+    if (step_of(fs::path(path).filename().string()) == step) return true;
+  return false;
+}
+
+size_t CheckpointDir::remove_stale_temporaries() const {
+  size_t removed = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return 0;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const auto name = e.path().filename().string();
+    if (e.is_regular_file() && name.rfind("step_", 0) == 0 &&
+        name.find(".ckpt.tmp-") != std::string::npos)
+      removed += fs::remove(e.path(), ec) ? 1 : 0;
+  }
+  return removed;
+}
+
 std::optional<std::pair<std::string, Checkpoint>> CheckpointDir::newest_valid(
-    const std::function<void(const std::string&, const std::string&)>& on_refused) const {
+    const std::function<void(const std::string&, const std::string&)>& on_refused,
+    const std::function<void(const std::string&, const Checkpoint&)>& check) const {
   for (const auto& path : list()) {
     try {
-      return std::make_pair(path, read_checkpoint(path));
-    } catch (const CheckpointError& e) {
+      auto ckpt = read_checkpoint(path);
+      if (check) check(path, ckpt);
+      return std::make_pair(path, std::move(ckpt));
+    } catch (const std::exception& e) {  // LibTorch's own errors (c10::Error) too
       on_refused(path, e.what());
     }
   }

@@ -58,10 +58,15 @@ class CheckpointDir {
   std::string save(int64_t step, const Checkpoint& ckpt, int64_t keep);
   // Paths of the checkpoint files, newest first.
   std::vector<std::string> list() const;
-  // The newest checkpoint that reads back intact; each refused file is reported through
-  // `on_refused(path, reason)` and skipped. Empty when none is usable.
+  // The newest checkpoint that reads back intact and passes `check` (which throws to refuse
+  // one, e.g. when its optimizer state does not deserialize); each refused file is reported
+  // through `on_refused(path, reason)` and skipped. Empty when none is usable.
   std::optional<std::pair<std::string, Checkpoint>> newest_valid(
-      const std::function<void(const std::string&, const std::string&)>& on_refused) const;
+      const std::function<void(const std::string&, const std::string&)>& on_refused,
+      const std::function<void(const std::string&, const Checkpoint&)>& check = {}) const;
+  bool has(int64_t step) const;
+  // Removes the temporary files of writes that never finished (a crash); returns how many.
+  size_t remove_stale_temporaries() const;
 
  private:
   std::string dir_;

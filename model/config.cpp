@@ -69,6 +69,9 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(chaos, slow_worker, "worker id to slow down, -1 = none"),
       SWARMRT_FIELD(chaos, slow_factor,
                     "compute of chaos.slow_worker takes this many times longer"),
+      SWARMRT_FIELD(chaos, nan_worker,
+                    "worker id whose gradient and pseudo-gradient of nan_at_step carry a NaN"),
+      SWARMRT_FIELD(chaos, nan_at_step, "step of chaos.nan_worker's poisoned sends, 0 = never"),
       SWARMRT_FIELD(
           chaos, kill,
           "actor name (worker:1001, tracker), kind (worker, group, loader, averager, tracker, "
@@ -89,6 +92,10 @@ const std::vector<Field>& fields() {
       SWARMRT_FIELD(transport, links,
                     "auto (NCCL between CUDA workers), comm (links everywhere) or frames"),
       SWARMRT_FIELD(transport, comm_timeout_s, "longest wait for a link's join or receive"),
+      SWARMRT_FIELD(transport, encrypt, "frame links in TLS: auto (beyond loopback), on or off"),
+      SWARMRT_FIELD(transport, max_message_mib,
+                    "largest frame a process accepts, MiB; 0 = twice the model's parameter bytes "
+                    "+ 64"),
   };
   return table;
 }
@@ -141,6 +148,11 @@ void assign(const Field& f, const toml::node& n, RunConfig& c, const std::string
   if (auto* d = std::get_if<double*>(&slot)) {
     // Integers are accepted where a float is expected: `lr = 1` means 1.0.
     if (auto v = n.value<double>(); v && (n.is_floating_point() || n.is_integer())) {
+      // TOML allows inf and nan; no key of swarmrt means either (a timeout of inf would be
+      // a wait without end, a nan passes every `x > 0` check as false and every `x < 0` too).
+      if (!std::isfinite(*v))
+        throw ConfigError(where + "must be a finite number (" + f.help + "), got " +
+                          (std::isnan(*v) ? "nan" : "inf"));
       **d = *v;
       return;
     }
@@ -358,6 +370,7 @@ void validate(const RunConfig& c, const std::string& origin) {
   if (c.chaos.link_mbit_s < 0) fail("chaos.link_mbit_s", "must be >= 0 (0: no cap)");
   if (!(c.chaos.drop_fraction >= 0 && c.chaos.drop_fraction <= 0.5))
     fail("chaos.drop_fraction", "must be between 0 and 0.5");
+  if (c.chaos.nan_at_step < 0) fail("chaos.nan_at_step", "must be >= 0");
   if (c.chaos.slow_factor < 1 || c.chaos.slow_factor > 1000)
     fail("chaos.slow_factor", "must be between 1 and 1000");
   {
@@ -391,6 +404,10 @@ void validate(const RunConfig& c, const std::string& origin) {
   if (c.transport.links != "auto" && c.transport.links != "comm" && c.transport.links != "frames")
     fail("transport.links", "must be auto, comm or frames, not '" + c.transport.links + "'");
   if (!(c.transport.comm_timeout_s > 0)) fail("transport.comm_timeout_s", "must be > 0");
+  if (c.transport.encrypt != "auto" && c.transport.encrypt != "on" && c.transport.encrypt != "off")
+    fail("transport.encrypt", "must be auto, on or off, not '" + c.transport.encrypt + "'");
+  if (c.transport.max_message_mib < 0 || c.transport.max_message_mib > 4096)
+    fail("transport.max_message_mib", "must be 0 (derived from the model) to 4096");
 }
 
 }  // namespace swarmrt::model

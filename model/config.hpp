@@ -80,6 +80,10 @@ struct ChaosConfig {
   double drop_fraction = 0;
   int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
   double slow_factor = 1.0;  // by this factor
+  // Worker id whose gradient and DiLoCo pseudo-gradient sent in step nan_at_step carry a NaN
+  // (the receiver must refuse them), -1: none. Its own parameters stay as they are.
+  int64_t nan_worker = -1;
+  int64_t nan_at_step = 0;
   // What to kill: an actor by name ("worker:1001", "group:0", "loader:0", "averager:0",
   // "tracker"), a random actor of a kind ("worker", "group", "loader", "averager", "tracker",
   // "any"), or "node" (a random node process, coordinator side).
@@ -113,6 +117,12 @@ struct TransportConfig {
   // otherwise); "frames": frames only (a TCP frame link per process, or CAF chunks).
   std::string links = "auto";
   double comm_timeout_s = 60;  // a link's join, and each of its receives, waits at most this
+  // The largest frame (micro-batch hop, round, state) a process accepts from a peer, checked
+  // before anything is allocated for it; 0: derived from the model (max_message_bytes).
+  int64_t max_message_mib = 0;
+  // Frame links inside TLS 1.3 (after the credential handshake): "auto" encrypts links to
+  // peers beyond loopback, "on" every link, "off" none (the handshake still authenticates).
+  std::string encrypt = "auto";
 };
 
 struct RunConfig {
@@ -125,6 +135,16 @@ struct RunConfig {
   ChaosConfig chaos;
   SupervisionConfig supervision;
   TransportConfig transport;
+
+  // transport.max_message_mib in bytes, or when 0 twice the whole model's fp32 parameter bytes
+  // plus 64 MiB: the largest frame is a stage's parameters and optimizer state, or one hop.
+  uint64_t max_message_bytes() const {
+    if (transport.max_message_mib > 0) return uint64_t(transport.max_message_mib) << 20;
+    const uint64_t d = uint64_t(model.n_embd), L = uint64_t(model.n_layer);
+    const uint64_t params = 12 * L * d * d + 13 * L * d + 2 * uint64_t(model.vocab_size) * d +
+                            uint64_t(model.block_size) * d + 2 * d;
+    return 2 * 4 * params + (uint64_t{64} << 20);
+  }
 
   // Tokens in one optimizer step, the unit every mode shares.
   int64_t tokens_per_step() const {

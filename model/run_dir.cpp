@@ -1,5 +1,7 @@
 #include "model/run_dir.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
@@ -44,10 +46,15 @@ RunDir::RunDir(std::string root, const RunConfig& config, RunStart start)
     fs::remove(dir / "config.toml");
   }
   fs::create_directories(dir / "checkpoints");
+  if (const auto n = checkpoints_.remove_stale_temporaries(); n > 0)
+    spdlog::warn("{}: removed {} unfinished checkpoint file(s) of an earlier run", root_, n);
   {
     // The effective config, written like a checkpoint: temp file then rename.
     const auto tmp = dir / "config.toml.tmp";
-    std::ofstream(tmp) << to_toml(config);
+    std::ofstream out(tmp);
+    out << to_toml(config);
+    out.close();
+    if (!out) throw std::runtime_error((dir / "config.toml").string() + ": cannot write it");
     fs::rename(tmp, dir / "config.toml");
   }
   metrics_ =

@@ -87,6 +87,48 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   EXPECT_FALSE(lines_with(metrics, R"("event":"recovered","kind":"step")").empty());
 }
 
+// A worker whose gradient (swarm) or pseudo-gradient (diloco-swarm) of one step carries a NaN
+// ([chaos] nan_worker / nan_at_step): the averager or DiLoCo group refuses it with a `rejected`
+// record, that step or round goes on without the worker's contribution, and the run ends with
+// a finite loss within 5% of the same run without the NaN. Both runs route identically (seeded
+// uniform wiring with a slot for every micro-batch), so the bound only has to cover the one
+// refused contribution. Before, a DiLoCo group applied it and θ became NaN.
+class NanContribution : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NanContribution, IsRefusedAndTheRunGoesOn) {
+  const auto mode = GetParam();
+  auto config = micro_run(mode, 2, 2, 9);
+  config.diloco.inner_steps = 3;
+  config.swarm.wiring = "uniform";
+  config.swarm.max_inflight = config.train.micro_batches;
+  const auto clean = run(config);
+  config.chaos.nan_worker = actors::worker_id(1, 0);
+  config.chaos.nan_at_step = 3;  // DiLoCo: the pseudo-gradient of the round at step 3
+  TempDir dir;
+  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  const auto poisoned = run(config, o);
+  ASSERT_EQ(poisoned.report.losses.size(), 9u);
+  for (double l : poisoned.report.losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_TRUE(std::isfinite(poisoned.report.val_loss));
+  EXPECT_NEAR(poisoned.report.val_loss, clean.report.val_loss, 0.05 * clean.report.val_loss);
+  for (const auto& [name, t] : poisoned.params)
+    EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << name;
+  const auto refused = lines_with(dir.path / "metrics.jsonl", R"("event":"rejected")");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(
+      refused[0].find(mode == "swarm" ? R"("kind":"gradient")" : R"("kind":"pseudo_gradient")"),
+      std::string::npos)
+      << refused[0];
+  EXPECT_NE(refused[0].find("NaN or Inf"), std::string::npos) << refused[0];
+  EXPECT_NE(refused[0].find(R"("worker":)" + std::to_string(actors::worker_id(1, 0))),
+            std::string::npos)
+      << refused[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, NanContribution, ::testing::Values("swarm", "diloco-swarm"));
+
 // A gradient averager (swarm mode) killed as step 3 starts: its supervisor restarts it, the
 // workers waiting for the stage's sum send their gradients to the new one, and the run is the
 // fault-free run (the sum does not depend on which averager made it).
@@ -303,9 +345,18 @@ TEST_P(ResumeMatches, UninterruptedRun) {
     model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
     actors::RuntimeOptions o;
     o.run = &rd;
-    whole = run(config, o).report.losses;  // checkpoints after steps 4 and 8
+    whole = run(config, o).report.losses;  // checkpoints after steps 4, 8 and the last, 12
   }
   ASSERT_EQ(whole.size(), 12u);
+  model::CheckpointDir ckpts((dir.path / "checkpoints").string());
+  // A run that died after step 8 has no step-12 checkpoint.
+  auto drop_last = [&] {
+    const auto files = ckpts.list();
+    ASSERT_FALSE(files.empty());
+    ASSERT_NE(files.front().find("step_00000012"), std::string::npos) << files.front();
+    fs::remove(files.front());
+  };
+  drop_last();
   auto resume = [&] {
     model::RunDir rd(dir.path.string(), config, model::RunStart::resume);
     actors::RuntimeOptions o;
@@ -318,9 +369,8 @@ TEST_P(ResumeMatches, UninterruptedRun) {
   for (size_t i = 0; i < from8.size(); ++i)
     EXPECT_NEAR(from8[i], whole[8 + i], 1e-4) << "step " << 9 + i;
 
-  // Corrupt the newest file (step 8, or the one just written after step 8 by the resumed
-  // run: periodic checkpoints skip the last step, so it is still step 8).
-  model::CheckpointDir ckpts((dir.path / "checkpoints").string());
+  // Corrupt the newest file once the resumed run's step-12 one is gone: step 8.
+  drop_last();
   const auto files = ckpts.list();
   ASSERT_GE(files.size(), 2u);
   ASSERT_NE(files.front().find("step_00000008"), std::string::npos) << files.front();
@@ -334,6 +384,33 @@ TEST_P(ResumeMatches, UninterruptedRun) {
   ASSERT_EQ(from4.size(), 8u) << "the corrupt step-8 checkpoint must be refused";
   for (size_t i = 0; i < from4.size(); ++i)
     EXPECT_NEAR(from4[i], whole[4 + i], 1e-4) << "step " << 5 + i;
+}
+
+// A finished run can be extended: its last step is saved with the swarm's state, so
+// --resume with a larger train.steps goes on from there (before, the end-of-run checkpoint
+// held only the whole model and resuming refused it: "holds no swarm state").
+TEST(Resume, AFinishedRunIsExtended) {
+  auto config = micro_run("diloco-swarm", 2, 1, 6);
+  config.diloco.inner_steps = 3;
+  config.checkpoint.every_steps = 4;  // the last step, 6, is not a multiple: saved all the same
+  TempDir dir;
+  {
+    model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+    actors::RuntimeOptions o;
+    o.run = &rd;
+    ASSERT_EQ(run(config, o).report.losses.size(), 6u);
+  }
+  model::CheckpointDir ckpts((dir.path / "checkpoints").string());
+  ASSERT_TRUE(ckpts.has(6));
+  config.train.steps = 9;
+  model::RunDir rd(dir.path.string(), config, model::RunStart::resume);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  o.resume = true;
+  const auto more = run(config, o).report.losses;
+  ASSERT_EQ(more.size(), 3u) << "steps 7 to 9 after the finished run's step 6";
+  for (double l : more) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_TRUE(ckpts.has(9));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ResumeMatches,

@@ -32,6 +32,20 @@ expect bad_bandwidth $'[chaos]\nlink_mbit_s = -1' "chaos.link_mbit_s: must be >=
 expect bad_timeout $'[supervision]\nmicrobatch_timeout_s = 0' "supervision.microbatch_timeout_s: must be > 0"
 expect bad_backoff $'[supervision]\nbackoff_ms = 5000' "supervision.backoff_ms: must be >= 0 and <= supervision.max_backoff_ms"
 expect bad_links $'[transport]\nlinks = "pigeon"' "transport.links: must be auto, comm or frames, not 'pigeon'"
+expect nan_value $'[train]\nlr = nan' "train.lr: must be a finite number"
+expect inf_value $'[diloco]\nround_timeout_s = inf' "diloco.round_timeout_s: must be a finite number"
+# A hostfile host is ssh's destination: one that would be read as an option is refused.
+printf '[train]\nsteps = 3\n' >"$tmp/good.toml"
+for bad in '-oProxyCommand=touch%20/tmp/owned' 'host;rm' '127.0.0.1 user=-oX'; do
+  printf '%s workers=1\n' "$bad" >"$tmp/hosts"
+  out=$("$bin" launch --hostfile "$tmp/hosts" -c "$tmp/good.toml" 2>&1)
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "hosts:1: .*is not a" <<<"$out"; then
+    echo "FAIL hostfile '$bad': rc $rc: $out"; fail=1
+  else
+    echo "ok   hostfile '$bad': $out"
+  fi
+done
 "$bin" train --config "$tmp/does-not-exist.toml" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q "cannot open config file" "$tmp/out"; then echo "FAIL missing file: rc $rc $(cat "$tmp/out")"; fail=1; fi

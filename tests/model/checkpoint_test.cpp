@@ -1,5 +1,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 #include <filesystem>
 #include <fstream>
 
@@ -165,4 +166,95 @@ TEST(Checkpoint, DirKeepsNewestAndFallsBackPastCorruptOne) {
   EXPECT_EQ(found->second.meta_json, "{\"step\": 30}");
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_NE(refused[0].find("truncated"), std::string::npos);
+}
+
+namespace {
+// A checkpoint file with a valid checksum around `body` (the layout of checkpoint.cpp).
+void write_raw(const std::string& path, const std::string& body) {
+  std::string file("SWRTCKPT", 8);
+  const uint32_t version = 1;
+  const uint32_t crc =
+      static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(body.data()),
+                                  static_cast<uInt>(body.size())));
+  const uint64_t len = body.size();
+  file.append(reinterpret_cast<const char*>(&version), 4);
+  file.append(reinterpret_cast<const char*>(&crc), 4);
+  file.append(reinterpret_cast<const char*>(&len), 8);
+  file += body;
+  std::ofstream(path, std::ios::binary) << file;
+}
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+}  // namespace
+
+// A header that asks for a 4 TiB tensor it does not bring is refused before anything is
+// allocated (before, at::empty tried to allocate it and the error was not a CheckpointError,
+// so the fallback to an older checkpoint never ran).
+TEST(Checkpoint, AHugeTensorHeaderIsRefusedBeforeAllocating) {
+  TempDir dir;
+  std::string body;
+  put<uint64_t>(body, 2);
+  body += "{}";
+  put<uint64_t>(body, 1);  // one tensor
+  put<uint32_t>(body, 1);
+  body += "w";
+  put<int32_t>(body, static_cast<int32_t>(at::kFloat));
+  put<uint32_t>(body, 2);
+  put<int64_t>(body, int64_t{1} << 20);
+  put<int64_t>(body, int64_t{1} << 20);
+  put<uint64_t>(body, uint64_t{4} << 40);  // bytes the shape needs, none of them present
+  const auto path = dir / "huge.ckpt";
+  write_raw(path, body);
+  const auto msg = error_of(path);
+  EXPECT_NE(msg.find("body ends inside tensor data"), std::string::npos) << msg;
+}
+
+// Names are zero-padded to 8 digits; step 100000000 has 9 and must still be the newest.
+TEST(Checkpoint, StepsPastEightDigitsSortByNumber) {
+  TempDir dir;
+  CheckpointDir ckpts(dir / "checkpoints");
+  ckpts.save(99999999, sample_checkpoint(), 5);
+  ckpts.save(100000000, sample_checkpoint(), 5);
+  ckpts.save(5, sample_checkpoint(), 5);
+  const auto files = ckpts.list();
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_NE(files[0].find("step_100000000.ckpt"), std::string::npos) << files[0];
+  EXPECT_NE(files[1].find("step_99999999.ckpt"), std::string::npos) << files[1];
+  EXPECT_TRUE(ckpts.has(100000000));
+  EXPECT_FALSE(ckpts.has(6));
+}
+
+// A write that never finished (a crash between write and rename) leaves a temporary file;
+// it is removed when the run directory is opened again, and never taken for a checkpoint.
+TEST(Checkpoint, StaleTemporaryFilesAreRemoved) {
+  TempDir dir;
+  CheckpointDir ckpts(dir / "checkpoints");
+  ckpts.save(4, sample_checkpoint(), 3);
+  std::ofstream(dir / "checkpoints/step_00000008.ckpt.tmp-4242") << "half a checkpoint";
+  ASSERT_EQ(ckpts.list().size(), 1u);
+  EXPECT_EQ(ckpts.remove_stale_temporaries(), 1u);
+  EXPECT_FALSE(fs::exists(dir / "checkpoints/step_00000008.ckpt.tmp-4242"));
+  EXPECT_EQ(ckpts.list().size(), 1u);
+}
+
+// A check that throws (as a LibTorch deserialization error does) makes newest_valid fall back
+// to the previous file, like a bad checksum.
+TEST(Checkpoint, ACheckThatThrowsFallsBackToThePreviousFile) {
+  TempDir dir;
+  CheckpointDir ckpts(dir / "checkpoints");
+  ckpts.save(10, sample_checkpoint(), 3);
+  ckpts.save(20, sample_checkpoint(), 3);
+  std::vector<std::string> refused;
+  auto found = ckpts.newest_valid(
+      [&](const std::string& p, const std::string& why) { refused.push_back(p + ": " + why); },
+      [](const std::string& p, const Checkpoint&) {
+        if (p.find("step_00000020") != std::string::npos)
+          throw c10::Error("PytorchStreamReader failed reading zip archive", "test");
+      });
+  ASSERT_TRUE(found.has_value());
+  EXPECT_NE(found->first.find("step_00000010"), std::string::npos);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("PytorchStreamReader"), std::string::npos) << refused[0];
 }

@@ -89,3 +89,25 @@ TEST(Config, EffectiveConfigRoundTrips) {
   EXPECT_EQ(back.train.schedule, "cosine");
   EXPECT_EQ(back.swarm.wiring, "uniform");
 }
+
+// TOML allows inf and nan; no swarmrt key means either. Before, `round_timeout_s = inf` was
+// taken as a wait without end and `lr = nan` passed every range check.
+TEST(Config, InfAndNanAreRefused) {
+  for (const char* text : {"[train]\nlr = nan\n", "[diloco]\nround_timeout_s = inf\n",
+                           "[chaos]\nslow_factor = -inf\n", "[train]\ngrad_clip = +nan\n"}) {
+    const auto msg = error_of(text);
+    EXPECT_NE(msg.find("must be a finite number"), std::string::npos) << text << " -> " << msg;
+  }
+  EXPECT_NE(error_of("[train]\nlr = nan\n").find("train.lr"), std::string::npos);
+}
+
+TEST(Config, MaxMessageIsDerivedFromTheModelOrGiven) {
+  auto c = parse_config("", "x");
+  // tiny: about 0.9 M parameters, so twice their fp32 bytes plus 64 MiB.
+  EXPECT_GT(c.max_message_bytes(), uint64_t{64} << 20);
+  EXPECT_LT(c.max_message_bytes(), uint64_t{96} << 20);
+  c = parse_config("[transport]\nmax_message_mib = 512\n", "x");
+  EXPECT_EQ(c.max_message_bytes(), uint64_t{512} << 20);
+  EXPECT_NE(error_of("[transport]\nmax_message_mib = -1\n").find("transport.max_message_mib"),
+            std::string::npos);
+}
