@@ -413,6 +413,39 @@ TEST(Resume, AFinishedRunIsExtended) {
   EXPECT_TRUE(ckpts.has(9));
 }
 
+// A checkpoint whose checksum is fine but whose optimizer state LibTorch cannot read back is
+// as unusable as a corrupt one: --resume refuses it with the reason and takes the one before
+// (before, the deserialization error escaped the fallback).
+TEST(Resume, OptimizerStateThatDoesNotDeserializeFallsBack) {
+  auto config = micro_run("pp", 2, 1, 8);
+  config.checkpoint.every_steps = 4;
+  TempDir dir;
+  {
+    model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+    actors::RuntimeOptions o;
+    o.run = &rd;
+    run(config, o);  // checkpoints after steps 4 and 8
+  }
+  model::CheckpointDir ckpts((dir.path / "checkpoints").string());
+  const auto files = ckpts.list();
+  ASSERT_EQ(files.size(), 2u);
+  auto newest = model::read_checkpoint(files[0]);
+  size_t spoiled = 0;
+  for (auto& [name, bytes] : newest.blobs)
+    if (name.rfind("optimizer/", 0) == 0) {
+      bytes = "not a zip archive";
+      ++spoiled;
+    }
+  ASSERT_GT(spoiled, 0u);
+  model::write_checkpoint(files[0], newest);  // a valid checksum around it
+  config.train.steps = 10;
+  model::RunDir rd(dir.path.string(), config, model::RunStart::resume);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  o.resume = true;
+  EXPECT_EQ(run(config, o).report.losses.size(), 6u) << "resumed from step 4, not 8";
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, ResumeMatches,
                          ::testing::Values(std::make_tuple("pp", 1),
                                            std::make_tuple("diloco-swarm", 1),
