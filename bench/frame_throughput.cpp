@@ -3,10 +3,11 @@
 // receiver is a separate process (this binary, re-executed with --serve). Both paths keep
 // four frames in flight and count a frame when the receiver acknowledges it; the CAF receiver
 // rebuilds the tensors from the chunks, the TCP receiver only reads the bytes.
-// Usage: bench_frame_throughput SIZE_MIB FRAMES bulk|caf|comm|tcp   -> one JSON line
+// Usage: bench_frame_throughput SIZE_MIB FRAMES bulk|bulk-tls|caf|comm|tcp   -> one JSON line
 //   bulk: swarmrt's frame link (ids over CAF, bytes on a TCP link of their own; the default
-//   between processes); caf: the same chunks inside CAF messages; comm: the tensors on a TCP
-//   communicator link (transport.links = "comm"; acknowledged on the link, headers not
+//   between processes), plaintext after the credential handshake; bulk-tls: the same inside
+//   TLS 1.3 (transport.encrypt = "on"); caf: the same chunks inside CAF messages; comm: the tensors
+//   on a TCP communicator link (transport.links = "comm"; acknowledged on the link, headers not
 //   counted); tcp: the plain socket copy.
 #include <ATen/ATen.h>
 #include <arpa/inet.h>
@@ -25,7 +26,9 @@
 #include "actors/runtime.hpp"
 #include "messages/frame.hpp"
 #include "transport/bulk.hpp"
+#include "transport/channel.hpp"
 #include "transport/comm.hpp"
+#include "transport/credential.hpp"
 #include "transport/transport.hpp"
 
 using namespace swarmrt;
@@ -40,6 +43,14 @@ const int kWindow =
 void configure(caf::actor_system_config& cfg) {
   actors::configure_actor_system(cfg);
   cfg.load<caf::io::middleman>();
+}
+
+// Both processes hold the same credential (the frame link and the communicator refuse any
+// other); bulk-tls asks for TLS on the frame link, bulk asks for none (loopback).
+void credential() {
+  transport::set_cluster_secret("frame-throughput-bench");
+  if (const char* e = std::getenv("SWARMRT_BENCH_ENCRYPT"))
+    transport::set_encrypt_mode(transport::parse_encrypt_mode(e));
 }
 
 struct receiver_state {
@@ -274,21 +285,27 @@ double run_tcp(const char* self_path, const at::Tensor& t, int frames) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  credential();
   if (argc == 5 && std::string(argv[1]) == "--serve-comm")
     return serve_comm(std::atoi(argv[2]), std::atoi(argv[3]), argv[4]);
   if (argc == 4 && std::string(argv[1]) == "--serve")
     return std::string(argv[2]) == "caf" ? serve_caf(std::atoi(argv[3]))
                                          : serve_tcp(std::atoi(argv[3]));
   if (argc != 4) {
-    std::fprintf(stderr, "usage: %s SIZE_MIB FRAMES bulk|caf|comm|tcp\n", argv[0]);
+    std::fprintf(stderr, "usage: %s SIZE_MIB FRAMES bulk|bulk-tls|caf|comm|tcp\n", argv[0]);
     return 2;
   }
   const int mib = std::atoi(argv[1]), frames = std::atoi(argv[2]);
   const std::string path = argv[3];
+  // The server process is this one re-executed: it inherits the choice.
+  if (path == "bulk-tls") {
+    setenv("SWARMRT_BENCH_ENCRYPT", "on", 1);
+    credential();
+  }
   const auto t = at::rand({static_cast<int64_t>(mib) << 18});  // mib MiB of float32
   const double secs = path == "tcp"    ? run_tcp("/proc/self/exe", t, frames)
                       : path == "comm" ? run_comm("/proc/self/exe", t, frames, mib)
-                                       : run_caf("/proc/self/exe", t, frames, path == "bulk");
+                                       : run_caf("/proc/self/exe", t, frames, path != "caf");
   const double bytes = static_cast<double>(frames) * static_cast<double>(mib) * (1 << 20);
   std::printf(
       "{\"path\":\"%s\",\"size_mib\":%d,\"frames\":%d,\"seconds\":%.6f,\"mib_per_s\":%.1f}\n",
