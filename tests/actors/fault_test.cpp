@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -54,10 +55,22 @@ void expect_every_micro_batch_once(const messages::RunReport& r, int64_t micro_b
 
 }  // namespace
 
+// Bounds of the worker-kill comparison below, from the spread of 60 measured runs of it with
+// the routing made deterministic (30 on an idle 2-core VM, 30 with two running at once), as
+// faulty/clean - 1: validation loss -2.25% to -0.34% (mean -1.52%, sd 0.56), last-round loss
+// -2.51% to -0.04% (mean -1.61%, sd 0.71). Each bound is more than 6 sd from the mean. (With
+// throughput wiring the same comparison once measured +5.08% in a fresh-clone CI run.)
+constexpr double kWorkerKillValBound = 0.05;
+constexpr double kWorkerKillRoundBound = 0.06;
+
 // Test 1: a stage worker killed in the middle of step 5 of a 20-step diloco-swarm 2x2 run.
 TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   auto config = micro_run("diloco-swarm", 2, 2, 20);
   config.diloco.inner_steps = 5;
+  // Seeded uniform wiring with a slot for every micro-batch: the clean run routes the same way
+  // every time, and so does the faulty one outside the killed worker's step.
+  config.swarm.wiring = "uniform";
+  config.swarm.max_inflight = config.train.micro_batches;
   const auto clean = run(config);
 
   config.chaos.kill = "worker:1001";
@@ -71,14 +84,18 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   ASSERT_EQ(faulty.report.losses.size(), 20u);
   expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
   EXPECT_GE(faulty.restarts, 1u);
-  EXPECT_NEAR(faulty.report.val_loss, clean.report.val_loss, 0.05 * clean.report.val_loss);
   // The training loss over the last round (one step's loss of a replica that lost its inner
-  // progress varies by several percent from run to run; measured 1 in ~40 above 5%).
+  // progress varies by several percent from run to run).
   auto last_round = [](const std::vector<double>& l) {
     return std::accumulate(l.end() - 5, l.end(), 0.0) / 5;
   };
-  EXPECT_NEAR(last_round(faulty.report.losses), last_round(clean.report.losses),
-              0.05 * last_round(clean.report.losses));
+  const double val_gap = faulty.report.val_loss / clean.report.val_loss - 1;
+  const double round_gap = last_round(faulty.report.losses) / last_round(clean.report.losses) - 1;
+  std::printf("worker kill: val loss %.4f vs %.4f (%+.2f%%), last round %.4f vs %.4f (%+.2f%%)\n",
+              faulty.report.val_loss, clean.report.val_loss, 100 * val_gap,
+              last_round(faulty.report.losses), last_round(clean.report.losses), 100 * round_gap);
+  EXPECT_LT(std::abs(val_gap), kWorkerKillValBound);
+  EXPECT_LT(std::abs(round_gap), kWorkerKillRoundBound);
   const auto metrics = dir.path / "metrics.jsonl";
   EXPECT_FALSE(lines_with(metrics, R"("kind":"injected")").empty());
   EXPECT_FALSE(lines_with(metrics, R"("kind":"worker_lost")").empty());
