@@ -225,6 +225,12 @@ INSTANTIATE_TEST_SUITE_P(Phases, TrackerKilled, ::testing::Values("start", "redu
 TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
   auto config = micro_run("diloco-swarm", 2, 2, 8);
   config.diloco.inner_steps = 4;
+  // Deterministic routing (seeded uniform wiring, a slot per micro-batch). The restarted
+  // tracker's wiring starts its seeded draws anew, so the routes after the kill differ from
+  // the clean run's, the same way every time: the last loss measured 0.69% lower in 10 of 10
+  // runs (4.9785 against 5.0132), well inside the 2% bound.
+  config.swarm.wiring = "uniform";
+  config.swarm.max_inflight = config.train.micro_batches;
   const auto clean = run(config);
   config.chaos.kill = "tracker";
   config.chaos.kill_at_step = 4;
@@ -244,7 +250,7 @@ TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
       EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
   }
   EXPECT_NEAR(faulty.report.losses.back(), clean.report.losses.back(),
-              0.05 * clean.report.losses.back());
+              0.02 * clean.report.losses.back());
 }
 
 // Lost messages ([chaos] drop_fraction): micro-batch hops between workers vanish on the way.
