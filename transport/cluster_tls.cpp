@@ -151,6 +151,22 @@ void close_checked(FILE* f, bool ok, const std::string& path) {
   if (!ok) throw std::runtime_error("cluster TLS: cannot write " + path);
 }
 
+// This process's identity in the cluster: the CA certificate every holder of `secret` makes
+// alike, and a fresh key pair with a certificate named `name` signed by that CA.
+struct Identity {
+  Cert ca;
+  Pkey key;
+  Cert cert;
+};
+Identity make_identity(const std::string& secret, const std::string& name) {
+  auto ca_key = derive_ca_key(secret);
+  auto ca = make_cert(ca_key.get(), ca_subject(secret), ca_key.get(), nullptr);
+  Pkey key(EVP_EC_gen("P-256"));
+  if (!key) fail("cannot make a key pair");
+  auto cert = make_cert(key.get(), name, ca_key.get(), ca.get());
+  return {std::move(ca), std::move(key), std::move(cert)};
+}
+
 }  // namespace
 
 std::string cluster_ca_id(const std::string& secret) {
@@ -168,12 +184,7 @@ std::string cluster_ca_id(const std::string& secret) {
 }
 
 ssl_ctx_st* make_cluster_tls_context(const std::string& secret, bool server) {
-  auto ca_key = derive_ca_key(secret);
-  auto ca = make_cert(ca_key.get(), ca_subject(secret), ca_key.get(), nullptr);
-  Pkey key(EVP_EC_gen("P-256"));
-  if (!key) fail("cannot make a key pair");
-  auto cert = make_cert(key.get(), server ? "bulk plane server" : "bulk plane client", ca_key.get(),
-                        ca.get());
+  auto [ca, key, cert] = make_identity(secret, server ? "bulk plane server" : "bulk plane client");
   SSL_CTX* ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
   if (!ctx) fail("cannot make a TLS context");
   const bool ok =
@@ -196,12 +207,7 @@ ssl_ctx_st* make_cluster_tls_context(const std::string& secret, bool server) {
 
 TlsFiles write_cluster_tls(const std::string& secret, const std::string& name) {
   if (secret.empty()) throw std::runtime_error("cluster TLS: no cluster secret");
-  auto ca_key = derive_ca_key(secret);
-  auto ca = make_cert(ca_key.get(), ca_subject(secret), ca_key.get(), nullptr);
-  Pkey key(EVP_EC_gen("P-256"));
-  if (!key) fail("cannot make a key pair");
-  auto cert = make_cert(key.get(), name, ca_key.get(), ca.get());
-
+  auto [ca, key, cert] = make_identity(secret, name);
   const char* tmpdir = std::getenv("TMPDIR");
   std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/swarmrt-tls-XXXXXX";
   if (!::mkdtemp(templ.data()))
