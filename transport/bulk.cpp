@@ -104,6 +104,7 @@ constexpr std::chrono::milliseconds kHandshake{5000};
 std::atomic<int> g_handshaking{0};
 std::atomic<int> g_connections{0};
 std::atomic<uint64_t> g_refused{0};
+std::atomic<uint64_t> g_encrypted{0};
 std::atomic<uint64_t> g_max_message{messages::kDefaultMaxMessage};
 
 // Refusals are logged, but a flood of them is not: the first few, then every 100th.
@@ -293,6 +294,7 @@ std::shared_ptr<Link> link_to(const std::string& endpoint) {
     link->broken = true;
     return link;
   }
+  if (link->channel->encrypted()) ++g_encrypted;
   std::thread(write_loop, link, endpoint).detach();
   return link;
 }
@@ -310,6 +312,10 @@ void set_max_message(uint64_t bytes) {
 
 uint64_t refused_connections() {
   return g_refused.load();
+}
+
+uint64_t encrypted_links() {
+  return g_encrypted.load();
 }
 
 void set_link_delay(double ms) {

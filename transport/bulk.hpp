@@ -31,6 +31,8 @@ std::string bulk_endpoint();
 // for it (RunConfig::max_message_bytes). Connections refused so far, for tests and logs.
 void set_max_message(uint64_t bytes);
 uint64_t refused_connections();
+// Frame links this process opened inside TLS (transport.encrypt), for tests and logs.
+uint64_t encrypted_links();
 
 // Which endpoint serves the actors of a node.
 void register_endpoint(const caf::node_id& node, const std::string& endpoint);

@@ -19,6 +19,7 @@
 #include "messages/frame.hpp"
 #include "messages/wire.hpp"
 #include "transport/bulk.hpp"
+#include "transport/channel.hpp"
 #include "transport/transport.hpp"
 
 using namespace swarmrt;
@@ -191,6 +192,41 @@ TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
   tracker->receive(
       [&](eval_loss_atom, uint64_t, uint32_t index, double) { EXPECT_EQ(index, 3u); },
       caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "no frame over the bulk link"; });
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+// transport.encrypt = "on": the frame link goes inside TLS 1.3 after the credential handshake
+// (the default, "auto", leaves loopback links plain), and frames arrive as they do in clear.
+TEST(Transport, BulkLinkCarriesFramesInsideTls) {
+  transport::set_encrypt_mode(transport::EncryptMode::on);
+  NetSystem a, b;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+  caf::scoped_actor tracker{*a.sys};
+  actors::WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;
+  auto worker = a.sys->spawn(actors::stage_worker, ws);
+  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port);
+  const auto endpoint = transport::start_bulk_server("127.0.0.1");
+  ASSERT_FALSE(endpoint.empty());
+  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
+  ASSERT_TRUE(remote);
+  caf::scoped_actor sender{*b.sys};
+  transport::register_endpoint(remote->node(), endpoint);
+  const auto before = transport::encrypted_links();
+  for (uint32_t i = 0; i < 3; ++i) {
+    auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+    transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch,
+                          eval_frame(ids, i));
+    tracker->receive(
+        [&](eval_loss_atom, uint64_t, uint32_t index, double) { EXPECT_EQ(index, i); },
+        caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "no frame over the TLS link"; });
+  }
+  EXPECT_EQ(transport::encrypted_links(), before + 1);
+  transport::set_encrypt_mode(transport::EncryptMode::automatic);
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
