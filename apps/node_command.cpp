@@ -125,6 +125,7 @@ int run_node(const NodeArgs& args) {
       std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
   caf::actor dir;
   std::string last_error;
+  bool slow_handshake_logged = false;
   while (!dir) {
     auto found = caf::openssl::remote_actor(sys, coord.host, coord.port);
     if (found) {
@@ -132,9 +133,21 @@ int run_node(const NodeArgs& args) {
       break;
     }
     last_error = sys.render(found.error());
-    // A port that accepts TCP but fails the TLS handshake holds another credential: say so
+    // CAF 0.17's heartbeat tick drops a connection whose BASP handshake has not arrived yet
+    // (its last-seen time is still zero) and reports connection_timeout: on a slow link, or
+    // while the coordinator is busy, the handshake spans a tick. That says nothing about the
+    // credential: try again.
+    if (found.error() == caf::sec::connection_timeout) {
+      if (!slow_handshake_logged) {
+        spdlog::warn(
+            "the control-plane handshake with {} took longer than one heartbeat interval "
+            "({} ms) and was dropped; trying again (on a slow link, raise --heartbeat-ms)",
+            args.join, args.net.heartbeat_ms);
+        slow_handshake_logged = true;
+      }
+    } else if (tcp_port_open(coord.host, coord.port)) {
+      // A port that accepts TCP but fails the TLS handshake holds another credential: say so
     // (CAF reports it only as a failed connection) and stop, trying again changes nothing.
-    if (tcp_port_open(coord.host, coord.port)) {
       spdlog::error(
           "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
           "hold the same cluster credential (wrong secret, or a certificate of another "

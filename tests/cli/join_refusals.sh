@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cluster credential and the join handshake refuse, with the reason: --secret on a command
 # line; a node without a secret; a node with a wrong secret (refused by the TLS handshake of
-# the control plane, named on both sides); a node whose model config differs. A coordinator
-# started without a secret makes one and keeps it in <run dir>/secret (0600, never logged).
+# the control plane, named on both sides); a node whose model config differs; a coordinator
+# slow to answer, which is no refusal. A coordinator started without a secret makes one and
+# keeps it in <run dir>/secret (0600, never logged).
 # Processes are stopped by pid.
 set -u
 bin=$1 root=$2
@@ -88,6 +89,25 @@ grep -q "control plane: refused a peer's certificate: .*it is not of this cluste
 grep -q "control plane: a peer ended the TLS handshake with 'unknown CA': it does not hold this cluster's credential" \
   "$tmp/coord.log" || fail "the coordinator did not log the refusal: $(cat "$tmp/coord.log")"
 grep -q "joined as node" "$tmp/coord.log" && fail "a refused node was admitted"
+
+# A coordinator slow to answer (here: stopped for 1.5 s, as a slow link or a busy process
+# would be) is no refusal. CAF drops a connection whose handshake spans a heartbeat tick; the
+# node says so, tries again, and joins once the coordinator answers.
+kill -STOP "$coord"
+join --secret-file "$tmp/run/secret" --workers 1 --name slowpoke >"$tmp/n3.log" 2>&1 &
+slow=$!
+sleep 1.5
+kill -CONT "$coord"
+for _ in $(seq 1 100); do
+  grep -q "node 'slowpoke' joined" "$tmp/coord.log" && break
+  kill -0 "$slow" 2>/dev/null || break
+  sleep 0.2
+done
+grep -q "node 'slowpoke' joined" "$tmp/coord.log" || { kill -KILL "$slow"; fail "a node that waited for a stopped coordinator did not join: $(cat "$tmp/n3.log")"; }
+grep -q "took longer than one heartbeat interval (250 ms) and was dropped; trying again" "$tmp/n3.log" \
+  || { kill -KILL "$slow"; fail "the node did not say why it tried again: $(cat "$tmp/n3.log")"; }
+kill -TERM "$slow"
+wait "$slow"
 
 kill -TERM "$coord"
 wait "$coord"

@@ -21,7 +21,11 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  for i in 1 2; do echo "--- node $i log:"; tail -20 "$tmp/node$i.log" 2>/dev/null; done
+  exit 1
+}
 ns() { ip netns exec "$@"; }
 
 ip netns add "$hub" || fail "cannot create namespaces"
