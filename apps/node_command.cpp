@@ -147,7 +147,7 @@ int run_node(const NodeArgs& args) {
       }
     } else if (tcp_port_open(coord.host, coord.port)) {
       // A port that accepts TCP but fails the TLS handshake holds another credential: say so
-    // (CAF reports it only as a failed connection) and stop, trying again changes nothing.
+      // (CAF reports it only as a failed connection) and stop, trying again changes nothing.
       spdlog::error(
           "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
           "hold the same cluster credential (wrong secret, or a certificate of another "
