@@ -188,6 +188,12 @@ bool Channel::write_all(const void* buf, size_t n) {
   return !ssl_ || BIO_flush(SSL_get_wbio(static_cast<SSL*>(ssl_))) == 1;
 }
 
+void Channel::set_read_timeout(std::chrono::milliseconds t) {
+  timeval tv{static_cast<time_t>(t.count() / 1000),
+             static_cast<suseconds_t>(t.count() % 1000 * 1000)};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 void Channel::shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }

@@ -34,7 +34,10 @@ class Channel {
   bool encrypted() const { return ssl_ != nullptr; }
   int fd() const { return fd_; }
 
-  // Exactly n bytes, or false (the connection ended or broke). Blocking.
+  // Bounds each wait of read_all (0: none). A TLS read that times out leaves the session
+  // unusable: a caller treats it like a broken connection.
+  void set_read_timeout(std::chrono::milliseconds t);
+  // Exactly n bytes, or false (the connection ended or broke, or a read timed out). Blocking.
   bool read_all(void* buf, size_t n);
   bool write_all(const void* buf, size_t n);
   // Ends the connection for both directions (another thread's blocked read returns).

@@ -26,13 +26,17 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kHelloMagic = 0x4d435753;   // "SWCM": a rank joining
 constexpr uint32_t kTensorMagic = 0x54435753;  // "SWCT": a tensor follows
-constexpr const char* kIdPrefix = "swarmrt-tcp-comm 1 ";
+constexpr const char* kIdPrefix = "swarmrt-tcp-comm 2 ";
 constexpr int64_t kHandshakeMs = 5000;  // a connection proves the cluster credential in this
 
+// A joiner's first message on each of its two links.
+enum Direction : uint32_t { kToRoot = 0, kFromRoot = 1 };
 struct Hello {
   uint32_t magic;
   uint32_t rank;
   uint64_t token;
+  uint32_t direction;
+  uint32_t reserved;
 };
 struct Prelude {
   uint32_t magic;
@@ -44,42 +48,8 @@ Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
 }
 
-int ms_left(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 100));
-}
-
-// Reads exactly n bytes before `deadline`; throws CommError naming `what`.
-void read_exact(int fd, void* buf, size_t n, Clock::time_point deadline, const std::string& what) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    if (Clock::now() >= deadline) throw CommError(what + ": nothing came within the timeout");
-    pollfd pfd{fd, POLLIN, 0};
-    const int r = ::poll(&pfd, 1, ms_left(deadline));
-    if (r < 0 && errno != EINTR) throw CommError(what + ": " + std::strerror(errno));
-    if (r <= 0) continue;
-    const ssize_t k = ::recv(fd, p, n, 0);
-    if (k == 0) throw CommError(what + ": the peer closed the connection");
-    if (k < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      throw CommError(what + ": " + std::strerror(errno));
-    }
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-bool write_all(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3));
 }
 
 void no_delay(int fd) {
@@ -102,7 +72,7 @@ addrinfo* resolve(const std::string& host, uint16_t port, bool passive) {
 }  // namespace
 
 TcpComm::TcpComm(int ranks, const CommOptions& options)
-    : ranks_(ranks), rank_(0), timeout_s_(options.timeout_s), fds_(ranks, -1) {
+    : ranks_(ranks), rank_(0), timeout_s_(options.timeout_s), in_(ranks), out_(ranks) {
   if (ranks < 1) throw CommError("tcp communicator: ranks must be >= 1");
   token_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   addrinfo* res = resolve(options.host, 0, true);
@@ -126,7 +96,7 @@ TcpComm::TcpComm(int ranks, const CommOptions& options)
 }
 
 TcpComm::TcpComm(const std::vector<uint8_t>& id, int ranks, int rank, const CommOptions& options)
-    : ranks_(ranks), rank_(rank), timeout_s_(options.timeout_s), fds_(ranks, -1) {
+    : ranks_(ranks), rank_(rank), timeout_s_(options.timeout_s), in_(ranks), out_(ranks) {
   const std::string text(id.begin(), id.end());
   const std::string prefix = kIdPrefix;
   std::string host;
@@ -151,14 +121,13 @@ TcpComm::~TcpComm() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (int fd : fds_)
-      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    for (auto* links : {&in_, &out_})
+      for (auto& l : *links)
+        if (l) l->shutdown();
   }
   cv_.notify_all();
   if (setup_.joinable()) setup_.join();
   if (writer_.joinable()) writer_.join();
-  for (int fd : fds_)
-    if (fd >= 0) ::close(fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
@@ -167,6 +136,14 @@ std::vector<uint8_t> TcpComm::id() const {
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(token_));
   const std::string text = kIdPrefix + endpoint_ + " " + hex;
   return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+int TcpComm::encrypted_links() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (auto* links : {&in_, &out_})
+    for (auto& l : *links) n += l && l->encrypted() ? 1 : 0;
+  return n;
 }
 
 void TcpComm::fail(const std::string& why) {
@@ -179,14 +156,15 @@ void TcpComm::fail(const std::string& why) {
 
 void TcpComm::accept_ranks() {
   const auto deadline = after(timeout_s_);
+  const int wanted = 2 * (ranks_ - 1);  // a link each way per joining rank
   int joined = 0;
-  while (joined < ranks_ - 1) {
+  while (joined < wanted) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
     }
     if (Clock::now() >= deadline) {
-      fail("tcp communicator: " + std::to_string(joined) + " of " + std::to_string(ranks_ - 1) +
+      fail("tcp communicator: " + std::to_string(joined / 2) + " of " + std::to_string(ranks_ - 1) +
            " ranks joined within " + std::to_string(timeout_s_) + " s");
       return;
     }
@@ -199,30 +177,28 @@ void TcpComm::accept_ranks() {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
+    no_delay(fd);
     // The cluster credential first (transport/credential.hpp), then the communicator's token.
-    if (const auto why = authenticate(fd, false, std::chrono::milliseconds(kHandshakeMs));
-        !why.empty()) {
-      spdlog::warn("tcp communicator: refused a connection: {}", why);
-      ::close(fd);
+    auto link = std::make_unique<Channel>(fd, false, std::chrono::milliseconds(kHandshakeMs));
+    if (!link->ok()) {
+      spdlog::warn("tcp communicator: refused a connection: {}", link->error());
       continue;
     }
     Hello h{};
-    try {
-      read_exact(fd, &h, sizeof(h), after(std::min(5.0, timeout_s_)), "tcp communicator hello");
-    } catch (const CommError& e) {
-      spdlog::warn("{}; connection dropped", e.what());
-      ::close(fd);
+    link->set_read_timeout(millis(std::min(5.0, timeout_s_)));
+    if (!link->read_all(&h, sizeof(h))) {
+      spdlog::warn("tcp communicator: a connection sent no hello; dropped");
       continue;
     }
+    link->set_read_timeout(millis(timeout_s_));
     std::lock_guard<std::mutex> lock(mu_);
+    auto* slot = h.direction == kToRoot ? &in_ : h.direction == kFromRoot ? &out_ : nullptr;
     if (h.magic != kHelloMagic || h.token != token_ || h.rank < 1 ||
-        h.rank >= static_cast<uint32_t>(ranks_) || fds_[h.rank] >= 0) {
+        h.rank >= static_cast<uint32_t>(ranks_) || !slot || (*slot)[h.rank]) {
       spdlog::warn("tcp communicator: refused a connection (not a rank of this communicator)");
-      ::close(fd);
       continue;
     }
-    no_delay(fd);
-    fds_[h.rank] = fd;
+    (*slot)[h.rank] = std::move(link);
     ++joined;
   }
   {
@@ -234,70 +210,68 @@ void TcpComm::accept_ranks() {
 
 void TcpComm::connect_to_root(const std::string& host, uint16_t port) {
   const auto deadline = after(timeout_s_);
+  const std::string root = host + ":" + std::to_string(port);
   std::string why = "timed out";
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-    }
-    if (Clock::now() >= deadline) {
-      fail("tcp communicator: cannot reach rank 0 at " + host + ":" + std::to_string(port) + ": " +
-           why);
-      return;
-    }
-    addrinfo* res = nullptr;
-    try {
-      res = resolve(host, port, false);
-    } catch (const CommError& e) {
-      fail(e.what());
-      return;
-    }
-    const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    // A connect to an unreachable host gives up after a second and is tried again.
-    timeval tv{1, 0};
-    if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    const bool connected = fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0;
-    ::freeaddrinfo(res);
-    if (!connected) {
-      why = std::strerror(errno);
-      if (fd >= 0) ::close(fd);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      continue;
-    }
-    timeval none{0, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
-    no_delay(fd);
-    if (const auto refused = authenticate(fd, true, std::chrono::milliseconds(kHandshakeMs));
-        !refused.empty()) {
-      ::close(fd);
-      // Another credential does not change by trying again.
-      fail("tcp communicator: rank 0 at " + host + ":" + std::to_string(port) +
-           " refused: " + refused);
-      return;
-    }
-    const Hello h{kHelloMagic, static_cast<uint32_t>(rank_), token_};
-    if (!write_all(fd, &h, sizeof(h))) {
-      why = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) {
-        ::close(fd);
+  for (const uint32_t direction : {kToRoot, kFromRoot}) {
+    std::unique_ptr<Channel> link;
+    while (!link) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+      }
+      if (Clock::now() >= deadline) {
+        fail("tcp communicator: cannot reach rank 0 at " + root + ": " + why);
         return;
       }
-      fds_[0] = fd;
-      ready_ = true;
+      addrinfo* res = nullptr;
+      try {
+        res = resolve(host, port, false);
+      } catch (const CommError& e) {
+        fail(e.what());
+        return;
+      }
+      const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      // A connect to an unreachable host gives up after a second and is tried again.
+      timeval tv{1, 0};
+      if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+      const bool connected = fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0;
+      ::freeaddrinfo(res);
+      if (!connected) {
+        why = std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      timeval none{0, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+      no_delay(fd);
+      link = std::make_unique<Channel>(fd, true, std::chrono::milliseconds(kHandshakeMs));
+      if (!link->ok()) {
+        // Another credential does not change by trying again.
+        fail("tcp communicator: rank 0 at " + root + " refused: " + link->error());
+        return;
+      }
+      const Hello h{kHelloMagic, static_cast<uint32_t>(rank_), token_, direction, 0};
+      if (!link->write_all(&h, sizeof(h))) {
+        why = "the connection broke during the hello";
+        link.reset();
+      }
     }
-    cv_.notify_all();
-    return;
+    link->set_read_timeout(millis(timeout_s_));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    (direction == kToRoot ? out_ : in_)[0] = std::move(link);
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_ = true;
+  }
+  cv_.notify_all();
 }
 
 void TcpComm::write_loop() {
   for (;;) {
-    int fd = -1;
+    Channel* link = nullptr;
     int peer = 0;
     at::Tensor t;
     {
@@ -307,19 +281,19 @@ void TcpComm::write_loop() {
       peer = queue_.front().first;
       t = std::move(queue_.front().second);
       queue_.pop_front();
-      fd = fds_[peer];
+      link = out_[peer].get();
     }
     const Prelude p{kTensorMagic, static_cast<uint32_t>(t.scalar_type()),
                     static_cast<uint64_t>(t.numel()) * t.element_size()};
-    if (!write_all(fd, &p, sizeof(p)) || !write_all(fd, t.data_ptr(), p.bytes)) {
+    if (!link->write_all(&p, sizeof(p)) || !link->write_all(t.data_ptr(), p.bytes)) {
       fail("tcp communicator: sending to rank " + std::to_string(peer) +
-           " failed: " + std::strerror(errno));
+           " failed: the connection broke");
       return;
     }
   }
 }
 
-int TcpComm::socket_for(int peer) {
+Channel& TcpComm::link_for(int peer, bool sending) {
   if (peer < 0 || peer >= ranks_ || peer == rank_ || (rank_ != 0 && peer != 0))
     throw CommError("tcp communicator: rank " + std::to_string(rank_) + " has no link to rank " +
                     std::to_string(peer));
@@ -331,9 +305,8 @@ int TcpComm::socket_for(int peer) {
   if (stopping_) throw CommError("tcp communicator: closed");
   if (!ready_)
     throw CommError("tcp communicator: not connected within " + std::to_string(timeout_s_) + " s");
-  return fds_[peer];
+  return *(sending ? out_ : in_)[peer];
 }
-
 void TcpComm::send(const at::Tensor& t, int peer) {
   if (peer < 0 || peer >= ranks_ || peer == rank_ || (rank_ != 0 && peer != 0))
     throw CommError("tcp communicator: rank " + std::to_string(rank_) + " has no link to rank " +
@@ -349,12 +322,13 @@ void TcpComm::send(const at::Tensor& t, int peer) {
 }
 
 at::Tensor TcpComm::recv(const messages::TensorMeta& meta, int peer) {
-  const int fd = socket_for(peer);
+  Channel& link = link_for(peer, false);
   const std::string what = "tcp communicator: receiving from rank " + std::to_string(peer);
+  const std::string broke =
+      ": the peer closed the connection, or sent nothing for " + std::to_string(timeout_s_) + " s";
   try {
     Prelude p{};
-    const auto deadline = after(timeout_s_);
-    read_exact(fd, &p, sizeof(p), deadline, what);
+    if (!link.read_all(&p, sizeof(p))) throw CommError(what + broke);
     if (p.magic != kTensorMagic) throw CommError(what + ": the stream is out of step");
     auto t = pooled_empty(meta.shape, meta.dtype);
     const uint64_t expected = static_cast<uint64_t>(t.numel()) * t.element_size();
@@ -362,7 +336,7 @@ at::Tensor TcpComm::recv(const messages::TensorMeta& meta, int peer) {
       throw CommError(what + ": " + std::to_string(p.bytes) + " bytes of dtype " +
                       std::to_string(p.dtype) + " came, the header says " +
                       std::to_string(expected) + " bytes of " + c10::toString(meta.dtype));
-    read_exact(fd, t.data_ptr(), expected, deadline, what);
+    if (!link.read_all(t.data_ptr(), expected)) throw CommError(what + broke);
     return t;
   } catch (const CommError& e) {
     // The stream is at an unknown place now: the communicator is done.

@@ -1,17 +1,21 @@
-// The CPU communicator: ranks 1..N-1 each hold one TCP connection to rank 0, which listens.
-// Its id names rank 0's address and a random token that every joiner presents. Each tensor
-// goes as a 16-byte prelude (magic, dtype, byte count) and its raw bytes, written by the
-// communicator's own thread, so a send never blocks the actor that makes it; a receive checks
-// the prelude against what the header promised. Send and receive work between rank 0 and any
-// other rank (a stage-pair link has two ranks); the all-reduce gathers at rank 0 and sends the
-// sum back, adding in rank order, so every rank gets the same bits.
+// The CPU communicator: ranks 1..N-1 each hold two connections to rank 0, which listens, one
+// per direction. Both are authenticated channels (channel.hpp: the cluster credential first,
+// then TLS 1.3 by transport.encrypt); one per direction because the writer thread and a
+// receiving caller must never share a TLS session. The id names rank 0's address and a random
+// token that every joiner presents. Each tensor goes as a 16-byte prelude (magic, dtype, byte
+// count) and its raw bytes, written by the communicator's own thread, so a send never blocks
+// the actor that makes it; a receive checks the prelude against what the header promised. Send and
+// receive work between rank 0 and any other rank (a stage-pair link has two ranks); the all-reduce
+// gathers at rank 0 and sends the sum back, adding in rank order, so every rank gets the same bits.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include "transport/channel.hpp"
 #include "transport/comm.hpp"
 
 namespace swarmrt::transport {
@@ -33,12 +37,14 @@ class TcpComm final : public Comm {
   void send(const at::Tensor& t, int peer) override;
   at::Tensor recv(const messages::TensorMeta& meta, int peer) override;
   void all_reduce_sum(at::Tensor& t) override;
+  // How many of this rank's links run inside TLS.
+  int encrypted_links() const;
 
  private:
   void accept_ranks();
   void connect_to_root(const std::string& host, uint16_t port);
   void write_loop();
-  int socket_for(int peer);  // waits until connected; throws CommError
+  Channel& link_for(int peer, bool sending);  // waits until connected; throws CommError
   void fail(const std::string& why);
 
   int ranks_;
@@ -47,9 +53,11 @@ class TcpComm final : public Comm {
   uint64_t token_ = 0;
   std::string endpoint_;  // rank 0's "host:port"
   int listen_fd_ = -1;
-  std::vector<int> fds_;  // per rank; -1 where there is no connection
+  // Per rank; null where there is no link. `in_` is read by the receiving caller, `out_`
+  // written by the writer thread.
+  std::vector<std::unique_ptr<Channel>> in_, out_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool ready_ = false;
   bool stopping_ = false;

@@ -12,6 +12,7 @@
 
 #include "messages/frame.hpp"
 #include "transport/buffer_pool.hpp"
+#include "transport/channel.hpp"
 #include "transport/comm.hpp"
 #include "transport/tcp_comm.hpp"
 
@@ -133,8 +134,8 @@ TEST(TcpComm, APeerThatIsGoneIsAnErrorNotAHang) {
 // refused before its hello is read, and the real rank still joins.
 TEST(TcpComm, AStrangerOnThePortIsRefusedAndTheRankStillJoins) {
   auto [root, id] = transport::create_comm("tcp", 2, quick());
-  const std::string text(id.begin(), id.end());  // "swarmrt-tcp-comm 1 HOST PORT TOKEN"
-  std::istringstream in(text.substr(std::string("swarmrt-tcp-comm 1 ").size()));
+  const std::string text(id.begin(), id.end());  // "swarmrt-tcp-comm 2 HOST PORT TOKEN"
+  std::istringstream in(text.substr(std::string("swarmrt-tcp-comm 2 ").size()));
   std::string host, token;
   int port = 0;
   in >> host >> port >> token;
@@ -163,6 +164,40 @@ TEST(TcpComm, AStrangerOnThePortIsRefusedAndTheRankStillJoins) {
   auto other = transport::join_comm("tcp", id, 2, 1, quick());
   other->send(at::ones({3}), 0);
   EXPECT_TRUE(at::equal(root->recv(messages::meta_of(at::ones({3})), 1), at::ones({3})));
+}
+
+// transport.encrypt = on: the communicator's links run inside TLS 1.3 (one link per direction,
+// so that the writer thread and a receiving caller never share a TLS session), and tensors
+// still arrive bit for bit, an all-reduce over three ranks included.
+TEST(TcpComm, WithEncryptOnEveryLinkIsTlsAndTensorsArriveBitForBit) {
+  transport::set_encrypt_mode(transport::EncryptMode::on);
+  transport::TcpComm root(3, quick());
+  transport::TcpComm r1(root.id(), 3, 1, quick());
+  transport::TcpComm r2(root.id(), 3, 2, quick());
+  const auto big = at::randn({1024, 1024});  // 4 MiB: many TLS records
+  root.send(big, 1);
+  r2.send(big * 2, 0);
+  EXPECT_TRUE(at::equal(r1.recv(messages::meta_of(big), 0), big));
+  EXPECT_TRUE(at::equal(root.recv(messages::meta_of(big), 2), big * 2));
+  std::vector<at::Tensor> x = {at::randn({100}), at::randn({100}), at::randn({100})};
+  std::vector<at::Tensor> got = {x[0].clone(), x[1].clone(), x[2].clone()};
+  std::thread t1([&] { r1.all_reduce_sum(got[1]); });
+  std::thread t2([&] { r2.all_reduce_sum(got[2]); });
+  root.all_reduce_sum(got[0]);
+  t1.join();
+  t2.join();
+  EXPECT_TRUE(at::allclose(got[0], x[0] + x[1] + x[2], 1e-6, 1e-6));
+  EXPECT_TRUE(at::equal(got[0], got[1]));
+  EXPECT_TRUE(at::equal(got[0], got[2]));
+  EXPECT_EQ(root.encrypted_links(), 4);  // two per joined rank
+  EXPECT_EQ(r1.encrypted_links(), 2);
+  transport::set_encrypt_mode(transport::EncryptMode::automatic);
+  // On loopback, auto stays plain.
+  transport::TcpComm plain_root(2, quick());
+  transport::TcpComm plain_other(plain_root.id(), 2, 1, quick());
+  plain_other.send(at::ones({2}), 0);
+  EXPECT_TRUE(at::equal(plain_root.recv(messages::meta_of(at::ones({2})), 1), at::ones({2})));
+  EXPECT_EQ(plain_root.encrypted_links(), 0);
 }
 
 TEST(TcpComm, ARankThatNeverJoinsTimesOut) {
