@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 #include "model/fingerprint.hpp"
 #include "supervisors/entitled.hpp"
 #include "transport/credential.hpp"
@@ -28,6 +30,12 @@ caf::error refuse(Self* self, const messages::JoinRequest& r, const std::string&
   return caf::make_error(caf::sec::invalid_argument, why);
 }
 
+std::string run_id_text(uint64_t id) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(id));
+  return hex;
+}
+
 // Why `r` may not join, or empty.
 std::string check_join(const directory_state& s, const messages::JoinRequest& r) {
   if (r.protocol != model::kProtocolVersion)
@@ -38,6 +46,11 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
   if (!s.setup.secret.empty() && !transport::equal_secrets(r.secret, s.setup.secret))
     return r.secret.empty() ? "this swarm requires a secret (--secret-file or SWARMRT_SECRET)"
                             : "wrong secret";
+  // A node started for one run (launch passes --run-id) never joins another that took over
+  // the address, e.g. after a restart.
+  if (r.run_id != 0 && r.run_id != s.setup.ctx->run_id)
+    return "this node was started for run " + run_id_text(r.run_id) + ", this coordinator runs " +
+           run_id_text(s.setup.ctx->run_id);
   if (!r.fingerprint.empty()) {
     auto diff = model::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
     if (!diff.empty()) {

@@ -110,7 +110,8 @@ int run_coordinator(const CoordinatorArgs& args) {
 
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = config;
-    ctx->run_id = std::random_device{}();
+    // 64 random bits: two runs never share an id.
+    ctx->run_id = (static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
     actors::CoreOptions co;
     co.run = &run;
     co.resume = args.resume;
@@ -163,7 +164,8 @@ int run_coordinator(const CoordinatorArgs& args) {
                  config.swarm.stages, config.swarm.workers_per_stage, model::fingerprint(config));
     spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}", listen.host,
                  *port, transport::cluster_ca_id(secret), endpoint.empty() ? "none" : endpoint);
-    // The launcher reads this line to learn the port.
+    // The launcher reads these lines to learn the run (its nodes join no other) and the port.
+    std::printf("run id %016llx\n", static_cast<unsigned long long>(ctx->run_id));
     std::printf("coordinator listening on %s:%u\n", listen.host.c_str(), *port);
     std::fflush(stdout);
 

@@ -145,11 +145,14 @@ int run_launch(const LaunchArgs& args) {
   std::string join;
   const std::string marker = "coordinator listening on ";
   const std::string secret_marker = "cluster secret file ";
+  const std::string run_marker = "run id ";
+  std::string run_id;
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   while (join.empty()) {
     for (const auto& line : coord.read_lines()) {
       std::printf("[coord] %s\n", line.c_str());
       if (line.rfind(marker, 0) == 0) join = line.substr(marker.size());
+      if (line.rfind(run_marker, 0) == 0) run_id = line.substr(run_marker.size());
       if (line.rfind(secret_marker, 0) == 0 && secret.empty()) {
         try {
           secret = transport::read_secret_file(line.substr(secret_marker.size()));
@@ -184,6 +187,7 @@ int run_launch(const LaunchArgs& args) {
         const std::string name = "node" + std::to_string(k + 1);
         std::vector<std::string> argv = {
             exe, "node", "--join", join, "--workers", std::to_string(w), "--name", name};
+        if (!run_id.empty()) argv.insert(argv.end(), {"--run-id", run_id});
         for (const auto& f : net_flags(args.net)) argv.push_back(f);
         children.push_back(std::make_unique<Child>(name, argv));
       }
@@ -205,6 +209,7 @@ int run_launch(const LaunchArgs& args) {
                              shell_quote(h.bin.empty() ? exe : h.bin) + " node --join " +
                              shell_quote(join) + " --workers " + std::to_string(h.workers) +
                              " --name " + shell_quote(label) + " --listen " + shell_quote(h.listen);
+        if (!run_id.empty()) remote += " --run-id " + shell_quote(run_id);
         for (const auto& f : net_flags(args.net)) remote += " " + f;
         argv.push_back(remote);
         children.push_back(std::make_unique<Child>(label, argv, secret + "\n"));

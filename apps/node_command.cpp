@@ -36,6 +36,7 @@ struct NodeArgs {
   std::string name;
   std::string listen = "127.0.0.1";
   double connect_timeout_s = 30;
+  std::string run_id;  // hex; empty: join whatever run the coordinator runs
   NetOptions net;
 };
 
@@ -96,6 +97,19 @@ int run_node(const NodeArgs& args) {
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
   request.protocol = model::kProtocolVersion;
+  if (!args.run_id.empty()) {
+    size_t used = 0;
+    try {
+      request.run_id = std::stoull(args.run_id, &used, 16);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != args.run_id.size() || request.run_id == 0) {
+      spdlog::error("--run-id '{}': not a run id (the 16 hex digits a coordinator prints)",
+                    args.run_id);
+      return 2;
+    }
+  }
   request.node_name =
       args.name.empty() ? std::string(hostname) + ":" + std::to_string(getpid()) : args.name;
   request.workers = args.workers;
@@ -258,6 +272,8 @@ void add_node_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--connect-timeout-s", args->connect_timeout_s,
                   "keep trying to reach the coordinator this long")
       ->capture_default_str();
+  cmd->add_option("--run-id", args->run_id,
+                  "join only the run with this id (the coordinator prints it; launch passes it)");
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
 }

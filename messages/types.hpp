@@ -47,6 +47,7 @@ struct JoinRequest {
   std::string node_name;
   uint32_t workers = 1;
   std::string device = "cpu";
+  uint64_t run_id = 0;  // the run this node was started for (launch knows it); 0: any run
 };
 
 struct JoinReply {
@@ -127,7 +128,7 @@ typename Inspector::result_type inspect(Inspector& f, TensorList& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JoinRequest& x) {
   return f(caf::meta::type_name("swarmrt::JoinRequest"), x.protocol, x.fingerprint, x.secret,
-           x.node_name, x.workers, x.device);
+           x.node_name, x.workers, x.device, x.run_id);
 }
 
 template <class Inspector>

@@ -13,7 +13,7 @@
 namespace swarmrt::model {
 
 // 4: bulk planes open with the credential handshake (and may run TLS); CAF over mutual TLS.
-constexpr uint32_t kProtocolVersion = 4;
+constexpr uint32_t kProtocolVersion = 5;
 
 // The shared keys as "section.key = value" lines, in a fixed order.
 std::string fingerprint_text(const RunConfig& config);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The cluster credential and the join handshake refuse, with the reason: --secret on a command
 # line; a node without a secret; a node with a wrong secret (refused by the TLS handshake of
-# the control plane, named on both sides); a node whose model config differs; a coordinator
-# slow to answer, which is no refusal. A coordinator started without a secret makes one and
-# keeps it in <run dir>/secret (0600, never logged).
+# the control plane, named on both sides); a node whose model config differs; a node started
+# for another run; a coordinator slow to answer, which is no refusal. A coordinator started
+# without a secret makes one and keeps it in <run dir>/secret (0600, never logged).
 # Processes are stopped by pid.
 set -u
 bin=$1 root=$2
@@ -80,6 +80,20 @@ join -c "$cfg" --set model.n_layer=6 --secret-file "$tmp/run/secret" >"$tmp/n1.l
 grep -q "refused this node: .*model.n_layer: 4 on the coordinator, 6 on the joining node" "$tmp/n1.log" \
   || fail "node-side message: $(cat "$tmp/n1.log")"
 
+# A node started for another run (launch passes the run id it read from its coordinator) is
+# refused; one with a malformed id never starts.
+run_id=$(sed -n 's/^run id \([0-9a-f]\{16\}\)$/\1/p' "$tmp/coord.log")
+[ -n "$run_id" ] || fail "the coordinator did not print its run id: $(cat "$tmp/coord.log")"
+join --secret-file "$tmp/run/secret" --run-id 0123456789abcdef >"$tmp/n4.log" 2>&1
+[ $? = 3 ] || fail "a node of another run must be refused (exit 3): $(cat "$tmp/n4.log")"
+grep -q "refused this node: .*this node was started for run 0123456789abcdef, this coordinator runs $run_id" \
+  "$tmp/n4.log" || fail "node-side message: $(cat "$tmp/n4.log")"
+grep -q "refused node .*this node was started for run 0123456789abcdef" "$tmp/coord.log" \
+  || fail "coordinator-side message: $(cat "$tmp/coord.log")"
+join --secret-file "$tmp/run/secret" --run-id xyz >"$tmp/n5.log" 2>&1
+[ $? = 2 ] || fail "a malformed --run-id must exit 2: $(cat "$tmp/n5.log")"
+grep -q -- "--run-id 'xyz': not a run id" "$tmp/n5.log" || fail "message: $(cat "$tmp/n5.log")"
+
 grep -q "refused node .*model.n_layer: 4 on the coordinator, 6 on the joining node" "$tmp/coord.log" \
   || fail "coordinator-side message: $(cat "$tmp/coord.log")"
 # Both sides name it: the node refused the coordinator's certificate (another cluster's CA),
@@ -94,7 +108,7 @@ grep -q "joined as node" "$tmp/coord.log" && fail "a refused node was admitted"
 # would be) is no refusal. CAF drops a connection whose handshake spans a heartbeat tick; the
 # node says so, tries again, and joins once the coordinator answers.
 kill -STOP "$coord"
-join --secret-file "$tmp/run/secret" --workers 1 --name slowpoke >"$tmp/n3.log" 2>&1 &
+join --secret-file "$tmp/run/secret" --run-id "$run_id" --workers 1 --name slowpoke >"$tmp/n3.log" 2>&1 &
 slow=$!
 sleep 1.5
 kill -CONT "$coord"
