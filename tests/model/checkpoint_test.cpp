@@ -1,6 +1,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zlib.h>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -140,6 +142,35 @@ TEST(Checkpoint, FailedWriteKeepsTheGoodFile) {
   Checkpoint bad;
   bad.tensors.emplace_back("complex", at::zeros({2}, at::kComplexFloat));
   EXPECT_THROW(write_checkpoint(path, bad), CheckpointError);
+  EXPECT_EQ(bytes_of(path), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
+}
+
+// The disk fills mid-write (here: a file-size limit of 4 KiB, which makes write(2) fail with
+// EFBIG the way a full disk fails it with ENOSPC): the error names the problem, the good file
+// stays as it was, and no temporary file is left behind.
+TEST(Checkpoint, AWriteThatFailsMidFileKeepsTheGoodFileAndLeavesNoTemporary) {
+  TempDir dir;
+  const auto path = dir / "g.ckpt";
+  write_checkpoint(path, sample_checkpoint());
+  const auto before = bytes_of(path);
+  Checkpoint big;
+  big.tensors.emplace_back("w", at::randn({64, 1024}));  // 256 KiB
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string why;
+  try {
+    write_checkpoint(path, big);
+  } catch (const CheckpointError& e) {
+    why = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(why.find("writing the checkpoint failed: File too large"), std::string::npos) << why;
   EXPECT_EQ(bytes_of(path), before);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
 }
