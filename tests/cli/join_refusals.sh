@@ -104,13 +104,19 @@ grep -q "control plane: a peer ended the TLS handshake with 'unknown CA': it doe
   "$tmp/coord.log" || fail "the coordinator did not log the refusal: $(cat "$tmp/coord.log")"
 grep -q "joined as node" "$tmp/coord.log" && fail "a refused node was admitted"
 
-# A coordinator slow to answer (here: stopped for 1.5 s, as a slow link or a busy process
-# would be) is no refusal. CAF drops a connection whose handshake spans a heartbeat tick; the
+# A coordinator slow to answer (here: stopped until the node has tried, as a slow link or a
+# busy process would be) is no refusal. CAF drops a connection whose handshake spans a heartbeat tick; the
 # node says so, tries again, and joins once the coordinator answers.
 kill -STOP "$coord"
 join --secret-file "$tmp/run/secret" --run-id "$run_id" --workers 1 --name slowpoke >"$tmp/n3.log" 2>&1 &
 slow=$!
-sleep 1.5
+# The coordinator answers only once the node has seen a try dropped (each one is, at CAF's next
+# heartbeat tick, while the coordinator is stopped).
+for _ in $(seq 1 300); do
+  grep -q "took longer than one heartbeat interval" "$tmp/n3.log" && break
+  kill -0 "$slow" 2>/dev/null || break
+  sleep 0.2
+done
 kill -CONT "$coord"
 for _ in $(seq 1 100); do
   grep -q "node 'slowpoke' joined" "$tmp/coord.log" && break
