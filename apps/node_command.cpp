@@ -159,9 +159,12 @@ int run_node(const NodeArgs& args) {
             args.join, args.net.heartbeat_ms);
         slow_handshake_logged = true;
       }
-    } else if (tcp_port_open(coord.host, coord.port)) {
+    } else if (last_error.find("ip_connect failed") == std::string::npos &&
+               tcp_port_open(coord.host, coord.port)) {
       // A port that accepts TCP but fails the TLS handshake holds another credential: say so
       // (CAF reports it only as a failed connection) and stop, trying again changes nothing.
+      // A TCP connect that failed says nothing about the credential, even when the port is
+      // open a moment later (the coordinator was still starting): that is tried again.
       spdlog::error(
           "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
           "hold the same cluster credential (wrong secret, or a certificate of another "
