@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <random>
 
-#include "actors/directory.hpp"
-#include "actors/runtime.hpp"
+#include "actors/membership/directory.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
 #include "model/checkpoint.hpp"

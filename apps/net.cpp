@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "transport/credential.hpp"
 
 namespace swarmrt::apps {

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/node_agent.hpp"
-#include "actors/runtime.hpp"
+#include "actors/membership/node_agent.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
 #include "model/fingerprint.hpp"

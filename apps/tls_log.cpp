@@ -2,7 +2,7 @@
 //
 // CAF 0.17's openssl module builds every session's SSL_CTX itself and gives no hook to learn
 // why a handshake failed, so a coordinator could not say that it refused a node of another
-// cluster (SPEC §8: a refusal is named on both sides). This executable therefore defines
+// cluster (architecture §8: a refusal is named on both sides). This executable therefore defines
 // SSL_CTX_set_verify: the dynamic linker binds libcaf_openssl's call to this definition (the
 // executable comes first in symbol lookup), which passes it on to OpenSSL's own with a
 // callback that logs each certificate it refuses, and an info callback that logs the fatal

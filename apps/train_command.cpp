@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"

@@ -23,7 +23,7 @@
 #include <cstring>
 #include <string>
 
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "messages/frame.hpp"
 #include "transport/bulk.hpp"
 #include "transport/channel.hpp"

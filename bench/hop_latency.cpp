@@ -11,7 +11,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "messages/frame.hpp"
 
 using namespace swarmrt;

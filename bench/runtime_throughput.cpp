@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "model/threads.hpp"
 #include "model/trainer.hpp"
 

@@ -1,6 +1,17 @@
 #include "messages/types.hpp"
 
+#include <algorithm>
+
 namespace swarmrt::messages {
+
+void replace_member(Membership& m, const Member& w) {
+  ++m.version;
+  if (m.stages.size() <= w.stage) m.stages.resize(w.stage + 1);
+  for (auto& st : m.stages)
+    st.erase(std::remove_if(st.begin(), st.end(), [&](const Member& x) { return x.id == w.id; }),
+             st.end());
+  m.stages[w.stage].push_back(w);
+}
 
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<uint8_t>>("std::vector<uint8_t>");
@@ -16,6 +27,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<JoinReply>("swarmrt::JoinReply");
   cfg.add_message_type<RunReport>("swarmrt::RunReport");
   cfg.add_message_type<WorkerState>("swarmrt::WorkerState");
+  cfg.add_message_type<WorkerStats>("swarmrt::WorkerStats");
+  cfg.add_message_type<GroupStats>("swarmrt::GroupStats");
 }
 
 }  // namespace swarmrt::messages

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "messages/atoms.hpp"
+
 namespace swarmrt::messages {
 
 // A micro-batch hop or a DiLoCo round message: an encoded Cap'n Proto header and the tensors
@@ -30,6 +32,10 @@ struct Membership {
   uint64_t version = 0;
   std::vector<std::vector<Member>> stages;
 };
+
+// A worker restarted with the same id and a new handle: `w` replaces its old entry (in
+// whichever stage it was) and the membership gets a new version.
+void replace_member(Membership& m, const Member& w);
 
 // Named tensors (parameters, gradients) as one message element. In one process they travel
 // by reference; to another process they are serialized as one checked frame (see inspect).
@@ -63,7 +69,7 @@ struct JoinReply {
 };
 
 // A stage worker's state, as a restarted or joining worker takes it from a live peer, its
-// DiLoCo group or a checkpoint before it accepts work (SPEC §7).
+// DiLoCo group or a checkpoint before it accepts work (architecture §7).
 struct WorkerState {
   TensorList params;      // empty: keep the initialization
   TensorList anchor;      // DiLoCo: θ of the last applied round; empty: equal to params
@@ -86,6 +92,28 @@ struct RunReport {
   std::vector<std::pair<uint32_t, int64_t>> forwards;  // (worker id, micro-batches forwarded)
   double val_loss = 0;
   uint64_t rejected_frames = 0;
+};
+
+// A stage worker's counters (stats_atom), read by the runtime at the end of a run and by tests.
+struct WorkerStats {
+  uint32_t id = 0;
+  uint64_t rejected = 0;         // frames and chunks refused (malformed, mismatched)
+  int64_t forwards = 0;          // micro-batches forwarded, whole run
+  uint64_t stale = 0;            // hops of attempts no longer held or cancelled
+  uint64_t recomputed = 0;       // backward passes that took only the input gradient
+  uint64_t dropped = 0;          // hops lost on purpose (chaos.drop_fraction)
+  uint64_t linked_frames = 0;    // frames that came over communicator links
+  uint64_t group_reduces = 0;    // DiLoCo rounds all-reduced over the group's communicator
+  uint64_t group_fallbacks = 0;  // rounds reported alone although the group had one
+  uint64_t group_failures = 0;   // all-reduces that failed, answers that never came
+};
+
+// A DiLoCo group's counters (stats_atom).
+struct GroupStats {
+  int64_t last_applied = -1;   // the last round applied
+  uint64_t rejected = 0;       // contributions refused
+  uint64_t round = 0;          // the round being collected
+  uint64_t contributions = 0;  // contributions it holds so far
 };
 
 }  // namespace swarmrt::messages
@@ -150,54 +178,24 @@ typename Inspector::result_type inspect(Inspector& f, RunReport& x) {
            x.rejected_frames);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerStats& x) {
+  return f(caf::meta::type_name("swarmrt::WorkerStats"), x.id, x.rejected, x.forwards, x.stale,
+           x.recomputed, x.dropped, x.linked_frames, x.group_reduces, x.group_fallbacks,
+           x.group_failures);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GroupStats& x) {
+  return f(caf::meta::type_name("swarmrt::GroupStats"), x.last_applied, x.rejected, x.round,
+           x.contributions);
+}
+
 }  // namespace swarmrt::messages
 
 // Frames carry tensors by reference and are never serialized by CAF: between processes the
 // transport sends them as chunks (transport/), so a big tensor never becomes one huge message.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(swarmrt::messages::Frame)
-
-namespace swarmrt::atoms {
-// Atoms are named for what they ask or announce (CAF 0.17: at most 10 characters).
-using run_atom = caf::atom_constant<caf::atom("run")>;              // tracker: run all steps
-using batch_atom = caf::atom_constant<caf::atom("batch")>;          // loader: next micro-batch
-using frame_atom = caf::atom_constant<caf::atom("frame")>;          // a micro-batch hop
-using loss_atom = caf::atom_constant<caf::atom("loss")>;            // last stage -> tracker
-using done_atom = caf::atom_constant<caf::atom("done")>;            // stage 0 -> tracker
-using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;   // last stage -> tracker
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;        // tracker: sync gradients
-using grads_atom = caf::atom_constant<caf::atom("grads")>;          // worker <-> averager
-using norm_atom = caf::atom_constant<caf::atom("norm")>;            // worker -> tracker
-using apply_atom = caf::atom_constant<caf::atom("apply")>;          // tracker: take the step
-using applied_atom = caf::atom_constant<caf::atom("applied")>;      // worker -> tracker
-using round_atom = caf::atom_constant<caf::atom("round")>;          // DiLoCo round frame
-using members_atom = caf::atom_constant<caf::atom("members")>;      // membership update
-using params_atom = caf::atom_constant<caf::atom("params")>;        // ask for parameters
-using stats_atom = caf::atom_constant<caf::atom("stats")>;          // ask for counters
-using metrics_atom = caf::atom_constant<caf::atom("metrics")>;      // a metrics.jsonl record
-using chunk_atom = caf::atom_constant<caf::atom("chunk")>;          // a frame chunk from afar
-using join_atom = caf::atom_constant<caf::atom("join")>;            // node -> coordinator
-using workers_atom = caf::atom_constant<caf::atom("workers")>;      // node: my workers are up
-using ready_atom = caf::atom_constant<caf::atom("ready")>;          // wait for a full swarm
-using stop_atom = caf::atom_constant<caf::atom("stop")>;            // stop this node / swarm
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;        // tracker: drop old attempts
-using state_atom = caf::atom_constant<caf::atom("state")>;          // ask for a worker's state
-using restarted_atom = caf::atom_constant<caf::atom("restarted")>;  // supervisor: new handle
-using replaced_atom = caf::atom_constant<caf::atom("replaced")>;    // a core actor restarted
-using kill_atom = caf::atom_constant<caf::atom("kill")>;            // chaos: kill by name/kind
-using slow_atom = caf::atom_constant<caf::atom("slow")>;            // chaos: slow a worker
-using faults_atom = caf::atom_constant<caf::atom("faults")>;        // ask for fault counters
-using step_atom = caf::atom_constant<caf::atom("step")>;            // tracker: a step starts
-using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: watch a supervisor
-using reset_atom = caf::atom_constant<caf::atom("reset")>;          // restarted tracker: reopen
-using link_atom = caf::atom_constant<caf::atom("link")>;            // a communicator link: join it
-using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
-using group_comm_atom = caf::atom_constant<caf::atom("grpcomm")>;  // group: your communicator
-using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0: join it
-// A worker of the group's communicator is at round r (and whether it can all-reduce); the
-// group answers all-reduce (every worker of the communicator is) or report your own.
-using group_ready_atom = caf::atom_constant<caf::atom("grpready")>;
-using group_go_atom = caf::atom_constant<caf::atom("grpgo")>;
-}  // namespace swarmrt::atoms
 
 namespace swarmrt::messages {
 // Registers the message types that may cross a process boundary. Same names on every node.

@@ -1,5 +1,5 @@
-// Checks of numbers that came from a peer, before they are used (SPEC §8): a NaN or Inf in a
-// gradient or pseudo-gradient would spread to every replica's parameters at the next step or
+// Checks of numbers that came from a peer, before they are used (architecture §8): a NaN or Inf in
+// a gradient or pseudo-gradient would spread to every replica's parameters at the next step or
 // round, so such a contribution is refused, never applied.
 #pragma once
 

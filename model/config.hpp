@@ -71,7 +71,7 @@ struct CheckpointConfig {
   int64_t keep = 3;
 };
 
-// Fault injection (SPEC §7). Local to each run, so not part of the fingerprint.
+// Fault injection (architecture §7). Local to each run, so not part of the fingerprint.
 struct ChaosConfig {
   double link_delay_ms = 0;  // every frame sent on a process link waits this long first
   double link_mbit_s = 0;    // every process link carries frames at most this fast; 0: no cap
@@ -97,8 +97,8 @@ struct ChaosConfig {
   int64_t seed = 1;         // picks the victims of kind kills
 };
 
-// Restart policy of every supervisor (SPEC §7): a child that dies is restarted after a backoff
-// that doubles with each recent restart; more than max_restarts within restart_window_s and
+// Restart policy of every supervisor (architecture §7): a child that dies is restarted after a
+// backoff that doubles with each recent restart; more than max_restarts within restart_window_s and
 // the supervisor gives up and escalates. Local, not part of the fingerprint.
 struct SupervisionConfig {
   int64_t max_restarts = 10;

@@ -13,8 +13,6 @@ using Self = caf::stateful_actor<chaos_state>;
 
 namespace {
 
-using tick_atom = caf::atom_constant<caf::atom("chaostick")>;
-
 bool is_kind(const std::string& t) {
   return t == "worker" || t == "group" || t == "loader" || t == "averager" || t == "tracker" ||
          t == "any";
@@ -79,7 +77,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
   const auto& c = s.setup.config;
   if (!c.kill.empty() && c.kill_every_s > 0)
     self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
-                       tick_atom::value);
+                       chaos_timer_atom::value);
   return {
       // Registered as "chaos": reachable by name from any peer that asks this process's
       // registry. Only this process (its node agent, the directory, its own schedule, a test)
@@ -114,7 +112,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
                "chaos.kill_at_step = " + std::to_string(step) + ", " + phase + " of the step");
         }
       },
-      [=](tick_atom) {
+      [=](chaos_timer_atom) {
         auto& s = self->state;
         const auto& c = s.setup.config;
         if (c.kill_limit > 0 && s.timed >= static_cast<uint64_t>(c.kill_limit)) return;
@@ -125,7 +123,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         if (s.kills > before || c.kill == "node") ++s.timed;
         self->delayed_send(self,
                            std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
-                           tick_atom::value);
+                           chaos_timer_atom::value);
       },
       [=](faults_atom) { return self->state.kills; },
   };

@@ -1,5 +1,5 @@
 // The chaos control actor, one per process, registered as "chaos" in the actor registry so a
-// console or a test can find it (SPEC §7: fault injection is a feature). It kills a named
+// console or a test can find it (architecture §7: fault injection is a feature). It kills a named
 // actor or a random one of a kind from the process's roster, kills its own process ("node"),
 // slows a worker, and runs the [chaos] schedule: a kill when a step starts (the tracker tells
 // it) and a kill every T seconds. What it cannot find here it forwards (the coordinator's

@@ -1,8 +1,8 @@
-// Least privilege inside the swarm (SPEC §8). Once a peer is on the control plane, CAF delivers
-// its messages to any actor whose handle it holds, so the actors that take commands check who
-// sent them: stop, kill, re-wire and fault-injection commands are honoured only from the
-// actors entitled to send them, and anything else is dropped with a logged `rejected` line
-// naming the sender and the command.
+// Least privilege inside the swarm (architecture §8). Once a peer is on the control plane, CAF
+// delivers its messages to any actor whose handle it holds, so the actors that take commands check
+// who sent them: stop, kill, re-wire and fault-injection commands are honoured only from the actors
+// entitled to send them, and anything else is dropped with a logged `rejected` line naming the
+// sender and the command.
 //
 // A message that comes from another process without a sender (anon_send) cannot be told
 // from a local anonymous one, so local commands (a signal handler's stop) are sent from an

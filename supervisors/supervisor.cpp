@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "messages/metrics.hpp"
 #include "messages/types.hpp"
 #include "model/run_dir.hpp"
 
@@ -12,12 +13,8 @@ using Self = caf::stateful_actor<supervisor_state>;
 
 namespace {
 
-using restart_atom = caf::atom_constant<caf::atom("restart")>;
-
 void write_metrics(Self* self, nlohmann::json record) {
-  record["wall"] = model::wall_clock_s();
-  if (self->state.setup.metrics)
-    self->send(self->state.setup.metrics, metrics_atom::value, record.dump());
+  messages::send_metrics(self, self->state.setup.metrics, std::move(record));
 }
 
 bool is_shutdown(const caf::error& reason) {
@@ -58,7 +55,7 @@ void restart(Self* self, size_t i) {
 caf::behavior supervisor(Self* self, SupervisorSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
-  s.policy = std::make_unique<RestartPolicy>(s.setup.policy);
+  s.policy = std::make_unique<policy::RestartPolicy>(s.setup.policy);
   s.died_at.resize(s.setup.children.size());
   for (const auto& child : s.setup.children) {
     self->monitor(child.current);
@@ -98,7 +95,7 @@ caf::behavior supervisor(Self* self, SupervisorSetup setup) {
       s.died_at[i] = now;
       spdlog::warn("{}: {} died ({}); restarting in {} ms", s.setup.name, child.name, reason,
                    delay->count());
-      self->delayed_send(self, *delay, restart_atom::value, static_cast<uint64_t>(i));
+      self->delayed_send(self, *delay, restart_timer_atom::value, static_cast<uint64_t>(i));
       return;
     }
   });
@@ -109,7 +106,7 @@ caf::behavior supervisor(Self* self, SupervisorSetup setup) {
     self->quit(msg.reason);
   });
   return {
-      [=](restart_atom, uint64_t i) {
+      [=](restart_timer_atom, uint64_t i) {
         if (i < self->state.setup.children.size() && !self->state.setup.children[i].current)
           restart(self, i);
       },

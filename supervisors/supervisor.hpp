@@ -1,4 +1,4 @@
-// A one-for-one supervisor (SPEC §7): it monitors its children (a monitor, not a link: a
+// A one-for-one supervisor (architecture §7): it monitors its children (a monitor, not a link: a
 // `kill` exit cannot be trapped), restarts a child that dies abnormally after the restart
 // policy's backoff, hands the new handle to whoever must re-wire (`on_restart`), and gives up
 // when the restart intensity is exceeded: it then quits with an error its own watcher sees
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "supervisors/restart_policy.hpp"
+#include "policy/restart_policy.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {
@@ -39,7 +39,7 @@ struct SupervisorSetup {
 struct supervisor_state {
   using Clock = std::chrono::steady_clock;
   SupervisorSetup setup;
-  std::unique_ptr<RestartPolicy> policy;
+  std::unique_ptr<policy::RestartPolicy> policy;
   std::vector<Clock::time_point> died_at;  // per child, of the pending restart
   uint64_t restarts = 0;
   static inline const char* name = "supervisor";

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "messages/metrics.hpp"
 #include "model/run_dir.hpp"
 #include "supervisors/entitled.hpp"
 
@@ -12,12 +13,8 @@ using Self = caf::stateful_actor<tracker_supervisor_state>;
 
 namespace {
 
-using restart_atom = caf::atom_constant<caf::atom("restart")>;
-
 void write_metrics(Self* self, nlohmann::json record) {
-  record["wall"] = model::wall_clock_s();
-  if (self->state.setup.metrics)
-    self->send(self->state.setup.metrics, metrics_atom::value, record.dump());
+  messages::send_metrics(self, self->state.setup.metrics, std::move(record));
 }
 
 bool is_shutdown(const caf::error& reason) {
@@ -35,16 +32,7 @@ bool remember(Self* self, const caf::message& msg) {
   if (msg.match_elements<restarted_atom, messages::Member>()) {
     // A worker restarted with the same id and a new handle: it replaces the old one.
     const auto& w = msg.get_as<messages::Member>(1);
-    if (s.members && w.handle) {
-      auto& m = *s.members;
-      ++m.version;
-      if (m.stages.size() <= w.stage) m.stages.resize(w.stage + 1);
-      for (auto& st : m.stages)
-        st.erase(std::remove_if(st.begin(), st.end(),
-                                [&](const messages::Member& x) { return x.id == w.id; }),
-                 st.end());
-      m.stages[w.stage].push_back(w);
-    }
+    if (s.members && w.handle) messages::replace_member(*s.members, w);
     return true;
   }
   if (msg.match_elements<replaced_atom, std::string, uint32_t, caf::actor>()) {
@@ -146,7 +134,7 @@ void restart(Self* self) {
 caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
-  s.policy = std::make_unique<RestartPolicy>(s.setup.policy);
+  s.policy = std::make_unique<policy::RestartPolicy>(s.setup.policy);
   start(self);
   // Everything this actor does not handle itself goes to the tracker, as if sent to it.
   self->set_default_handler(
@@ -190,7 +178,7 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
     s.died_at = now;
     spdlog::warn("tracker supervisor: the step tracker died ({}); restarting it in {} ms", reason,
                  delay->count());
-    self->delayed_send(self, *delay, restart_atom::value);
+    self->delayed_send(self, *delay, restart_timer_atom::value);
   });
   // Stopping the supervisor stops the tracker (nobody restarts it afterwards).
   self->set_exit_handler([=](const caf::exit_msg& msg) {
@@ -199,7 +187,7 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
     self->quit(msg.reason);
   });
   return {
-      [=](restart_atom) {
+      [=](restart_timer_atom) {
         if (!self->state.tracker) restart(self);
       },
       [=](run_atom) -> caf::result<messages::RunReport> {

@@ -1,9 +1,9 @@
-// The step tracker's supervisor (SPEC §7), which is also the tracker's address: everyone
+// The step tracker's supervisor (architecture §7), which is also the tracker's address: everyone
 // (workers, the directory, other supervisors, the runtime) holds this actor's handle, and it
 // passes every message on to the tracker it runs now, keeping the sender, so a request is
 // answered by the tracker. When the tracker dies it starts a new one after the restart
 // policy's backoff (or escalates: it quits with the reason, which fails the run), and the
-// new tracker continues the run from the tracker store (actors/step_tracker.hpp). Messages
+// new tracker continues the run from the tracker store (actors/tracker/step_tracker.hpp). Messages
 // that arrive meanwhile wait here.
 //
 // Some messages shape what the tracker knows and are replayed to a new tracker: the newest
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "messages/types.hpp"
-#include "supervisors/restart_policy.hpp"
+#include "policy/restart_policy.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {
@@ -44,7 +44,7 @@ struct TrackerSupervisorSetup {
 struct tracker_supervisor_state {
   using Clock = std::chrono::steady_clock;
   TrackerSupervisorSetup setup;
-  std::unique_ptr<RestartPolicy> policy;
+  std::unique_ptr<policy::RestartPolicy> policy;
   caf::actor tracker;  // null while a restart is pending
   Clock::time_point died_at;
   uint64_t restarts = 0;

@@ -96,7 +96,7 @@ Server& server() {
 // the tensors of the decoded frame are views of that buffer. A refused chunk ends the
 // connection (the stream cannot be trusted after it); the message it belonged to is delivered
 // as refused, so its receiver counts it and goes on.
-// Bounds of the listening end against any byte stream (SPEC §8): connections still proving
+// Bounds of the listening end against any byte stream (architecture §8): connections still proving
 // the credential, and all connections, are capped; a handshake waits at most kHandshake.
 constexpr int kMaxHandshaking = 32;
 constexpr int kMaxConnections = 512;

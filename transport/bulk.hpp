@@ -17,8 +17,8 @@
 
 namespace swarmrt::transport {
 
-using bulk_atom = caf::atom_constant<caf::atom("bulk")>;             // id of a frame on the side
-using bulk_ready_atom = caf::atom_constant<caf::atom("bulkready")>;  // the inbox: it has come
+using atoms::bulk_atom;        // id of a frame on the side
+using atoms::bulk_ready_atom;  // the inbox: it has come
 
 // Starts this process's listening end on `host` (port chosen by the kernel) once; returns its
 // "host:port", or empty with the reason logged when it cannot listen.

@@ -1,5 +1,5 @@
 // The cluster credential: one secret that every process of a swarm holds, and what each plane
-// derives from it (SPEC §8). Nothing here knows CAF or torch.
+// derives from it (architecture §8). Nothing here knows CAF or torch.
 //
 //  - Bulk planes (frame links, TCP communicators) run a mutual challenge–response on every new
 //    connection before any frame is read: both sides send a nonce, then an HMAC-SHA256 of both

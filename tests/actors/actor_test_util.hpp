@@ -3,7 +3,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::testing {

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "actor_test_util.hpp"
-#include "actors/diloco_group.hpp"
+#include "actors/diloco/diloco_group.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -75,9 +75,9 @@ TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
 
   a->request(group, caf::infinite, stats_atom::value)
       .receive(
-          [&](int64_t last_applied, uint64_t rejected) {
-            EXPECT_EQ(last_applied, 0);  // round 0 applied exactly once
-            EXPECT_EQ(rejected, 4u);
+          [&](const messages::GroupStats& st) {
+            EXPECT_EQ(st.last_applied, 0);  // round 0 applied exactly once
+            EXPECT_EQ(st.rejected, 4u);
           },
           [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   a->request(group, caf::infinite, params_atom::value)

@@ -1,4 +1,4 @@
-// Faults in one process (SPEC §7): real actors are killed while a swarm trains; supervisors
+// Faults in one process (architecture §7): real actors are killed while a swarm trains; supervisors
 // restart them, the tracker re-runs what they held, and the run ends as a fault-free run does.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <numeric>
 #include <thread>
 
-#include "actors/swarm_checkpoint.hpp"
+#include "actors/tracker/swarm_checkpoint.hpp"
 #include "model/run_dir.hpp"
 #include "run_util.hpp"
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../model/test_util.hpp"
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "model/trainer.hpp"
 
 using namespace swarmrt;

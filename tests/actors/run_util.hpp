@@ -5,7 +5,7 @@
 #include <string>
 
 #include "../model/test_util.hpp"
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "model/config.hpp"
 #include "model/data.hpp"
 

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "../model/test_util.hpp"
-#include "actors/runtime.hpp"
+#include "actors/runtime/runtime.hpp"
 #include "model/optim.hpp"
 #include "model/trainer.hpp"
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "actor_test_util.hpp"
-#include "actors/stage_worker.hpp"
+#include "actors/stage/stage_worker.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -50,8 +50,7 @@ TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
       },
       caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   tracker->request(worker, caf::infinite, stats_atom::value)
-      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-                   uint64_t) { EXPECT_EQ(rejected, 5u); },
+      .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, 5u); },
                [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }

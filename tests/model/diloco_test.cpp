@@ -7,7 +7,7 @@
 
 using namespace swarmrt::model;
 
-// Two outer rounds on hand-made tensors against the formula of SPEC §6, with the momentum
+// Two outer rounds on hand-made tensors against the formula of architecture §6, with the momentum
 // buffer carried across rounds.
 TEST(OuterNesterov, MatchesTheFormulaAcrossRounds) {
   const double lr = 0.7, mu = 0.9;

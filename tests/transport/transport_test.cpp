@@ -14,8 +14,8 @@
 #include <caf/io/all.hpp>
 #include <cstring>
 
-#include "actors/runtime.hpp"
-#include "actors/stage_worker.hpp"
+#include "actors/runtime/runtime.hpp"
+#include "actors/stage/stage_worker.hpp"
 #include "messages/frame.hpp"
 #include "messages/wire.hpp"
 #include "transport/bulk.hpp"
@@ -113,8 +113,7 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
         caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   EXPECT_EQ(answered, (std::set<uint32_t>{7, 8}));
   tracker->request(worker, caf::infinite, stats_atom::value)
-      .receive([&](uint32_t, uint64_t rejected, int64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-                   uint64_t) { EXPECT_EQ(rejected, 3u); },
+      .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, 3u); },
                [&](const caf::error& e) { FAIL() << a.sys->render(e); });
 
   // Parameters cross back as a serialized tensor list, bit for bit.

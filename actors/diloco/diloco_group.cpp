@@ -1,0 +1,365 @@
+#include "actors/diloco/diloco_group.hpp"
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "actors/runtime/tensor_list.hpp"
+#include "model/checks.hpp"
+#include "transport/bulk.hpp"
+#include "transport/comm.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<group_state>;
+
+namespace {
+
+void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeader& h,
+                    const std::string& why) {
+  auto& s = self->state;
+  ++s.rejected;
+  spdlog::warn("diloco group {}: rejected contribution of worker {} for round {}: {}", s.stage,
+               h.contributor, h.round_id, why);
+  if (s.metrics)
+    self->send(s.metrics, metrics_atom::value,
+               nlohmann::json{{"event", "rejected"},
+                              {"kind", "pseudo_gradient"},
+                              {"stage", s.stage},
+                              {"worker", h.contributor},
+                              {"round", h.round_id},
+                              {"reason", why}}
+                   .dump());
+  messages::RoundHeader r = h;
+  r.status = messages::RoundStatus::rejected;
+  r.reason = why;
+  r.tensor_names.clear();
+  r.contributors.clear();
+  transport::send_frame(self, to, messages::FrameKind::round, messages::make_round_frame(r, {}));
+  // A group mean waits in every worker in it: each hears the answer.
+  for (auto id : h.contributors)
+    if (auto m = s.members.find(id); m != s.members.end() && m->second != to)
+      transport::send_frame(self, m->second, messages::FrameKind::round,
+                            messages::make_round_frame(r, {}));
+}
+
+// The communicator the members share, if they can: NCCL between CUDA workers, TCP where the
+// run asks for links everywhere.
+std::string group_backend(const group_state& s) {
+  const auto& mode = s.ctx->config.transport.links;
+  if (mode == "frames" || s.members.size() < 2) return "";
+  bool all_cuda = true;
+  for (const auto& [id, handle] : s.members) {
+    auto d = s.devices.find(id);
+    all_cuda = all_cuda && d != s.devices.end() && d->second.rfind("cuda", 0) == 0;
+  }
+  if (all_cuda && transport::comm_backend_built("nccl")) return "nccl";
+  return mode == "comm" ? "tcp" : "";
+}
+
+// Round `round` of the current communicator is reported per worker: the workers that said
+// they were at it, and `also`, hear so.
+void refuse_round(Self* self, uint64_t round, const caf::actor& also, uint64_t also_epoch) {
+  auto& s = self->state;
+  for (const auto& w : s.ready)
+    self->send(w, group_go_atom::value, s.ready_round, s.comm_epoch, false);
+  s.ready.clear();
+  s.refused_round = round;
+  if (also) self->send(also, group_go_atom::value, round, also_epoch, false);
+}
+
+// A worker of the communicator is at `round`. The all-reduce goes ahead only when every
+// worker of the current communicator is, ready to take part; anything else, and the round is
+// reported per worker by all of them.
+void on_ready(Self* self, uint64_t round, uint64_t epoch, bool usable, const caf::actor& from) {
+  auto& s = self->state;
+  const bool member =
+      std::find(s.comm_members.begin(), s.comm_members.end(), from) != s.comm_members.end();
+  if (!s.ready.empty() && s.ready_round != round) refuse_round(self, s.ready_round, {}, 0);
+  const char* why = epoch != s.comm_epoch               ? "holds another communicator"
+                    : !usable || s.comm_backend.empty() ? "cannot all-reduce"
+                    : !member                           ? "is not in the communicator"
+                    : s.refused_round == round          ? ""
+                                                        : nullptr;
+  if (why) {
+    if (*why)
+      spdlog::info("diloco group {}: round {} is reported per worker: a worker {}", s.stage, round,
+                   why);
+    refuse_round(self, round, from, epoch);
+    return;
+  }
+  s.ready_round = round;
+  if (std::find(s.ready.begin(), s.ready.end(), from) == s.ready.end()) s.ready.push_back(from);
+  if (s.ready.size() < s.comm_members.size()) return;
+  for (const auto& w : s.ready) self->send(w, group_go_atom::value, round, epoch, true);
+  s.ready.clear();
+}
+
+// Tells every member which communicator the group uses from now on (none: its own frames).
+void announce_comm(Self* self) {
+  auto& s = self->state;
+  const auto backend = group_backend(s);
+  if (backend.empty() && s.comm_backend.empty()) return;
+  // Workers waiting on the old communicator will not all be there now.
+  if (!s.ready.empty()) refuse_round(self, s.ready_round, {}, 0);
+  s.refused_round.reset();
+  s.comm_backend = backend;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.store->mu);
+    epoch = ++s.store->comm_epoch;
+  }
+  std::vector<caf::actor> handles;
+  std::vector<uint32_t> ids;
+  for (const auto& [id, handle] : s.members) {
+    ids.push_back(id);
+    handles.push_back(handle);
+  }
+  s.comm_epoch = epoch;
+  s.comm_members = backend.empty() ? std::vector<caf::actor>{} : handles;
+  for (const auto& h : handles) self->send(h, group_comm_atom::value, epoch, backend, handles, ids);
+  if (!backend.empty())
+    spdlog::info("diloco group {}: {} workers share a {} communicator (epoch {})", s.stage,
+                 ids.size(), backend, epoch);
+}
+
+// The last applied round's θ as an `applied` round frame, for `to`.
+void send_theta(Self* self, const caf::actor& to) {
+  auto& s = self->state;
+  messages::RoundHeader h;
+  h.round_id = static_cast<uint64_t>(s.last_applied);
+  h.stage = s.stage;
+  h.status = messages::RoundStatus::applied;
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : s.outer->theta()) {
+    h.tensor_names.push_back(name);
+    tensors.push_back(t);
+  }
+  s.ctx->bytes->add(Traffic::parameters, messages::payload_bytes(tensors));
+  transport::send_frame(self, to, messages::FrameKind::round,
+                        messages::make_round_frame(h, std::move(tensors)));
+}
+
+void apply_round(Self* self);
+
+// Applies the round once every member has contributed or been refused in it (and at least
+// one contributed); true when it did.
+bool maybe_apply(Self* self) {
+  auto& s = self->state;
+  size_t in = 0;
+  for (const auto& [id, d] : s.contributions) in += s.members.count(id);
+  for (auto id : s.excused) in += s.members.count(id) && !s.contributions.count(id);
+  if (s.contributions.empty() || in < s.members.size()) return false;
+  apply_round(self);
+  return true;
+}
+
+void apply_round(Self* self) {
+  auto& s = self->state;
+  std::vector<const model::NamedTensors*> deltas;
+  for (const auto& [id, d] : s.contributions) deltas.push_back(&d);
+  const auto& theta = s.outer->step(deltas);
+  s.last_applied = static_cast<int64_t>(s.round);
+  {
+    std::lock_guard<std::mutex> lock(s.store->mu);
+    s.store->theta.clear();
+    s.store->momentum.clear();
+    for (const auto& [name, t] : theta) s.store->theta.emplace_back(name, t.clone());
+    for (const auto& [name, t] : s.outer->momentum())
+      s.store->momentum.emplace_back(name, t.clone());
+    s.store->last_applied = s.last_applied;
+    s.store->applied_rounds.push_back(s.round);
+  }
+  messages::RoundHeader h;
+  h.round_id = s.round;
+  h.stage = s.stage;
+  h.status = messages::RoundStatus::applied;
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : theta) {
+    h.tensor_names.push_back(name);
+    tensors.push_back(t);
+  }
+  const uint64_t bytes = messages::payload_bytes(tensors);
+  for (const auto& [id, handle] : s.members) {
+    s.ctx->bytes->add(Traffic::parameters, bytes);
+    // Workers copy θ(t) into their own parameters; the group's θ is never aliased.
+    transport::send_frame(self, handle, messages::FrameKind::round,
+                          messages::make_round_frame(h, tensors));
+  }
+  ++s.round;
+  s.contributions.clear();
+  s.excused.clear();
+  s.timer_armed = false;
+}
+void on_contribution(Self* self, const messages::Frame& frame, const caf::actor& sender) {
+  const uint32_t stage = self->state.stage;
+  auto& s = self->state;
+  messages::RoundHeader h;
+  try {
+    h = messages::open_round_frame(frame);
+  } catch (const messages::DecodeError& e) {
+    ++s.rejected;
+    spdlog::warn("diloco group {}: malformed round frame: {}", stage, e.what());
+    return;
+  }
+  if (h.status != messages::RoundStatus::contribution)
+    return reply_rejected(self, sender, h, "not a contribution");
+  if (static_cast<int64_t>(h.round_id) <= s.last_applied)
+    return reply_rejected(self, sender, h,
+                          "round " + std::to_string(h.round_id) + " is already applied");
+  if (h.round_id != s.round)
+    return reply_rejected(self, sender, h,
+                          "the group is collecting round " + std::to_string(s.round));
+  const auto who = h.contributors.empty() ? std::vector<uint32_t>{h.contributor} : h.contributors;
+  for (auto id : who)
+    if (h.stage != stage || !s.members.count(id))
+      return reply_rejected(
+          self, sender, h,
+          "worker " + std::to_string(id) + " is not a worker of stage " + std::to_string(stage));
+  const auto& theta = s.outer->theta();
+  if (h.tensor_names.size() != theta.size())
+    return reply_rejected(self, sender, h, "wrong number of tensors");
+  model::NamedTensors delta;
+  for (size_t i = 0; i < theta.size(); ++i) {
+    if (h.tensor_names[i] != theta[i].first ||
+        !frame.tensors[i].sizes().equals(theta[i].second.sizes()) ||
+        frame.tensors[i].scalar_type() != theta[i].second.scalar_type())
+      return reply_rejected(
+          self, sender, h,
+          "tensor '" + h.tensor_names[i] + "' mismatches θ's name, shape or dtype");
+    delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
+  }
+  // A NaN or Inf would become θ's, every worker's, at this round: refused, and the round goes
+  // on without these workers, as if they had failed in it.
+  if (const auto bad = model::nonfinite_tensor(frame.tensors, h.tensor_names); !bad.empty()) {
+    for (auto id : who) s.excused.insert(id);
+    reply_rejected(self, sender, h, bad);
+    maybe_apply(self);
+    return;
+  }
+  // A group mean counts once for every worker in it (they share its tensors).
+  for (auto id : who) s.contributions[id] = delta;
+  if (maybe_apply(self)) return;
+  // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
+  if (!s.timer_armed) {
+    s.timer_armed = true;
+    self->delayed_send(self,
+                       std::chrono::milliseconds(
+                           static_cast<int64_t>(s.ctx->config.diloco.round_timeout_s * 1000)),
+                       round_timer_atom::value, s.round);
+  }
+}
+
+void on_bulk(Self* self, const transport::BulkDelivery& d) {
+  auto& s = self->state;
+  if (!d.error.empty() || d.kind != messages::FrameKind::round) {
+    ++s.rejected;
+    spdlog::warn("diloco group {}: refused a frame: {}", s.stage,
+                 d.error.empty() ? "not a round frame" : d.error);
+    return;
+  }
+  on_contribution(self, d.frame, d.sender);
+}
+
+}  // namespace
+
+caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
+                           GroupStorePtr store, caf::actor metrics) {
+  auto& s = self->state;
+  s.metrics = std::move(metrics);
+  s.ctx = std::move(ctx);
+  s.stage = stage;
+  s.store = std::move(store);
+  const auto& d = s.ctx->config.diloco;
+  s.outer = std::make_unique<model::OuterNesterov>(std::move(theta), d.outer_lr, d.outer_momentum);
+  {
+    std::lock_guard<std::mutex> lock(s.store->mu);
+    if (!s.store->theta.empty()) {
+      model::NamedTensors t, m;
+      for (const auto& [name, x] : s.store->theta) t.emplace_back(name, x.clone());
+      for (const auto& [name, x] : s.store->momentum) m.emplace_back(name, x.clone());
+      s.outer->restore(std::move(t), std::move(m));
+      s.last_applied = s.store->last_applied;
+      s.round = static_cast<uint64_t>(s.last_applied + 1);
+    }
+  }
+  return {
+      [=](members_atom, const messages::Membership& m) {
+        auto& s = self->state;
+        auto before = std::move(s.members);
+        s.members.clear();
+        if (stage < m.stages.size())
+          for (const auto& w : m.stages[stage]) {
+            if (!w.handle) continue;  // its node went down before this message was read
+            s.members[w.id] = w.handle;
+            s.devices[w.id] = w.device;
+            transport::register_endpoint(w.handle.node(), w.endpoint);
+            // A worker new to the stage may have taken its state before the last round was
+            // applied: it gets that round's θ (it ignores a round it already has).
+            auto old = before.find(w.id);
+            if (s.last_applied >= 0 && (old == before.end() || old->second != w.handle))
+              send_theta(self, w.handle);
+          }
+        if (s.members != before) announce_comm(self);
+        // A member lost while the round was collected: the survivors may all be in.
+        maybe_apply(self);
+      },
+      [=](round_atom, const messages::Frame& frame) {
+        on_contribution(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](group_ready_atom, uint64_t round, uint64_t epoch, bool usable) {
+        on_ready(self, round, epoch, usable, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](transport::bulk_atom, uint64_t id) {
+        if (auto d = transport::claim_bulk(self, id)) on_bulk(self, *d);
+      },
+      [=](transport::bulk_ready_atom, uint64_t id) {
+        if (auto d = transport::take_bulk(id)) on_bulk(self, *d);
+      },
+      [=](chunk_atom, const std::vector<uint8_t>& chunk) {
+        auto& s = self->state;
+        auto complete = s.chunks.add(chunk, "diloco group " + std::to_string(stage));
+        if (!complete) {
+          s.rejected += s.chunks.refused() - s.refused_chunks;
+          s.refused_chunks = s.chunks.refused();
+          return;
+        }
+        if (complete->kind != messages::FrameKind::round) {
+          ++s.rejected;
+          spdlog::warn("diloco group {}: refused a micro-batch frame", stage);
+          return;
+        }
+        on_contribution(self, complete->frame, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](round_timer_atom, uint64_t round) {
+        auto& s = self->state;
+        if (round != s.round || s.contributions.empty()) return;
+        if (static_cast<int64_t>(s.contributions.size()) >= s.ctx->config.diloco.min_replicas) {
+          spdlog::warn("diloco group {}: round {} applied with {} of {} workers after the timeout",
+                       stage, round, s.contributions.size(), s.members.size());
+          apply_round(self);
+        } else {
+          s.timer_armed = false;
+        }
+      },
+      [=](stats_atom) {
+        auto& s = self->state;
+        return messages::GroupStats{s.last_applied, s.rejected, s.round,
+                                    static_cast<uint64_t>(s.contributions.size())};
+      },
+      [=](params_atom) { return to_list(self->state.outer->theta(), /*clone=*/true); },
+      // The state a restarted or joining worker of this stage starts from: θ and the next round.
+      [=](state_atom) {
+        auto& s = self->state;
+        messages::WorkerState st;
+        st.params = to_list(s.outer->theta(), /*clone=*/true);
+        st.anchor = st.params;
+        st.round = s.last_applied + 1;
+        st.source = "DiLoCo group " + std::to_string(stage) + " (round " +
+                    std::to_string(s.last_applied) + ")";
+        return st;
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,77 @@
+// One DiLoCo group per stage: owns the stage's global parameters θ and the outer Nesterov
+// state, collects the workers' pseudo-gradients for round t, applies the round once a quorum
+// has reported (all members, or min_replicas when round_timeout_s has passed) and sends θ(t)
+// to every worker of the stage, including those that missed the round.
+//
+// Where the members can share a communicator (NCCL between CUDA workers, TCP with
+// transport.links = "comm"), the group announces one to them whenever its membership changes
+// (group_comm_atom, to every member, with an epoch that only grows): its first member creates
+// it and sends the others its id (group_join_atom). At a round each member tells the group it
+// is there (group_ready_atom); once every worker of the communicator is, the group tells them
+// to all-reduce (group_go_atom), and they do and the first sends the mean once, naming every
+// worker in it; the group counts it for each of them. A member that cannot take part, one
+// that speaks of an older communicator, or a membership change before all are there makes
+// the group tell them all to send their own, as without: an all-reduce starts only when
+// every rank is known to be at it, so none waits on a worker that will not come.
+#pragma once
+
+#include <caf/all.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "actors/runtime/context.hpp"
+#include "messages/frame.hpp"
+#include "model/diloco.hpp"
+#include "transport/transport.hpp"
+
+namespace swarmrt::actors {
+
+// What outlives a group actor: θ, the outer momentum and the last applied round, written
+// after every applied round. A restarted group continues from it, so a round is neither
+// applied twice nor lost; checkpoints read it.
+struct GroupStore {
+  std::mutex mu;
+  model::NamedTensors theta, momentum;  // empty until the first round is applied
+  int64_t last_applied = -1;
+  std::vector<uint64_t> applied_rounds;  // every round applied, in order
+  uint64_t comm_epoch = 0;               // the newest group communicator announced
+};
+using GroupStorePtr = std::shared_ptr<GroupStore>;
+
+struct group_state {
+  ContextPtr ctx;
+  uint32_t stage = 0;
+  GroupStorePtr store;
+  std::unique_ptr<model::OuterNesterov> outer;
+  std::map<uint32_t, caf::actor> members;
+  std::map<uint32_t, std::string> devices;  // each member's device
+  std::string comm_backend;                 // of the communicator announced last; empty: none
+  uint64_t comm_epoch = 0;                  // its epoch
+  std::vector<caf::actor> comm_members;     // its workers, by rank
+  // Workers of the communicator at round `ready_round`; a round refused for the epoch stays
+  // refused (every worker of it sends its own).
+  std::vector<caf::actor> ready;
+  uint64_t ready_round = 0;
+  std::optional<uint64_t> refused_round;
+  uint64_t round = 0;         // the round being collected
+  int64_t last_applied = -1;  // never applied twice
+  std::map<uint32_t, model::NamedTensors> contributions;
+  std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
+  caf::actor metrics;          // `rejected` events go here when the run has a metrics log
+  uint64_t rejected = 0;
+  uint64_t refused_chunks = 0;
+  bool timer_armed = false;
+  transport::ChunkReceiver chunks;  // contributions from other processes
+  static inline const char* name = "diloco_group";
+};
+
+// `theta` is the stage's initial global parameters; a store that holds a round (a restart,
+// a resumed run) takes precedence.
+caf::behavior diloco_group(caf::stateful_actor<group_state>* self, ContextPtr ctx, uint32_t stage,
+                           model::NamedTensors theta, GroupStorePtr store, caf::actor metrics);
+
+}  // namespace swarmrt::actors

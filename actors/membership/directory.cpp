@@ -1,0 +1,234 @@
+#include "actors/membership/directory.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "model/fingerprint.hpp"
+#include "supervisors/entitled.hpp"
+#include "transport/credential.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<directory_state>;
+
+size_t expected_workers(const model::RunConfig& config) {
+  return static_cast<size_t>(config.swarm.stages * config.swarm.workers_per_stage);
+}
+
+namespace {
+
+size_t joined_workers(const directory_state& s) {
+  size_t n = 0;
+  for (const auto& stage : s.membership.stages) n += stage.size();
+  return n;
+}
+
+caf::error refuse(Self* self, const messages::JoinRequest& r, const std::string& why) {
+  ++self->state.refused;
+  spdlog::warn("refused node '{}': {}", r.node_name, why);
+  return caf::make_error(caf::sec::invalid_argument, why);
+}
+
+std::string run_id_text(uint64_t id) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(id));
+  return hex;
+}
+
+// Why `r` may not join, or empty.
+std::string check_join(const directory_state& s, const messages::JoinRequest& r) {
+  if (r.protocol != model::kProtocolVersion)
+    return "protocol version " + std::to_string(r.protocol) + ", the coordinator speaks " +
+           std::to_string(model::kProtocolVersion);
+  // TLS already proved the node holds the cluster secret; the join checks it once more
+  // (defence in depth), in constant time.
+  if (!s.setup.secret.empty() && !transport::equal_secrets(r.secret, s.setup.secret))
+    return r.secret.empty() ? "this swarm requires a secret (--secret-file or SWARMRT_SECRET)"
+                            : "wrong secret";
+  // A node started for one run (launch passes --run-id) never joins another that took over
+  // the address, e.g. after a restart.
+  if (r.run_id != 0 && r.run_id != s.setup.ctx->run_id)
+    return "this node was started for run " + run_id_text(r.run_id) + ", this coordinator runs " +
+           run_id_text(s.setup.ctx->run_id);
+  if (!r.fingerprint.empty()) {
+    auto diff = model::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
+    if (!diff.empty()) {
+      std::string why = "config differs from the coordinator's:";
+      for (auto line : diff) {
+        if (auto at = line.find(" here, "); at != std::string::npos)
+          line.replace(at, 7, " on the coordinator, ");
+        if (line.size() >= 6 && line.compare(line.size() - 6, 6, " there") == 0)
+          line.replace(line.size() - 6, 6, " on the joining node");
+        why += " " + line + ";";
+      }
+      why.pop_back();
+      return why;
+    }
+  }
+  if (r.workers == 0 || r.workers > 1000) return "a node brings 1 to 1000 workers";
+  if (r.device != "cpu" && r.device.rfind("cuda:", 0) != 0)
+    return "unknown device '" + r.device + "' (cpu or cuda:K)";
+  return {};
+}
+
+void maybe_ready(Self* self) {
+  auto& s = self->state;
+  if (joined_workers(s) < expected_workers(s.setup.ctx->config)) return;
+  s.full = true;
+  for (auto& p : s.ready) p.deliver(caf::unit);
+  s.ready.clear();
+}
+
+}  // namespace
+
+caf::behavior directory(Self* self, DirectorySetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  const auto stages = static_cast<size_t>(s.setup.ctx->config.swarm.stages);
+  s.membership.stages.resize(stages);
+  s.assigned.assign(stages, 0);
+  s.next_replica.assign(stages, 0);
+  s.rng.seed(static_cast<uint64_t>(s.setup.ctx->config.chaos.seed));
+  // Its handle is every node's: a stray exit signal from one of them must not end the swarm.
+  supervisors::quit_only_from_this_process(self, "the directory");
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& s = self->state;
+    auto it = s.nodes.find(down.source);
+    if (it == s.nodes.end()) return;
+    if (down.reason)
+      spdlog::warn("node '{}' (node {}) is gone: {}", it->second.name, it->second.index,
+                   self->system().render(down.reason));
+    else
+      spdlog::info("node '{}' (node {}) stopped", it->second.name, it->second.index);
+    // Its workers leave the membership (the tracker has removed them already, through its
+    // own monitors); their stages may take a new node's workers.
+    for (auto id : it->second.workers)
+      for (size_t k = 0; k < s.membership.stages.size(); ++k) {
+        auto& st = s.membership.stages[k];
+        auto before = st.size();
+        st.erase(std::remove_if(st.begin(), st.end(),
+                                [&](const messages::Member& w) { return w.id == id; }),
+                 st.end());
+        if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
+      }
+    s.nodes.erase(it);
+    ++s.membership.version;
+    self->send(s.setup.core.tracker, members_atom::value, s.membership);
+  });
+  return {
+      [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
+        auto& s = self->state;
+        if (s.stopped) return refuse(self, r, "the coordinator is stopping");
+        if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
+        if (const auto& sender = self->current_sender()) s.joined.insert(sender->node());
+        messages::JoinReply reply;
+        reply.config_toml = s.setup.config_toml;
+        reply.run_id = s.setup.ctx->run_id;
+        reply.node_index = s.next_node++;
+        for (uint32_t i = 0; i < r.workers; ++i) {
+          // Fill the stage with the fewest workers; ties go to the lowest stage.
+          size_t k = 0;
+          for (size_t j = 1; j < s.assigned.size(); ++j)
+            if (s.assigned[j] < s.assigned[k]) k = j;
+          ++s.assigned[k];
+          reply.stages.push_back(static_cast<uint32_t>(k));
+          reply.worker_ids.push_back(worker_id(static_cast<int64_t>(k), s.next_replica[k]++));
+        }
+        reply.tracker = s.setup.core.tracker;
+        reply.averagers = s.setup.core.averagers;
+        reply.groups = s.setup.core.groups;
+        reply.endpoint = s.setup.endpoint;
+        std::string ids;
+        for (size_t i = 0; i < reply.worker_ids.size(); ++i)
+          ids +=
+              fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i], reply.stages[i]);
+        spdlog::info("node '{}' joined as node {} ({}): workers {}", r.node_name, reply.node_index,
+                     r.device, ids);
+        return reply;
+      },
+      [=](workers_atom, const std::string& node_name, uint32_t node_index,
+          const std::vector<messages::Member>& workers) {
+        auto& s = self->state;
+        auto agent = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!agent) return;
+        // Only the agent of a process that joined brings workers into the membership.
+        if (!s.joined.count(agent.node()) && agent.node() != self->node())
+          return supervisors::rejected(self, "the directory",
+                                       "workers of a node that never joined");
+        auto& node = s.nodes[agent.address()];
+        if (node.workers.empty()) self->monitor(agent);
+        node.name = node_name;
+        node.index = node_index;
+        for (const auto& w : workers) {
+          if (w.stage >= s.membership.stages.size()) continue;
+          node.workers.push_back(w.id);
+          s.membership.stages[w.stage].push_back(w);
+        }
+        ++s.membership.version;
+        self->send(s.setup.core.tracker, members_atom::value, s.membership);
+        spdlog::info("swarm has {}/{} workers (membership version {})", joined_workers(s),
+                     expected_workers(s.setup.ctx->config), s.membership.version);
+        maybe_ready(self);
+      },
+      // A node's stage supervisor restarted one of its workers: same id, new handle.
+      [=](restarted_atom, const messages::Member& w) {
+        auto& s = self->state;
+        if (!w.handle) return;  // its node is gone already
+        for (const auto& [addr, node] : s.nodes) {
+          if (addr.node() != w.handle.node() ||
+              std::find(node.workers.begin(), node.workers.end(), w.id) == node.workers.end())
+            continue;
+          for (auto& st : s.membership.stages)
+            st.erase(std::remove_if(st.begin(), st.end(),
+                                    [&](const messages::Member& x) { return x.id == w.id; }),
+                     st.end());
+          if (w.stage < s.membership.stages.size()) s.membership.stages[w.stage].push_back(w);
+          ++s.membership.version;
+          self->send(s.setup.core.tracker, members_atom::value, s.membership);
+          spdlog::info("node '{}' restarted worker {} (membership version {})", node.name, w.id,
+                       s.membership.version);
+          return;
+        }
+        spdlog::warn("ignored a restart of worker {} from a node that does not own it", w.id);
+      },
+      // Fault injection: a node kill or a kill of an actor the coordinator does not host goes
+      // to a node drawn at random.
+      [=](kill_atom, const std::string& target) {
+        auto& s = self->state;
+        // Fault injection comes from this process's chaos control, never from a peer.
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "the directory", "kill " + target);
+        if (s.nodes.empty()) return;
+        auto it = s.nodes.begin();
+        std::advance(it, static_cast<long>(s.rng() % s.nodes.size()));
+        spdlog::warn("chaos: '{}' goes to node '{}'", target, it->second.name);
+        if (auto agent = caf::actor_cast<caf::actor>(it->first))
+          self->send(agent, kill_atom::value, target);
+      },
+      [=](ready_atom) -> caf::result<void> {
+        auto& s = self->state;
+        if (s.stopped) return caf::make_error(caf::sec::request_receiver_down, "stopped");
+        auto p = self->make_response_promise();
+        s.ready.push_back(p);
+        maybe_ready(self);
+        return p;
+      },
+      [=](members_atom) { return self->state.membership; },
+      [=](stop_atom) {
+        auto& s = self->state;
+        // Stopping the swarm is the coordinator's own decision (its signal handler, its end
+        // of the run), never a peer's.
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "the directory", "stop");
+        s.stopped = true;
+        for (auto& p : s.ready)
+          p.deliver(caf::make_error(caf::sec::request_receiver_down, "stopped"));
+        s.ready.clear();
+        for (const auto& [addr, node] : s.nodes)
+          if (auto agent = caf::actor_cast<caf::actor>(addr)) self->send(agent, stop_atom::value);
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,56 @@
+// The membership directory, on the coordinator: nodes join it (protocol version, config
+// fingerprint and secret are checked; a refusal names what differs), it assigns each of a
+// node's workers a stage (the stage with the fewest workers first) and an id, and it keeps the
+// membership: every change gets a new version and goes to the step tracker, which announces it
+// to everyone between steps. It watches every node agent and reports the swarm full.
+#pragma once
+
+#include <caf/all.hpp>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+
+#include "actors/runtime/context.hpp"
+#include "actors/runtime/runtime.hpp"
+#include "messages/types.hpp"
+
+namespace swarmrt::actors {
+
+struct DirectorySetup {
+  std::shared_ptr<SwarmContext> ctx;
+  std::string config_toml;       // the effective config every node trains with
+  std::string fingerprint_text;  // model::fingerprint_text of it
+  std::string secret;            // what joiners must present; empty: none
+  std::string endpoint;          // this process's bulk frame link; empty: frames over CAF
+  CoreActors core;
+};
+
+struct directory_state {
+  struct Node {
+    std::string name;
+    uint32_t index = 0;
+    std::vector<uint32_t> workers;
+  };
+  DirectorySetup setup;
+  messages::Membership membership;
+  std::map<caf::actor_addr, Node> nodes;  // by node agent
+  std::vector<uint32_t> assigned;         // workers assigned per stage (joined or joining)
+  std::vector<uint32_t> next_replica;     // per stage
+  uint32_t next_node = 0;
+  uint64_t refused = 0;
+  std::set<caf::node_id> joined;             // processes whose join was admitted
+  std::vector<caf::response_promise> ready;  // waiting for a full swarm
+  bool stopped = false;
+  bool full = false;           // the swarm has been full once: the run has started
+  std::mt19937_64 rng{12345};  // picks the node of a forwarded chaos kill
+  static inline const char* name = "directory";
+};
+
+caf::behavior directory(caf::stateful_actor<directory_state>* self, DirectorySetup setup);
+
+// How many workers a full swarm has: stages x workers_per_stage.
+size_t expected_workers(const model::RunConfig& config);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,64 @@
+#include "actors/membership/node_agent.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "supervisors/entitled.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<node_agent_state>;
+
+namespace {
+
+void stop(Self* self, const std::string& why) {
+  auto& s = self->state;
+  spdlog::info("node '{}' stopping: {}", s.setup.name, why);
+  // Stopping a supervisor stops its workers.
+  for (const auto& sup : s.setup.supervisors) self->send_exit(sup, caf::exit_reason::user_shutdown);
+  for (const auto& w : s.setup.workers) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  if (s.failed)
+    self->quit(caf::make_error(caf::sec::runtime_error, why));
+  else
+    self->quit(caf::exit_reason::normal);
+}
+
+}  // namespace
+
+caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  self->monitor(s.setup.directory);
+  for (const auto& sup : s.setup.supervisors) self->monitor(sup);
+  supervisors::quit_only_from_this_process(self, "node '" + s.setup.name + "'");
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& s = self->state;
+    if (down.source == s.setup.directory.address())
+      return stop(self, "lost the coordinator (" + self->system().render(down.reason) + ")");
+    for (const auto& sup : s.setup.supervisors)
+      if (sup.address() == down.source && down.reason &&
+          down.reason != caf::exit_reason::user_shutdown) {
+        s.failed = true;
+        return stop(self, "a supervisor gave up: " + self->system().render(down.reason));
+      }
+  });
+  self->send(s.setup.directory, workers_atom::value, s.setup.name, s.setup.index, s.setup.workers);
+  return {
+      // Fault injection the coordinator forwards here (see chaos_control).
+      [=](kill_atom, const std::string& target) {
+        auto& s = self->state;
+        if (!supervisors::sent_by(self, s.setup.directory))
+          return supervisors::rejected(self, "node '" + s.setup.name + "'", "kill " + target);
+        if (s.setup.chaos) self->send(s.setup.chaos, kill_atom::value, target);
+      },
+      [=](stop_atom) {
+        auto& s = self->state;
+        // The coordinator, or this process (its signal handler); no one else.
+        const bool coordinator = supervisors::sent_by(self, s.setup.directory);
+        if (!coordinator && !supervisors::from_this_process(self))
+          return supervisors::rejected(self, "node '" + s.setup.name + "'", "stop");
+        stop(self, coordinator ? "the coordinator said stop" : "signal");
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

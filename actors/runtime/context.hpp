@@ -1,0 +1,31 @@
+// What every actor of one swarm shares: the run's config and the byte counters.
+#pragma once
+
+#include <memory>
+
+#include "actors/runtime/byte_counters.hpp"
+#include "model/config.hpp"
+#include "policy/wiring.hpp"
+
+namespace swarmrt::actors {
+
+struct SwarmContext {
+  model::RunConfig config;
+  uint64_t run_id = 0;
+  std::shared_ptr<ByteCounters> bytes = std::make_shared<ByteCounters>();
+  // Tests: what every wiring takes a completion's duration as (Wiring::set_measure); unset,
+  // the measured duration.
+  policy::Wiring::Measure wiring_measure;
+
+  const std::string& mode() const { return config.swarm.mode; }
+  // pp, dp and swarm average gradients inside each stage and clip by the norm over all
+  // stages, so every replica takes the same step as the whole model would.
+  bool grad_sync() const { return mode() == "pp" || mode() == "dp" || mode() == "swarm"; }
+  bool diloco() const { return mode() == "diloco" || mode() == "diloco-swarm"; }
+  int64_t step_samples() const { return config.train.micro_batch * config.train.micro_batches; }
+  int64_t stages() const { return config.swarm.stages; }
+};
+
+using ContextPtr = std::shared_ptr<const SwarmContext>;
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,366 @@
+#include "actors/runtime/runtime.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+#include <random>
+
+#include "actors/diloco/diloco_group.hpp"
+#include "actors/loader/data_loader.hpp"
+#include "actors/runtime/metrics_sink.hpp"
+#include "actors/runtime/tensor_list.hpp"
+#include "actors/stage/grad_averager.hpp"
+#include "actors/tracker/step_tracker.hpp"
+#include "actors/tracker/swarm_checkpoint.hpp"
+#include "model/gpt.hpp"
+#include "model/threads.hpp"
+#include "supervisors/chaos_control.hpp"
+#include "supervisors/supervisor.hpp"
+#include "supervisors/tracker_supervisor.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+
+void configure_actor_system(caf::actor_system_config& cfg) {
+  messages::register_types(cfg);
+  // Two scheduler threads serve the light actors (tracker, loaders, averagers, groups). Idle,
+  // they wait on a condition variable instead of CAF's default busy polling, which would take
+  // CPU from the detached workers on a machine with as many cores as workers.
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("work-stealing.aggressive-poll-attempts", 1);
+  cfg.set("work-stealing.moderate-poll-attempts", 1);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+}
+
+std::vector<caf::actor> CoreActors::all() const {
+  std::vector<caf::actor> out;
+  for (const auto& a : {sink, tracker, chaos})
+    if (a) out.push_back(a);
+  for (const auto& a : supervisors) out.push_back(a);
+  for (const auto* list : {&loaders, &averagers, &groups})
+    for (const auto& a : *list)
+      if (a) out.push_back(a);
+  return out;
+}
+
+namespace {
+
+// Core actor `kind`:k (a loader, or a stage's averager or group) as a supervisor's child: each
+// restart is announced to the tracker (replaced_atom), which hands the new handle to the
+// workers that use it.
+supervisors::ChildSpec core_child(const std::string& kind, int64_t k,
+                                  std::function<caf::actor()> start,
+                                  const std::shared_ptr<caf::actor>& tracker) {
+  supervisors::ChildSpec child;
+  child.name = kind + ":" + std::to_string(k);
+  child.kind = kind;
+  child.start = std::move(start);
+  child.on_restart = [tracker, kind, k](const caf::actor& h) {
+    caf::anon_send(*tracker, replaced_atom::value, kind, static_cast<uint32_t>(k), h);
+  };
+  child.current = child.start();
+  return child;
+}
+
+}  // namespace
+
+CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext>& ctx,
+                      const std::shared_ptr<const model::TextCorpus>& corpus,
+                      const CoreOptions& options) {
+  const auto& config = ctx->config;
+  const auto& sw = config.swarm;
+  const bool averaged = ctx->grad_sync() && sw.workers_per_stage > 1;
+  CoreActors core;
+  auto* run = options.run;
+  std::optional<std::pair<std::string, model::Checkpoint>> resume;
+  if (options.resume) {
+    if (!run) throw model::CheckpointError("--resume needs a run directory");
+    resume = run->checkpoints().newest_valid(
+        [](const auto& p, const auto& why) { spdlog::error("refusing checkpoint {}: {}", p, why); },
+        check_swarm_checkpoint);
+    if (!resume) throw model::CheckpointError(run->root() + ": no valid checkpoint to resume from");
+    spdlog::info("resuming from {} at step {}", resume->first,
+                 swarm_checkpoint_step(resume->second, resume->first));
+  }
+  if (run) core.sink = sys.spawn(metrics_sink, &run->metrics());
+  // Supervisors announce restarts to the tracker, which is spawned last.
+  auto tracker = std::make_shared<caf::actor>();
+  std::vector<supervisors::ChildSpec> loader_children, group_children, averager_children;
+  for (int64_t k = 0; k < sw.loaders; ++k) {
+    LoaderSetup ls{corpus,
+                   k,
+                   sw.loaders,
+                   config.model.block_size,
+                   config.train.micro_batch,
+                   static_cast<uint64_t>(config.train.seed),
+                   config.train.micro_batches};
+    auto child = core_child(
+        "loader", k, [&sys, ls] { return sys.spawn(data_loader, ls); }, tracker);
+    core.loaders.push_back(child.current);
+    loader_children.push_back(std::move(child));
+  }
+  for (int64_t k = 0; k < sw.stages; ++k) {
+    caf::actor averager, group;
+    GroupStorePtr store;
+    if (averaged) {
+      auto child = core_child(
+          "averager", k,
+          [&sys, ctx, k, sink = core.sink] {
+            return sys.spawn(grad_averager, ContextPtr(ctx), static_cast<uint32_t>(k), sink);
+          },
+          tracker);
+      averager = child.current;
+      averager_children.push_back(std::move(child));
+    }
+    if (ctx->diloco()) {
+      // θ(0) is the stage's initialization, which every worker also starts from.
+      model::GPT init(model::GPTConfig::from(config.model), model::StageSpec{k, sw.stages},
+                      static_cast<uint64_t>(config.train.seed));
+      auto theta = model::parameters_of(*init);
+      store = std::make_shared<GroupStore>();
+      if (resume && !restore_group(resume->second, static_cast<uint32_t>(k), *store))
+        throw model::CheckpointError(resume->first + ": no DiLoCo group state for stage " +
+                                     std::to_string(k));
+      auto child = core_child(
+          "group", k,
+          [&sys, ctx, k, theta, store, sink = core.sink] {
+            return sys.spawn(diloco_group, ContextPtr(ctx), static_cast<uint32_t>(k), theta, store,
+                             sink);
+          },
+          tracker);
+      group = child.current;
+      group_children.push_back(std::move(child));
+    }
+    core.averagers.push_back(averager);
+    core.groups.push_back(group);
+    core.group_stores.push_back(store);
+  }
+  const auto& policy = config.supervision;
+  core.supervisors.push_back(
+      sys.spawn(supervisors::supervisor,
+                supervisors::SupervisorSetup{"loader supervisor", policy,
+                                             std::move(loader_children), core.sink, core.roster}));
+  if (!averager_children.empty())
+    core.supervisors.push_back(sys.spawn(
+        supervisors::supervisor,
+        supervisors::SupervisorSetup{"averager supervisor", policy, std::move(averager_children),
+                                     core.sink, core.roster}));
+  if (!group_children.empty())
+    core.supervisors.push_back(
+        sys.spawn(supervisors::supervisor,
+                  supervisors::SupervisorSetup{"group supervisor", policy,
+                                               std::move(group_children), core.sink, core.roster}));
+  supervisors::ChaosSetup cs;
+  cs.config = config.chaos;
+  cs.roster = core.roster;
+  cs.metrics = core.sink;
+  if (options.forward_kills) cs.forward = options.forward_kills;
+  core.chaos = sys.spawn(supervisors::chaos_control, cs);
+  supervisors::register_chaos(core.chaos);
+
+  TrackerSetup ts;
+  ts.ctx = ctx;
+  ts.loaders = core.loaders;
+  ts.averagers = core.averagers;
+  ts.groups = core.groups;
+  ts.metrics = core.sink;
+  ts.corpus = corpus;
+  ts.progress = options.progress;
+  ts.run = run;
+  ts.group_stores = core.group_stores;
+  if (resume) {
+    ts.resume = std::move(resume->second);
+    ts.resume_origin = resume->first;
+  }
+  ts.chaos = core.chaos;
+  ts.store = std::make_shared<TrackerStore>();
+  // The tracker's supervisor is the tracker's address: a restarted tracker is reached through
+  // the same handle, and continues the run from the store.
+  supervisors::TrackerSupervisorSetup tss;
+  tss.policy = policy;
+  tss.start = [&sys, ts] { return sys.spawn(step_tracker, ts); };
+  tss.metrics = core.sink;
+  tss.roster = core.roster;
+  core.tracker = sys.spawn(supervisors::tracker_supervisor, tss);
+  *tracker = core.tracker;
+  for (const auto& sup : core.supervisors) caf::anon_send(core.tracker, watch_atom::value, sup);
+  return core;
+}
+
+caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& name,
+                                  const ContextPtr& ctx, std::vector<WorkerSetup> setups,
+                                  const std::string& endpoint, const caf::actor& announce,
+                                  const caf::actor& metrics,
+                                  const std::shared_ptr<supervisors::Roster>& roster,
+                                  std::vector<messages::Member>& members) {
+  std::vector<supervisors::ChildSpec> children;
+  for (const auto& ws : setups) {
+    supervisors::ChildSpec child;
+    child.name = "worker:" + std::to_string(ws.id);
+    child.kind = "worker";
+    child.start = [&sys, ws] { return spawn_worker(sys, ws); };
+    // The restarted worker keeps its id; it takes its stage's state before it takes work.
+    child.on_restart = [announce, ws, endpoint](const caf::actor& h) {
+      caf::anon_send(announce, restarted_atom::value,
+                     messages::Member{ws.id, ws.stage, h, endpoint, ws.device});
+    };
+    child.current = child.start();
+    members.push_back({ws.id, ws.stage, child.current, endpoint});
+    children.push_back(std::move(child));
+  }
+  (void)ctx;
+  return sys.spawn(supervisors::supervisor,
+                   supervisors::SupervisorSetup{name, ctx->config.supervision, std::move(children),
+                                                metrics, roster});
+}
+
+WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
+                         const caf::actor& tracker, const std::vector<caf::actor>& averagers,
+                         const std::vector<caf::actor>& groups) {
+  WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.id = id;
+  ws.stage = stage;
+  ws.tracker = tracker;
+  if (stage < averagers.size()) ws.averager = averagers[stage];
+  if (stage < groups.size()) ws.group = groups[stage];
+  if (ctx->config.chaos.slow_worker == static_cast<int64_t>(id))
+    ws.slow_factor = ctx->config.chaos.slow_factor;
+  if (ctx->config.chaos.nan_worker == static_cast<int64_t>(id))
+    ws.nan_at_step = ctx->config.chaos.nan_at_step;
+  return ws;
+}
+
+caf::actor spawn_worker(caf::actor_system& sys, const WorkerSetup& setup) {
+  return sys.spawn<caf::detached>(stage_worker, setup);
+}
+
+RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
+                              const messages::Membership& membership, bool keep_grads,
+                              const std::shared_ptr<SwarmContext>& ctx) {
+  RuntimeResult result;
+  caf::scoped_actor self{sys};
+  std::string failure;
+  // The tracker announces the membership to every worker and stage actor before step 1.
+  self->send(core.tracker, members_atom::value, membership);
+  self->request(core.tracker, caf::infinite, run_atom::value)
+      .receive([&](const messages::RunReport& r) { result.report = r; },
+               [&](const caf::error& e) { failure = sys.render(e); });
+  if (!failure.empty()) throw std::runtime_error("swarm run failed: " + failure);
+  // Restarted workers have new handles: ask the tracker who serves now. Every end-of-run
+  // request has a deadline: a frozen node's worker must not hold the end of the run forever
+  // (what it does not answer in time is left out of the result).
+  const auto small = std::chrono::seconds(10), large = std::chrono::seconds(60);
+  messages::Membership now = membership;
+  self->request(core.tracker, small, members_atom::value)
+      .receive([&](const messages::Membership& m) { now = m; }, [&](const caf::error&) {});
+  for (const auto& sup : core.supervisors)
+    self->request(sup, std::chrono::seconds(10), faults_atom::value)
+        .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
+  self->request(core.tracker, std::chrono::seconds(10), faults_atom::value)
+      .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
+  if (core.chaos)
+    self->request(core.chaos, std::chrono::seconds(10), faults_atom::value)
+        .receive([&](uint64_t n) { result.kills = n; }, [&](const caf::error&) {});
+  for (const auto& store : core.group_stores) {
+    result.applied_rounds.emplace_back();
+    if (!store) continue;
+    std::lock_guard<std::mutex> lock(store->mu);
+    result.applied_rounds.back() = store->applied_rounds;
+  }
+  for (const auto& stage : now.stages)
+    for (const auto& w : stage) {
+      self->request(w.handle, large, params_atom::value)
+          .receive(
+              [&](const messages::TensorList& p) {
+                if (!p.error.empty())
+                  throw std::runtime_error("parameters of worker " + std::to_string(w.id) +
+                                           " were refused: " + p.error);
+                result.worker_params[w.id] = to_named(p);
+              },
+              [&](const caf::error&) {});
+      self->request(w.handle, small, stats_atom::value)
+          .receive(
+              [&](const messages::WorkerStats& st) {
+                result.dropped += st.dropped;
+                result.forwards[st.id] = st.forwards;
+                result.comm_frames += st.linked_frames;
+                result.group_reduces += st.group_reduces;
+                result.group_fallbacks += st.group_fallbacks;
+                result.group_failures += st.group_failures;
+                result.rejected[st.id] = st.rejected;
+                result.report.rejected_frames += st.rejected;
+              },
+              [&](const caf::error&) {});
+      if (keep_grads)
+        self->request(w.handle, large, grads_atom::value)
+            .receive([&](const messages::TensorList& g) { result.grads[w.id] = to_named(g); },
+                     [&](const caf::error&) {});
+    }
+  for (const auto& stage : now.stages) {
+    if (stage.empty()) continue;
+    const auto& first = result.worker_params[stage.at(0).id];
+    result.params.insert(result.params.end(), first.begin(), first.end());
+  }
+  result.bytes = ctx->bytes->to_json();
+  return result;
+}
+
+RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCorpus& corpus,
+                             const RuntimeOptions& options) {
+  // One torch thread per worker: each detached worker computes on its own thread, so the
+  // cores are shared out by running workers side by side, not by splitting each op.
+  model::set_compute_threads(1);
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg);
+  caf::actor_system sys{cfg};
+
+  auto ctx = std::make_shared<SwarmContext>();
+  ctx->config = config;
+  ctx->run_id = std::random_device{}();
+  ctx->wiring_measure = options.wiring_measure;
+  const auto& sw = config.swarm;
+  auto shared_corpus = std::shared_ptr<const model::TextCorpus>(&corpus, [](auto*) {});
+  CoreOptions co;
+  co.run = options.run;
+  co.progress = options.progress;
+  co.resume = options.resume;
+  auto core = spawn_core(sys, ctx, shared_corpus, co);
+
+  // One stage supervisor per stage; restarts go straight to the tracker.
+  messages::Membership membership;
+  membership.version = 1;
+  std::vector<caf::actor> everyone = core.all();
+  for (int64_t k = 0; k < sw.stages; ++k) {
+    std::vector<WorkerSetup> setups;
+    for (int64_t r = 0; r < sw.workers_per_stage; ++r) {
+      auto ws = worker_setup(ctx, worker_id(k, r), static_cast<uint32_t>(k), core.tracker,
+                             core.averagers, core.groups);
+      ws.keep_grads = options.keep_grads;
+      setups.push_back(ws);
+    }
+    std::vector<messages::Member> stage;
+    auto sup = spawn_stage_supervisor(sys, "stage " + std::to_string(k) + " supervisor", ctx,
+                                      setups, "", core.tracker, core.sink, core.roster, stage);
+    caf::anon_send(core.tracker, watch_atom::value, sup);
+    everyone.push_back(sup);
+    core.supervisors.push_back(sup);
+    membership.stages.push_back(std::move(stage));
+  }
+  if (options.on_start) options.on_start(sys, membership);
+  if (options.on_core) options.on_core(sys, core);
+  auto shutdown = [&] {
+    caf::scoped_actor self{sys};
+    // Supervisors first (they stop their children), then everything else.
+    for (auto& a : everyone) self->send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  try {
+    auto result = run_and_collect(sys, core, membership, options.keep_grads, ctx);
+    shutdown();
+    return result;
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+}
+
+}  // namespace swarmrt::actors

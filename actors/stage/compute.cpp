@@ -1,0 +1,367 @@
+// A stage worker's compute: forward, backward and evaluation of its layers for each hop, and
+// the step's reduce and apply when the tracker closes the step. The parameters' gradients
+// take each micro-batch of a step exactly once (architecture §7).
+#include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/utils.h>
+
+#include "actors/runtime/tensor_list.hpp"
+#include "actors/stage/worker_internal.hpp"
+#include "model/diloco.hpp"
+#include "model/optim.hpp"
+
+namespace swarmrt::actors::worker {
+using namespace swarmrt::atoms;
+using messages::Direction;
+using messages::Frame;
+using messages::MicroBatchHeader;
+
+namespace {
+
+bool is_last(const worker_state& s) {
+  return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
+}
+
+void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
+              Traffic kind) {
+  auto& s = self->state;
+  // Fault injection: the hop is lost on the way; the tracker re-runs the micro-batch when it
+  // does not come back (supervision.microbatch_timeout_s).
+  if (s.faults.drop_hop()) return;
+  auto& bytes = *s.setup.ctx->bytes;
+  bytes.add(kind, messages::payload_bytes(ts));
+  auto frame = messages::make_frame(std::move(h), std::move(ts));
+  bytes.add(Traffic::control, frame.header.size());
+  const auto device = s.device_of.find(to.address());
+  if (s.links.send(self, to, device == s.device_of.end() ? nullptr : &device->second,
+                   messages::FrameKind::microbatch, frame))
+    return;
+  for (auto& t : frame.tensors) t = t.to(at::kCPU);  // frames carry host memory
+  transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
+}
+
+}  // namespace
+
+// Sends queued forward hops while the next stage has free slots.
+void flush_outbox(Self* self) {
+  auto& s = self->state;
+  while (!s.outbox.empty()) {
+    const auto& front = s.outbox.front().header;
+    std::optional<uint32_t> pinned;
+    if (front.pin.size() > s.setup.stage + 1 && front.pin[s.setup.stage + 1] != messages::kNoWorker)
+      pinned = front.pin[s.setup.stage + 1];
+    auto pick = s.next.choose(static_cast<double>(front.samples), pinned);
+    if (!pick) return;
+    auto out = std::move(s.outbox.front());
+    s.outbox.pop_front();
+    auto& f = s.inflight[out.key];
+    f.sent = worker_state::Clock::now();
+    f.to = *pick;
+    out.header.stage = s.setup.stage + 1;
+    send_hop(self, s.by_id.at(*pick), std::move(out.header), std::move(out.tensors),
+             Traffic::activations);
+  }
+}
+
+namespace {
+
+// Runs backward from `output` (seeded with `grad`, or a scalar loss when undefined). The
+// parameters' gradients take each micro-batch of a step once: a re-run attempt reaching this
+// worker again computes only the gradient of its input. Returns that input gradient
+// (undefined at stage 0, which has no input gradient).
+torch::Tensor backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& output,
+                       const torch::Tensor& grad, const torch::Tensor& input) {
+  auto& s = self->state;
+  const auto key = std::make_pair(h.step, h.micro_batch);
+  if (s.accumulated.insert(key).second) {
+    if (grad.defined())
+      output.backward(grad);
+    else
+      output.backward();
+    s.samples += h.samples;
+    return s.setup.stage == 0 ? torch::Tensor{} : input.grad();
+  }
+  ++s.recomputed;
+  if (s.setup.stage == 0) return {};
+  std::vector<torch::Tensor> seed;
+  if (grad.defined()) seed.push_back(grad);
+  return torch::autograd::grad({output}, {input}, seed).at(0);
+}
+
+// Backward from this stage: send the input gradient upstream, or finish the micro-batch.
+void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor& input_grad,
+                     const caf::actor& upstream) {
+  auto& s = self->state;
+  if (s.setup.stage == 0) {
+    self->send(s.setup.tracker, done_atom::value, h.step, h.micro_batch, h.attempt, s.setup.id);
+    return;
+  }
+  MicroBatchHeader up = h;
+  up.direction = Direction::backward;
+  up.stage = s.setup.stage - 1;
+  send_hop(self, upstream, std::move(up), {input_grad}, Traffic::gradients);
+}
+
+std::vector<at::Tensor> grads_or_zeros(const std::vector<torch::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) out.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+  return out;
+}
+
+void report_norm(Self* self) {
+  auto& s = self->state;
+  if (s.setup.keep_grads) {
+    s.last_grads.clear();
+    auto named = s.module->named_parameters();
+    for (const auto& item : named)
+      s.last_grads.emplace_back(item.key(), item.value().grad().defined()
+                                                ? item.value().grad().clone()
+                                                : at::zeros_like(item.value()));
+  }
+  self->send(s.setup.tracker, norm_atom::value, s.step, s.setup.stage, s.setup.id,
+             model::grad_sqnorm(s.params), s.samples);
+}
+
+}  // namespace
+
+void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
+                const caf::actor& upstream) {
+  auto& s = self->state;
+  const auto started = worker_state::Clock::now();
+  const auto& ctx = *s.setup.ctx;
+  auto input = s.setup.stage == 0 ? ts[0] : ts[0].detach().requires_grad_(true);
+  auto output = s.module->forward(input);
+  h.route.push_back(s.setup.id);
+  ++s.forwards;
+  if (is_last(s)) {
+    auto loss = model::lm_loss(output, ts[1]);
+    // Seed backward with this micro-batch's share of the step's samples: the accumulated
+    // gradient is then the step mean, exactly as the single-process trainer computes it.
+    auto seeded = loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()));
+    auto input_grad = backward(self, h, seeded, {}, input);
+    self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
+               loss.item<double>(), h.route);
+    s.faults.slow_down(started);
+    finish_backward(self, h, input_grad, upstream);
+    return;
+  }
+  const worker_state::Key key{h.step, h.micro_batch, h.attempt};
+  s.inflight[key] = {input, output, {}, h.samples, upstream, std::nullopt};
+  s.faults.slow_down(started);
+  s.outbox.push_back({key, std::move(h), {output.detach(), ts[1]}});
+  flush_outbox(self);
+}
+
+void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> ts) {
+  auto& s = self->state;
+  const worker_state::Key key{h.step, h.micro_batch, h.attempt};
+  auto it = s.inflight.find(key);
+  if (it == s.inflight.end() || h.route.size() <= s.setup.stage + 1) {
+    ++s.stale;  // an attempt this worker no longer holds: dropped
+    return;
+  }
+  const auto now = worker_state::Clock::now();
+  s.next.completed(h.route[s.setup.stage + 1], it->second.samples, it->second.sent, now);
+  auto input = it->second.input;
+  auto upstream = it->second.upstream;
+  if (!ts[0].sizes().equals(it->second.output.sizes())) {
+    ++s.rejected;
+    spdlog::warn("worker {}: backward for {}/{} has shape {}, output was {}", s.setup.id, h.step,
+                 h.micro_batch, c10::str(ts[0].sizes()), c10::str(it->second.output.sizes()));
+    s.inflight.erase(it);
+    return;
+  }
+  auto input_grad = backward(self, h, it->second.output, ts[0], input);
+  s.faults.slow_down(now);
+  s.inflight.erase(it);
+  finish_backward(self, h, input_grad, upstream);
+  flush_outbox(self);
+}
+
+void on_eval(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
+  auto& s = self->state;
+  torch::NoGradGuard no_grad;
+  auto output = s.module->forward(ts[0]);
+  if (is_last(s)) {
+    self->send(s.setup.tracker, eval_loss_atom::value, h.step, h.micro_batch,
+               model::lm_loss(output, ts[1]).item<double>());
+    return;
+  }
+  // Replicas agree at evaluation points, so the first worker of the next stage serves. With
+  // none (the pipeline is paused) the tracker starts the evaluation again later.
+  if (s.next_ids.empty()) return;
+  h.stage = s.setup.stage + 1;
+  send_hop(self, s.by_id.at(s.next_ids.at(0)), std::move(h), {output, ts[1]}, Traffic::activations);
+}
+
+// Grad-sync modes: this worker's share of the stage's gradient to the averager, which sends
+// the sum back (grads_atom). Kept in the parameters' grads until then.
+void send_gradient(Self* self) {
+  auto& s = self->state;
+  auto grads = grads_or_zeros(s.params);
+  for (auto& g : grads) g = g.to(at::kCPU);  // the averager sums in host memory
+  if (s.faults.poisons_gradient(s.step)) WorkerFaults::poison(grads);
+  s.setup.ctx->bytes->add(Traffic::gradients, messages::payload_bytes(grads));
+  s.sum_pending = true;
+  self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples,
+             messages::TensorList{{}, std::move(grads), {}});
+}
+
+// The tracker closed `step`: the gradient is reduced (through the averager, or by this
+// worker's own sample count) and its norm reported.
+void reduce_step(Self* self, uint64_t step) {
+  auto& s = self->state;
+  s.step = step;
+  const auto& ctx = *s.setup.ctx;
+  if (ctx.diloco()) {
+    // Local replica: normalize by the samples this worker backpropagated.
+    if (s.samples > 0)
+      model::scale_grads(s.params,
+                         static_cast<double>(ctx.step_samples()) / static_cast<double>(s.samples));
+    report_norm(self);
+  } else if (s.setup.averager) {
+    send_gradient(self);
+  } else {
+    // The only worker of its stage: after a fault the stage may have backpropagated
+    // more or fewer samples than the step holds; its gradient is their mean.
+    if (s.samples > 0 && s.samples != ctx.step_samples())
+      model::scale_grads(s.params,
+                         static_cast<double>(ctx.step_samples()) / static_cast<double>(s.samples));
+    report_norm(self);
+  }
+}
+
+// The stage's gradient sum from the averager.
+void take_sum(Self* self, uint64_t step, const messages::TensorList& sum) {
+  auto& s = self->state;
+  if (step != s.step || sum.tensors.size() != s.params.size()) return;
+  s.sum_pending = false;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (!s.params[i].grad().defined()) s.params[i].mutable_grad() = at::zeros_like(s.params[i]);
+    s.params[i].grad().copy_(sum.tensors[i]);
+  }
+  report_norm(self);
+}
+
+// The tracker's apply of `step` with its learning rate and clip coefficient (-1: clip
+// locally): the inner optimizer step, then a DiLoCo round when one is due.
+void apply_step(Self* self, uint64_t step, double lr, double coef) {
+  auto& s = self->state;
+  const auto& ctx = *s.setup.ctx;
+  // A restarted tracker sends the step's apply again (its predecessor died while the
+  // workers applied): taken once; a worker that has taken it says so again, unless its
+  // round is still open (it reports when the round answers).
+  if (step <= s.applied_step) {
+    if (!s.replica.round_open()) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+    return;
+  }
+  if (step != s.step) {
+    // It did not reduce this step (it joined or restarted while the tracker was
+    // being restarted): it took no data, so there is nothing to apply.
+    self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+    return;
+  }
+  s.applied_step = step;
+  if (coef < 0)
+    model::clip_grad_norm(s.params, ctx.config.train.grad_clip);  // local clip
+  else
+    model::scale_grads(s.params, coef);
+  const bool took_data = s.samples > 0 || ctx.grad_sync();
+  if (took_data) {
+    model::set_lr(*s.optimizer, lr);
+    s.optimizer->step();
+  }
+  s.optimizer->zero_grad();
+  s.samples = 0;
+  s.replica.load_missed(s.module);
+  s.accumulated.clear();
+  for (auto it = s.min_attempt.begin(); it != s.min_attempt.end();)
+    it = it->first.first <= step ? s.min_attempt.erase(it) : std::next(it);
+  if (!ctx.diloco() || !s.replica.start_round(self, step, s.module, s.faults))
+    self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+}
+
+// Takes a state handed out by a peer, the DiLoCo group or a checkpoint (see WorkerSetup).
+void load_state(Self* self, const messages::WorkerState& st) {
+  auto& s = self->state;
+  for (const auto* list : {&st.params, &st.anchor})
+    if (!list->error.empty())
+      throw std::runtime_error("worker " + std::to_string(s.setup.id) + ": state from " +
+                               st.source + " was refused: " + list->error);
+  if (!st.params.tensors.empty()) model::assign_parameters(*s.module, to_named(st.params));
+  if (s.setup.ctx->diloco())
+    s.replica.set_anchor(st.anchor.tensors.empty() ? model::parameters_of(*s.module)
+                                                   : to_named(st.anchor));
+  if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer, s.device);
+  if (st.round >= 0) s.replica.set_round(static_cast<uint64_t>(st.round));
+  if (!st.params.tensors.empty())
+    spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,
+                 st.source);
+}
+
+// This worker's state for a restarted or joining peer (asked between steps).
+messages::WorkerState state_of(Self* self) {
+  auto& s = self->state;
+  messages::WorkerState st;
+  st.params = to_list(model::parameters_of(*s.module));
+  if (s.setup.ctx->diloco()) st.anchor = to_list(s.replica.anchor(), /*clone=*/true);
+  st.optimizer = model::optimizer_bytes(*s.optimizer);
+  st.round = s.setup.ctx->diloco() ? static_cast<int64_t>(s.replica.round()) : -1;
+  st.source = "peer " + std::to_string(s.setup.id);
+  return st;
+}
+
+// Drops every attempt of (step, mb) below `attempt`: its autograd state, its queued hop, its
+// slot at the next stage. The tracker re-runs the micro-batch from stage 0 as `attempt`.
+void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt) {
+  auto& s = self->state;
+  auto& floor = s.min_attempt[{step, mb}];
+  floor = std::max(floor, attempt);
+  for (auto it = s.inflight.lower_bound({step, mb, 0});
+       it != s.inflight.end() && std::get<0>(it->first) == step && std::get<1>(it->first) == mb &&
+       std::get<2>(it->first) < attempt;) {
+    if (it->second.to) s.next.release(*it->second.to);
+    it = s.inflight.erase(it);
+  }
+  s.outbox.erase(std::remove_if(s.outbox.begin(), s.outbox.end(),
+                                [&](const worker_state::Outgoing& o) {
+                                  return std::get<0>(o.key) == step && std::get<1>(o.key) == mb &&
+                                         std::get<2>(o.key) < attempt;
+                                }),
+                 s.outbox.end());
+  flush_outbox(self);
+}
+
+// The open step starts again (a restarted tracker): its micro-batches, queued hops, slots
+// downstream and accumulated gradient are dropped, and attempts below `floor` stay dropped.
+void reset_step(Self* self, uint64_t step, uint32_t floor) {
+  auto& s = self->state;
+  if (s.applied_step >= step) {
+    spdlog::error("worker {}: asked to reopen step {}, which it has applied already", s.setup.id,
+                  step);
+    return;
+  }
+  for (auto it = s.inflight.begin(); it != s.inflight.end();) {
+    if (std::get<0>(it->first) < step) {
+      ++it;
+      continue;
+    }
+    if (it->second.to) s.next.release(*it->second.to);
+    it = s.inflight.erase(it);
+  }
+  s.outbox.erase(
+      std::remove_if(s.outbox.begin(), s.outbox.end(),
+                     [&](const worker_state::Outgoing& o) { return std::get<0>(o.key) >= step; }),
+      s.outbox.end());
+  s.accumulated.clear();
+  for (uint32_t mb = 0; mb < static_cast<uint32_t>(s.setup.ctx->config.train.micro_batches); ++mb) {
+    auto& f = s.min_attempt[{step, mb}];
+    f = std::max(f, floor);
+  }
+  s.samples = 0;
+  s.sum_pending = false;
+  s.optimizer->zero_grad();
+}
+
+}  // namespace swarmrt::actors::worker

@@ -1,0 +1,150 @@
+#include "actors/stage/grad_averager.hpp"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "model/checks.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<averager_state>;
+
+namespace {
+
+// Sends the stage's gradient once every live worker has reported. Each worker's gradient is
+// already scaled by its share of the step's samples; when a fault lost some of them (a dead
+// worker's gradient) or a re-run counted some twice, the sum is rescaled so the stage's
+// gradient stays the mean over the samples it actually backpropagated.
+void maybe_finish(Self* self) {
+  auto& s = self->state;
+  if (s.sum.empty() || s.sent) return;
+  for (const auto& id : s.members)
+    if (!s.reported.count(id)) return;
+  const int64_t want = s.ctx->step_samples();
+  if (s.samples > 0 && s.samples != want)
+    for (auto& t : s.sum) t.mul_(static_cast<double>(want) / static_cast<double>(s.samples));
+  uint64_t bytes = 0;
+  for (const auto& t : s.sum) bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+  for (const auto& [id, handle] : s.reported) {
+    s.ctx->bytes->add(Traffic::gradients, bytes);
+    // Every worker gets the same sum by reference and copies it into its own gradients;
+    // no one writes to it, and the next step starts a new one.
+    self->send(handle, grads_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
+  }
+  s.sent = true;
+}
+
+void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
+                  const messages::TensorList& grads, const caf::actor& from) {
+  auto& s = self->state;
+  const uint32_t stage = s.stage;
+  if (step != s.step) {  // a new step: start a fresh sum
+    s.step = step;
+    s.reported.clear();
+    s.sum.clear();
+    s.samples = 0;
+    s.sent = false;
+  }
+  if (!s.members.count(worker) || s.reported.count(worker)) {
+    spdlog::warn("averager {}: ignoring gradient from worker {} for step {}", stage, worker, step);
+    return;
+  }
+  // Checked before use (architecture §8): a gradient that does not fit the sum, holds a NaN or Inf,
+  // or claims more samples than a step has is refused. The worker still counts as reported
+  // (it gets the stage's gradient like every other), but its gradient and samples are left
+  // out, as if it had failed in this step; the sum is rescaled to the samples it has.
+  std::string why;
+  if (!grads.error.empty()) {
+    why = grads.error;
+  } else if (samples < 0 || samples > s.ctx->step_samples()) {
+    why = std::to_string(samples) + " samples claimed, a step has " +
+          std::to_string(s.ctx->step_samples());
+  } else if (!s.sum.empty() && grads.tensors.size() != s.sum.size()) {
+    why = std::to_string(grads.tensors.size()) + " gradients, expected " +
+          std::to_string(s.sum.size());
+  } else {
+    for (size_t i = 0; i < s.sum.size() && why.empty(); ++i)
+      if (!grads.tensors[i].sizes().equals(s.sum[i].sizes()) ||
+          grads.tensors[i].scalar_type() != s.sum[i].scalar_type())
+        why = "gradient #" + std::to_string(i) + " has shape " +
+              c10::str(grads.tensors[i].sizes()) + ", expected " + c10::str(s.sum[i].sizes());
+    if (why.empty()) why = model::nonfinite_tensor(grads.tensors);
+  }
+  if (!why.empty()) {
+    ++s.refused;
+    spdlog::warn("averager {}: refused the gradient of worker {} for step {}: {}", stage, worker,
+                 step, why);
+    if (s.metrics)
+      self->send(s.metrics, metrics_atom::value,
+                 nlohmann::json{{"event", "rejected"},
+                                {"kind", "gradient"},
+                                {"stage", stage},
+                                {"worker", worker},
+                                {"step", step},
+                                {"reason", why}}
+                     .dump());
+    // The first report fixes the sum's shapes: a refused one starts it at zero.
+    if (s.sum.empty() && grads.error.empty())
+      for (const auto& g : grads.tensors) s.sum.push_back(at::zeros_like(g));
+    s.reported[worker] = from;
+    maybe_finish(self);
+    return;
+  }
+  if (s.sum.empty()) {
+    for (const auto& g : grads.tensors) s.sum.push_back(g.clone());
+  } else {
+    for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i].add_(grads.tensors[i]);
+  }
+  s.samples += samples;
+  s.reported[worker] = from;
+  maybe_finish(self);
+}
+
+}  // namespace
+
+caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::actor metrics) {
+  self->state.metrics = std::move(metrics);
+  self->state.ctx = std::move(ctx);
+  self->state.stage = stage;
+  return {
+      [=](members_atom, const messages::Membership& m) {
+        auto& s = self->state;
+        s.members.clear();
+        if (stage < m.stages.size())
+          for (const auto& w : m.stages[stage]) s.members.insert(w.id);
+        s.has_members = true;
+        auto early = std::move(s.early);
+        s.early.clear();
+        for (auto& e : early) add_gradient(self, e.step, e.worker, e.samples, e.grads, e.from);
+        maybe_finish(self);  // a worker that died while the others had reported
+      },
+      // A restarted tracker opens `step` again: the sum of it so far is dropped (the workers
+      // have dropped their gradients and send new ones).
+      [=](reset_atom, uint64_t step) {
+        auto& s = self->state;
+        if (s.step == step) {
+          s.reported.clear();
+          s.sum.clear();
+          s.samples = 0;
+          s.sent = false;
+        }
+        s.early.erase(std::remove_if(s.early.begin(), s.early.end(),
+                                     [&](const auto& e) { return e.step >= step; }),
+                      s.early.end());
+        return true;
+      },
+      [=](grads_atom, uint64_t step, uint32_t worker, int64_t samples,
+          const messages::TensorList& grads) {
+        auto& s = self->state;
+        const auto from = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!s.has_members) {  // restarted: the tracker's membership is on its way
+          s.early.push_back({step, worker, samples, grads, from});
+          return;
+        }
+        add_gradient(self, step, worker, samples, grads, from);
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

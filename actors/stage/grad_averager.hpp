@@ -1,0 +1,43 @@
+// Gradient all-reduce inside one stage (pp, dp and swarm modes): each worker sends its
+// accumulated gradient, already scaled by its share of the step's samples; the sum is the
+// stage's gradient over the whole step, and every worker gets it back. A worker lost during the
+// step leaves the sum rescaled to the mean over the samples that were backpropagated. A
+// restarted averager holds nothing: the workers waiting for a sum send their gradient again.
+#pragma once
+
+#include <caf/all.hpp>
+#include <map>
+#include <set>
+
+#include "actors/runtime/context.hpp"
+#include "messages/types.hpp"
+
+namespace swarmrt::actors {
+
+struct averager_state {
+  ContextPtr ctx;
+  uint32_t stage = 0;
+  std::set<uint32_t> members;  // workers of this stage
+  uint64_t step = 0;
+  std::map<uint32_t, caf::actor> reported;
+  std::vector<at::Tensor> sum;
+  int64_t samples = 0;  // samples behind `sum`
+  bool sent = false;
+  bool has_members = false;  // a restarted averager learns them from the tracker
+  struct Early {
+    uint64_t step;
+    uint32_t worker;
+    int64_t samples;
+    messages::TensorList grads;
+    caf::actor from;
+  };
+  std::vector<Early> early;  // gradients that came before the membership
+  caf::actor metrics;        // `rejected` events go here when the run has a metrics log
+  uint64_t refused = 0;      // gradients refused (non-finite, wrong shape, impossible samples)
+  static inline const char* name = "grad_averager";
+};
+
+caf::behavior grad_averager(caf::stateful_actor<averager_state>* self, ContextPtr ctx,
+                            uint32_t stage, caf::actor metrics);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,195 @@
+#include "actors/stage/stage_worker.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime/tensor_list.hpp"
+#include "actors/stage/worker_internal.hpp"
+#include "model/optim.hpp"
+#include "model/threads.hpp"
+#include "transport/bulk.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using namespace swarmrt::actors::worker;
+using messages::Frame;
+
+caf::behavior stage_worker(Self* self, WorkerSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  const auto& cfg = s.setup.ctx->config;
+  s.faults.configure(cfg.chaos.drop_fraction,
+                     static_cast<uint64_t>(cfg.chaos.seed) * 1000003u + s.setup.id,
+                     s.setup.slow_factor, s.setup.nan_at_step);
+  // OpenMP's thread count is per thread: set it on this (detached) worker's own thread.
+  model::set_compute_threads(static_cast<int>(cfg.train.threads));
+  s.module = model::GPT(model::GPTConfig::from(cfg.model),
+                        model::StageSpec{s.setup.stage, cfg.swarm.stages},
+                        static_cast<uint64_t>(cfg.train.seed));
+  s.device = at::Device(s.setup.device);
+  s.module->to(s.device);
+  s.module->train();
+  s.optimizer = model::make_adamw(*s.module, cfg.train);
+  s.params = s.module->parameters();
+  s.next =
+      policy::Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
+                     static_cast<int>(cfg.swarm.max_inflight));
+  s.next.set_measure(s.setup.ctx->wiring_measure);
+  s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
+                    cfg.transport.comm_timeout_s);
+  if (s.setup.ctx->diloco()) {
+    s.replica.configure({s.setup.ctx, s.setup.id, s.setup.stage, s.setup.tracker, s.setup.group,
+                         s.device, s.links.comm_options()});
+    s.replica.set_anchor(s.module);
+  }
+  // A worker may start in a swarm that is already training (a restart, a late join, a
+  // resumed run): it takes its stage's state before it handles anything else. At the start
+  // of a fresh run the state handed out is the initialization it already holds.
+  // The tracker hands out a live peer's state, the DiLoCo group's θ or a checkpoint's.
+  if (s.setup.tracker && s.setup.take_state) {
+    self->request(s.setup.tracker, std::chrono::minutes(10), state_atom::value, s.setup.stage,
+                  s.setup.id)
+        .await(
+            [=](const messages::WorkerState& st) { load_state(self, st); },
+            [=](const caf::error& e) {
+              throw std::runtime_error("worker " + std::to_string(self->state.setup.id) +
+                                       " got no state to start from: " + self->system().render(e));
+            });
+  }
+  // Bad input is refused inside the frame handler; anything else that throws ends the worker
+  // with the reason logged, and the tracker, which monitors every worker, fails the run
+  // with that reason instead of waiting for it.
+  self->set_exception_handler([](caf::scheduled_actor* a, std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      spdlog::error("{}: {}", a->name(), e.what());
+    } catch (...) {
+      spdlog::error("{}: unknown exception", a->name());
+    }
+    return caf::sec::runtime_error;
+  });
+
+  return {
+      [=](members_atom, const messages::Membership& m) {
+        auto& s = self->state;
+        // A handle can arrive empty: the actor's node went down before this message was
+        // read here (its proxy cannot be made). Such a member is skipped.
+        std::map<caf::actor_addr, std::string> live;
+        for (const auto& stage : m.stages)
+          for (const auto& member : stage) {
+            if (!member.handle) continue;
+            s.by_id[member.id] = member.handle;
+            s.device_of[member.handle.address()] = member.device;
+            live[member.handle.address()] = "worker " + std::to_string(member.id);
+            transport::register_endpoint(member.handle.node(), member.endpoint);
+          }
+        s.links.members(std::move(live));
+        s.next_ids.clear();
+        if (s.setup.stage + 1 < m.stages.size())
+          for (const auto& member : m.stages[s.setup.stage + 1])
+            if (member.handle) s.next_ids.push_back(member.id);
+        s.next.set_members(s.next_ids);
+        flush_outbox(self);
+      },
+      [=](frame_atom, const Frame& frame) {
+        deliver(self, messages::FrameKind::microbatch, frame,
+                caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](round_atom, const Frame& frame) {
+        deliver(self, messages::FrameKind::round, frame, caf::actor());
+      },
+      [=](chunk_atom, const std::vector<uint8_t>& chunk) {
+        on_chunk(self, chunk, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      // The DiLoCo group's communicator from now on: its first worker creates it and sends the
+      // others its id; an empty backend means none.
+      [=](group_comm_atom, uint64_t epoch, const std::string& backend,
+          const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids) {
+        auto& s = self->state;
+        s.replica.on_group_comm(self, epoch, backend, handles, ids, s.faults);
+      },
+      [=](group_join_atom, uint64_t epoch, const std::string& backend,
+          const std::vector<uint8_t>& id, int32_t rank, const std::vector<uint32_t>& ids) {
+        auto& s = self->state;
+        s.replica.on_group_join(self, epoch, backend, id, rank, ids, s.faults);
+      },
+      // A peer in another process opened a communicator link to this worker.
+      [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {
+        auto& s = self->state;
+        const auto why = s.links.join(caf::actor_cast<caf::actor_addr>(self->current_sender()),
+                                      link, backend, id);
+        if (!why.empty()) {
+          ++s.rejected;
+          spdlog::warn("worker {} cannot join a {} link: {}", s.setup.id, backend, why);
+        }
+      },
+      [=](comm_atom, uint64_t link, uint8_t kind, const std::vector<uint8_t>& header) {
+        on_comm_hop(self, link, kind, header, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](transport::bulk_atom, uint64_t id) {
+        if (auto d = transport::claim_bulk(self, id)) on_bulk(self, *d);
+      },
+      [=](transport::bulk_ready_atom, uint64_t id) {
+        if (auto d = transport::take_bulk(id)) on_bulk(self, *d);
+      },
+      [=](reduce_atom, uint64_t step) { reduce_step(self, step); },
+      [=](grads_atom, uint64_t step, const messages::TensorList& sum) {
+        take_sum(self, step, sum);
+      },
+      [=](apply_atom, uint64_t step, double lr, double coef) { apply_step(self, step, lr, coef); },
+      // The group's answer for a round held for it: all-reduce, or send this worker's own.
+      [=](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
+        auto& s = self->state;
+        s.replica.on_go(self, round, epoch, go, s.faults);
+      },
+      [=](go_timer_atom, uint64_t round, uint64_t epoch) {
+        auto& s = self->state;
+        s.replica.on_go_timer(self, round, epoch, s.faults);
+      },
+      [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
+      // Answers whether this worker holds the micro-batch's gradient of this step.
+      [=](cancel_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
+        cancel(self, step, mb, attempt);
+        return self->state.accumulated.count({step, mb}) > 0;
+      },
+      // A restarted tracker opens `step` again from its first micro-batch, with attempts from
+      // `floor`: everything this worker did in it is dropped (no worker has applied it).
+      [=](reset_atom, uint64_t step, uint32_t floor) {
+        reset_step(self, step, floor);
+        return true;
+      },
+      // This worker's state for a restarted or joining peer (asked between steps).
+      [=](state_atom) { return state_of(self); },
+      // A supervisor restarted the stage's DiLoCo group or gradient averager.
+      [=](replaced_atom, const std::string& kind, uint32_t stage, const caf::actor& handle) {
+        auto& s = self->state;
+        if (stage != s.setup.stage) return;
+        if (kind == "group") {
+          s.setup.group = handle;
+          s.replica.on_group_replaced(self, handle, s.faults);
+        }
+        if (kind == "averager") {
+          s.setup.averager = handle;
+          // The dead averager's partial sum is gone: the new one needs this gradient again.
+          if (s.sum_pending) send_gradient(self);
+        }
+      },
+      [=](slow_atom, double factor) { self->state.faults.set_slow_factor(factor); },
+      [=](grads_atom) { return to_list(self->state.last_grads); },
+      [=](stats_atom) {
+        auto& s = self->state;
+        return messages::WorkerStats{s.setup.id,
+                                     s.rejected,
+                                     s.forwards,
+                                     s.stale,
+                                     s.recomputed,
+                                     s.faults.dropped(),
+                                     s.links.frames_in(),
+                                     s.replica.reduces(),
+                                     s.replica.fallbacks(),
+                                     s.replica.failures()};
+      },
+  };
+}
+
+}  // namespace swarmrt::actors

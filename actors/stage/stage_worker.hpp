@@ -1,0 +1,102 @@
+// A stage worker: serves one pipeline stage. It runs its layers forward, keeps the autograd
+// state of each micro-batch keyed by (step, micro-batch, attempt) until the gradient comes
+// back, forwards activations to a next-stage worker chosen by its wiring, and takes the inner
+// optimizer step when the tracker closes the step. Torch compute runs on the worker's own
+// thread (it is spawned detached), so it never starves CAF's scheduler.
+#pragma once
+
+#include <torch/optim/adamw.h>
+#include <caf/all.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "actors/diloco/replica.hpp"
+#include "actors/runtime/context.hpp"
+#include "actors/stage/peer_links.hpp"
+#include "actors/stage/worker_faults.hpp"
+#include "messages/frame.hpp"
+#include "model/checkpoint.hpp"
+#include "model/gpt.hpp"
+#include "policy/wiring.hpp"
+#include "transport/transport.hpp"
+
+namespace swarmrt::actors {
+
+struct WorkerSetup {
+  ContextPtr ctx;
+  uint32_t id = 0;
+  uint32_t stage = 0;
+  caf::actor tracker;
+  caf::actor averager;         // set in grad-sync modes with several workers per stage
+  caf::actor group;            // set in DiLoCo modes
+  double slow_factor = 1.0;    // fault injection: compute takes this many times longer
+  int64_t nan_at_step = 0;     // fault injection: sends of this step carry a NaN (0: never)
+  bool keep_grads = false;     // keep the last reduced gradient for inspection
+  std::string device = "cpu";  // where its layers and tensors live: "cpu" or "cuda:K"
+  // Ask the tracker for a starting state before taking work (a live peer's, the DiLoCo
+  // group's or a checkpoint's). Off only where a test drives a worker without a tracker.
+  bool take_state = true;
+};
+
+struct worker_state {
+  using Clock = std::chrono::steady_clock;
+  using Key = std::tuple<uint64_t, uint32_t, uint32_t>;  // step, micro-batch, attempt
+
+  struct InFlight {
+    torch::Tensor input;   // leaf that collects the gradient for the previous stage
+    torch::Tensor output;  // what was sent on; backward starts here
+    Clock::time_point sent;
+    uint32_t samples = 0;
+    caf::actor upstream;         // who sent the forward hop; the input gradient goes back to it
+    std::optional<uint32_t> to;  // the next-stage worker it went to, once sent
+  };
+  struct Outgoing {
+    Key key;
+    messages::MicroBatchHeader header;
+    std::vector<at::Tensor> tensors;
+  };
+
+  WorkerSetup setup;
+  model::GPT module{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::vector<torch::Tensor> params;
+  policy::Wiring next{"throughput"};
+  std::unordered_map<uint32_t, caf::actor> by_id;
+  std::vector<uint32_t> next_ids;
+  std::map<Key, InFlight> inflight;
+  std::deque<Outgoing> outbox;      // forward hops waiting for a free slot downstream
+  transport::ChunkReceiver chunks;  // frames from other processes
+  PeerLinks links;                  // communicator links to workers in other processes
+  std::map<caf::actor_addr, std::string> device_of;  // every member's device, by handle
+  at::Device device{at::kCPU};
+
+  int64_t samples = 0;    // samples backpropagated in the current step
+  int64_t forwards = 0;   // micro-batches forwarded, whole run
+  uint64_t rejected = 0;  // frames and chunks refused (malformed, mismatched)
+  uint64_t refused_chunks = 0;
+  uint64_t stale = 0;  // hops of attempts this worker no longer holds or that are cancelled
+  // Exactly-once gradients: the micro-batches whose gradient this worker has accumulated in
+  // the open step (a re-run attempt that comes back computes only the input gradient), and
+  // the lowest attempt still wanted per micro-batch (older attempts are dropped).
+  std::set<std::pair<uint64_t, uint32_t>> accumulated;
+  uint64_t recomputed = 0;   // backward passes that took only the input gradient
+  bool sum_pending = false;  // its gradient is with the averager, the stage's sum not back yet
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> min_attempt;
+  uint64_t step = 0;          // step being reduced/applied
+  uint64_t applied_step = 0;  // the last step whose optimizer step this worker took
+  model::NamedTensors last_grads;
+  DilocoReplica replica;  // DiLoCo modes: θ(t-1), rounds, the group's communicator
+  WorkerFaults faults;    // chaos: lost hops, slow compute, NaN sends
+
+  static inline const char* name = "stage_worker";
+};
+
+caf::behavior stage_worker(caf::stateful_actor<worker_state>* self, WorkerSetup setup);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,44 @@
+#include "actors/stage/worker_faults.hpp"
+
+#include <limits>
+#include <thread>
+
+namespace swarmrt::actors {
+
+void WorkerFaults::configure(double drop_fraction, uint64_t seed, double slow_factor,
+                             int64_t nan_at_step) {
+  drop_fraction_ = drop_fraction;
+  rng_.seed(seed);
+  slow_factor_ = slow_factor;
+  nan_at_step_ = nan_at_step > 0 ? static_cast<uint64_t>(nan_at_step) : 0;
+}
+
+bool WorkerFaults::drop_hop() {
+  if (drop_fraction_ <= 0 ||
+      std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= drop_fraction_)
+    return false;
+  ++dropped_;
+  return true;
+}
+
+void WorkerFaults::slow_down(Clock::time_point started) const {
+  if (slow_factor_ <= 1.0) return;
+  const auto spent = Clock::now() - started;
+  std::this_thread::sleep_for(spent * (slow_factor_ - 1.0));
+}
+
+bool WorkerFaults::poisons_gradient(uint64_t step) const {
+  return nan_at_step_ > 0 && step == nan_at_step_;
+}
+
+bool WorkerFaults::poisons_round(uint64_t step, uint64_t inner_steps) const {
+  return nan_at_step_ > 0 && nan_at_step_ <= step && nan_at_step_ + inner_steps > step;
+}
+
+void WorkerFaults::poison(std::vector<at::Tensor>& tensors) {
+  if (tensors.empty() || tensors[0].numel() == 0) return;
+  tensors[0] = tensors[0].clone();
+  tensors[0].view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,46 @@
+// Fault injection on a stage worker (architecture §7: a feature, not a test hack), kept apart
+// from its compute and its sends: hops lost on purpose (chaos.drop_fraction), compute
+// stretched by a factor (chaos.slow_factor, the console's `slow`), and the sends of one step
+// carrying a NaN (chaos.nan_worker, chaos.nan_at_step) so that peers must refuse them. With
+// no key set every call is a no-op.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace swarmrt::actors {
+
+class WorkerFaults {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The draw of lost hops is seeded per worker, so a run's losses are reproducible.
+  void configure(double drop_fraction, uint64_t seed, double slow_factor, int64_t nan_at_step);
+
+  // Whether the hop about to be sent is lost (counted in dropped()).
+  bool drop_hop();
+  // Sleeps so that the compute begun at `started` takes slow_factor times as long.
+  void slow_down(Clock::time_point started) const;
+  void set_slow_factor(double factor) { slow_factor_ = factor; }
+
+  // Whether gradients of `step` carry a NaN; and a round's pseudo-gradient sent at `step`
+  // (any of the H steps from nan_at_step on, so the round that follows it is poisoned).
+  bool poisons_gradient(uint64_t step) const;
+  bool poisons_round(uint64_t step, uint64_t inner_steps) const;
+  // The first tensor carries a NaN; a copy, so the worker's own tensors stay finite.
+  static void poison(std::vector<at::Tensor>& tensors);
+
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  double drop_fraction_ = 0;
+  double slow_factor_ = 1.0;
+  uint64_t nan_at_step_ = 0;  // 0: never
+  std::mt19937_64 rng_;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,38 @@
+// The stage worker's parts, sharing its state (stage_worker.hpp):
+//   compute.cpp       forward, backward, evaluation, the step's reduce and apply
+//   inbox.cpp         every way a frame arrives, folded into one (kind, frame, sender)
+//   stage_worker.cpp  set-up and the behaviour: which message calls which of these
+// DiLoCo's replica side is actors/diloco/replica.*, fault injection worker_faults.*.
+#pragma once
+
+#include "actors/stage/stage_worker.hpp"
+#include "transport/bulk.hpp"
+
+namespace swarmrt::actors::worker {
+
+using Self = caf::stateful_actor<worker_state>;
+
+// compute.cpp
+void flush_outbox(Self* self);
+void on_forward(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts,
+                const caf::actor& upstream);
+void on_backward(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts);
+void on_eval(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts);
+void reduce_step(Self* self, uint64_t step);
+void take_sum(Self* self, uint64_t step, const messages::TensorList& sum);
+void apply_step(Self* self, uint64_t step, double lr, double coef);
+void send_gradient(Self* self);
+void load_state(Self* self, const messages::WorkerState& st);
+messages::WorkerState state_of(Self* self);
+void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt);
+void reset_step(Self* self, uint64_t step, uint32_t floor);
+
+// inbox.cpp
+void deliver(Self* self, messages::FrameKind kind, const messages::Frame& frame,
+             const caf::actor& sender);
+void on_chunk(Self* self, const std::vector<uint8_t>& chunk, const caf::actor& sender);
+void on_comm_hop(Self* self, uint64_t link, uint8_t kind, const std::vector<uint8_t>& header,
+                 const caf::actor& sender);
+void on_bulk(Self* self, const transport::BulkDelivery& d);
+
+}  // namespace swarmrt::actors::worker

@@ -1,0 +1,169 @@
+// Closing a step: every worker reduces (grad-sync) and reports its gradient's norm, the tracker
+// decides the clip coefficient and has every worker apply, then writes the step's record and
+// goes on to a checkpoint, an evaluation or the next step.
+#include "actors/tracker/internal.hpp"
+
+#include <spdlog/spdlog.h>
+#include <cmath>
+#include "model/optim.hpp"
+#include "model/trainer.hpp"
+
+namespace swarmrt::actors::tracker {
+using namespace swarmrt::atoms;
+using messages::Direction;
+
+void close_step(Self* self) {
+  auto& s = self->state;
+  enter(self, Phase::reducing);
+  s.sqnorms.clear();
+  s.samples.clear();
+  for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
+  tell_chaos(self, "reduce");
+}
+
+// Each micro-batch's counted attempt names one worker per stage (its route); each of those
+// workers must have backpropagated its samples exactly once, and no other worker of the stage.
+void account_samples(tracker_state& s) {
+  std::map<uint32_t, int64_t> expected;
+  for (const auto& m : s.micro) {
+    const int64_t n = m.batch.tensors.empty() ? 0 : m.batch.tensors[0].size(0);
+    for (uint32_t w : m.route) expected[w] += n;
+  }
+  s.extra_samples = s.missing_samples = 0;
+  for (const auto& [id, got] : s.samples) {
+    const int64_t want = expected[id];
+    s.extra_samples += std::max<int64_t>(0, got - want);
+    s.missing_samples += std::max<int64_t>(0, want - got);
+  }
+  if (s.extra_samples > 0 || s.missing_samples > 0)
+    spdlog::error("step {}: workers backpropagated {} sample(s) twice and missed {}", s.step,
+                  s.extra_samples, s.missing_samples);
+}
+
+void maybe_apply(Self* self) {
+  auto& s = self->state;
+  if (s.phase != Phase::reducing || !all_reported(s, s.sqnorms)) return;
+  const auto& cfg = s.setup.ctx->config;
+  double coef = -1;  // DiLoCo replicas clip their own gradient
+  if (s.setup.ctx->grad_sync()) {
+    // Replicas of a stage hold the same reduced gradient: one norm per stage, summed
+    // over stages, is the norm of the whole model's gradient.
+    std::map<uint32_t, double> per_stage;
+    for (const auto& [id, sq] : s.sqnorms)
+      if (s.by_id.count(id)) per_stage.emplace(s.stage_of[id], sq);
+    double total = 0;
+    for (const auto& [k, sq] : per_stage) total += sq;
+    coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
+  }
+  account_samples(s);
+  s.step_loss = 0;
+  for (const auto& m : s.micro) s.step_loss += m.loss;
+  s.step_loss /= static_cast<double>(s.micro.size());
+  s.step_completed = static_cast<int64_t>(s.micro.size());
+  s.coef = coef;
+  // Written before any worker takes the step: a restarted tracker sends this apply again.
+  record(self, TrackerStore::Phase::applying);
+  send_apply(self);
+}
+
+void send_apply(Self* self) {
+  auto& s = self->state;
+  enter(self, Phase::applying);
+  s.applied.clear();
+  for (const auto& [id, handle] : s.by_id)
+    self->send(handle, apply_atom::value, s.step, s.lr, s.coef);
+  tell_chaos(self, "apply");
+}
+
+void maybe_finish_step(Self* self) {
+  auto& s = self->state;
+  if (s.phase == Phase::applying && all_reported(s, s.applied)) finish_step(self);
+}
+
+void finish_step(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
+  const auto now = tracker_state::Clock::now();
+  const double secs = std::chrono::duration<double>(now - s.step_start).count();
+  const double loss = s.step_loss;
+  s.report.losses.push_back(loss);
+  s.report.step_seconds.push_back(secs);
+  s.report.completed.push_back(s.step_completed);
+  s.report.duplicates.push_back(s.duplicates);
+  s.report.extra_samples.push_back(s.extra_samples);
+  s.report.missing_samples.push_back(s.missing_samples);
+
+  const int64_t tokens_per_step = cfg.tokens_per_step();
+  const double elapsed = std::chrono::duration<double>(now - s.run_start).count();
+  nlohmann::json stages = nlohmann::json::array();
+  for (int64_t k = 0; k < cfg.swarm.stages; ++k) {
+    int64_t n = 0;
+    for (const auto& [id, samples] : s.samples)
+      if (s.stage_of[id] == k) n += samples;
+    stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
+  }
+  write_metrics(self, {{"event", "step"},
+                       {"step", s.step},
+                       {"loss", loss},
+                       {"lr", s.lr},
+                       {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
+                       {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
+                       {"time_s", elapsed},
+                       {"stages", stages},
+                       {"duplicates", s.duplicates},
+                       {"extra_samples", s.extra_samples},
+                       {"missing_samples", s.missing_samples},
+                       {"bytes", s.setup.ctx->bytes->to_json()}});
+  if (s.setup.progress &&
+      (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
+    const double eta = elapsed / static_cast<double>(s.step) *
+                       static_cast<double>(cfg.train.steps - static_cast<int64_t>(s.step));
+    spdlog::info("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | ETA {}", s.step,
+                 cfg.train.steps, loss, s.lr, static_cast<double>(tokens_per_step) / secs,
+                 model::format_duration(eta));
+  }
+  if (s.fault_at) {
+    // The step a fault hit has completed: the time from the fault to here is its recovery.
+    const double took = std::chrono::duration<double>(now - *s.fault_at).count();
+    write_metrics(self, {{"event", "recovered"},
+                         {"kind", "step"},
+                         {"step", s.step},
+                         {"seconds", took},
+                         {"workers", worker_count(s)}});
+    spdlog::info("step {} completed {:.2f} s after the fault", s.step, took);
+    s.fault_at.reset();
+  }
+  record(self, TrackerStore::Phase::closed);
+  after_close(self);
+}
+
+// What follows a closed step: a periodic checkpoint, an evaluation, the next step.
+void after_close(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
+  // The last step is saved with the swarm's state too, so a finished run can be extended
+  // with --resume and a larger train.steps.
+  const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
+  if (s.setup.run && (last || (cfg.checkpoint.every_steps > 0 &&
+                               s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0)))
+    return start_saving(self);
+  after_step(self);
+}
+
+void after_step(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
+  const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
+  if (last || (cfg.train.eval_every > 0 && s.step % cfg.train.eval_every == 0))
+    start_eval(self);
+  else
+    start_step(self);
+}
+
+void finish_run(Self* self) {
+  auto& s = self->state;
+  enter(self, Phase::idle);
+  s.promise.deliver(s.report);
+}
+
+}  // namespace swarmrt::actors::tracker

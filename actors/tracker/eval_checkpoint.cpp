@@ -1,0 +1,89 @@
+// Between steps: periodic checkpoints of the whole swarm, and evaluations on the validation
+// batches sent through the pipeline like training micro-batches.
+#include "actors/tracker/internal.hpp"
+
+#include <spdlog/spdlog.h>
+#include <cmath>
+#include "actors/tracker/swarm_checkpoint.hpp"
+#include "messages/frame.hpp"
+#include "model/trainer.hpp"
+#include "transport/transport.hpp"
+
+namespace swarmrt::actors::tracker {
+using namespace swarmrt::atoms;
+using messages::Direction;
+
+void start_saving(Self* self) {
+  auto& s = self->state;
+  enter(self, Phase::saving);
+  s.saving.clear();
+  s.saving_wanted = worker_count(s);
+  const uint64_t step = s.step;
+  for (const auto& [id, handle] : s.by_id) {
+    const uint32_t wid = id;
+    self->request(handle, std::chrono::seconds(60), state_atom::value)
+        .then(
+            [=](const messages::WorkerState& st) {
+              auto& s = self->state;
+              if (s.phase != Phase::saving || s.step != step) return;
+              s.saving[wid] = st;
+              if (s.saving.size() >= s.saving_wanted) write_saved(self);
+            },
+            [=](const caf::error& e) {
+              auto& s = self->state;
+              if (s.phase != Phase::saving || s.step != step) return;
+              spdlog::warn("checkpoint of step {}: worker {} did not answer: {}", step, wid,
+                           self->system().render(e));
+              if (--s.saving_wanted <= s.saving.size()) write_saved(self);
+            });
+  }
+  if (s.saving_wanted == 0) write_saved(self);
+}
+
+// Periodic checkpoint: every worker's state, gathered between steps, and the groups' stores.
+void write_saved(Self* self) {
+  auto& s = self->state;
+  std::vector<SavedWorker> workers;
+  for (const auto& [id, st] : s.saving) workers.push_back({id, s.stage_of[id], st});
+  try {
+    auto ckpt = make_swarm_checkpoint(s.setup.ctx->config, s.step, workers, s.setup.group_stores);
+    const auto path = s.setup.run->checkpoints().save(static_cast<int64_t>(s.step), ckpt,
+                                                      s.setup.ctx->config.checkpoint.keep);
+    spdlog::info("checkpoint {} ({} workers)", path, workers.size());
+  } catch (const std::exception& e) {
+    spdlog::error("checkpoint of step {} failed: {}", s.step, e.what());
+  }
+  s.saving.clear();
+  after_step(self);
+}
+
+// Sends the validation batches not answered yet through the first worker of every stage, and
+// sets a deadline: an evaluation hop can be lost like a training one.
+void send_eval(Self* self) {
+  auto& s = self->state;
+  const auto& first = s.members.stages.at(0).at(0);
+  for (uint32_t i = 0; i < s.val.size(); ++i) {
+    if (s.val_have[i]) continue;
+    messages::MicroBatchHeader h;
+    h.run_id = s.setup.ctx->run_id;
+    h.step = s.step;
+    h.micro_batch = i;
+    h.stage = 0;
+    h.direction = Direction::eval;
+    h.samples = static_cast<uint32_t>(s.val[i].samples());
+    transport::send_frame(self, first.handle, messages::FrameKind::microbatch,
+                          messages::make_frame(std::move(h), {s.val[i].inputs, s.val[i].targets}));
+  }
+  self->delayed_send(self, microbatch_timeout(s), eval_timer_atom::value, s.step, ++s.eval_sends);
+}
+
+void start_eval(Self* self) {
+  auto& s = self->state;
+  enter(self, Phase::evaluating);
+  s.val_losses.assign(s.val.size(), 0.0);
+  s.val_have.assign(s.val.size(), false);
+  if (empty_stage(s)) return;  // paused: evaluation starts when a worker joins
+  send_eval(self);
+}
+
+}  // namespace swarmrt::actors::tracker

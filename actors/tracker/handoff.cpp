@@ -1,0 +1,102 @@
+// State hand-off: what a restarted or joining worker starts from (a live peer's state between
+// steps, its DiLoCo group's θ, or the newest checkpoint's).
+#include "actors/tracker/internal.hpp"
+
+#include <spdlog/spdlog.h>
+#include "actors/tracker/swarm_checkpoint.hpp"
+
+namespace swarmrt::actors::tracker {
+using namespace swarmrt::atoms;
+using messages::Direction;
+
+// Hands out a live peer's state to workers that asked for one (grad-sync modes): only
+// between steps, when the peer's parameters and optimizer state are those of a closed step.
+void serve_state_requests(Self* self) {
+  auto& s = self->state;
+  auto requests = std::move(s.state_requests);
+  s.state_requests.clear();
+  for (auto& r : requests) {
+    caf::actor peer;
+    for (const auto& [id, handle] : s.by_id)
+      if (s.stage_of[id] == r.stage && id != r.id) {
+        peer = handle;
+        break;
+      }
+    if (!peer) {
+      r.promise.deliver(messages::WorkerState{{}, {}, {}, -1, "its initialization"});
+      continue;
+    }
+    auto promise = r.promise;
+    self->request(peer, std::chrono::seconds(60), state_atom::value)
+        .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
+              [=](const caf::error& e) mutable { promise.deliver(e); });
+  }
+}
+
+// θ and the round from stage `stage`'s DiLoCo group; a group lost on the way is being
+// restarted by its supervisor, so the tracker asks its successor a little later.
+void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tries) {
+  self->request(self->state.setup.groups[stage], std::chrono::seconds(60), state_atom::value)
+      .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
+            [=](const caf::error& e) mutable {
+              if (tries >= 100) return promise.deliver(e);
+              auto& s = self->state;
+              const uint64_t key = s.next_ask++;
+              s.asks.emplace(key, std::make_pair(stage, promise));
+              self->delayed_send(self, std::chrono::milliseconds(100), state_atom::value, key,
+                                 tries + 1);
+            });
+}
+
+// What a worker (re)starting at stage `stage` loads (see the header).
+caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id,
+                                             const caf::actor_addr& sender) {
+  auto& s = self->state;
+  const auto& ctx = *s.setup.ctx;
+  // The workers the run starts with (they may ask after step 1 has begun: they are members
+  // already) start from the resumed checkpoint or the initialization every replica shares.
+  bool member = false;
+  for (const auto& [wid, handle] : s.by_id) member |= sender && handle.address() == sender;
+  const bool initial = s.step == s.first_step || member;
+  if (s.setup.resume && initial) {
+    try {
+      if (auto st = saved_worker_state(*s.setup.resume, s.setup.resume_origin, id, stage))
+        return *st;
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    }
+  }
+  if (ctx.diloco() && stage < s.setup.groups.size() && s.setup.groups[stage]) {
+    auto promise = self->make_response_promise<messages::WorkerState>();
+    ask_group(self, stage, promise, 0);
+    return promise;
+  }
+  if (initial) return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+  bool peer = false;
+  for (const auto& [wid, handle] : s.by_id) peer |= (s.stage_of[wid] == stage && wid != id);
+  if (peer) {
+    auto promise = self->make_response_promise<messages::WorkerState>();
+    s.state_requests.push_back({stage, id, promise});
+    if (s.phase == Phase::idle) serve_state_requests(self);
+    return promise;
+  }
+  // No live peer: the newest valid checkpoint of the run, else the initialization.
+  if (s.setup.run) {
+    auto found = s.setup.run->checkpoints().newest_valid(
+        [](const auto& p, const auto& why) { spdlog::warn("refusing checkpoint {}: {}", p, why); });
+    if (found) {
+      try {
+        if (auto st = saved_worker_state(found->second, found->first, id, stage)) return *st;
+      } catch (const std::exception& e) {
+        spdlog::warn("{}", e.what());
+      }
+    }
+  }
+  spdlog::warn(
+      "worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
+      "initialization",
+      id, stage);
+  return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+}
+
+}  // namespace swarmrt::actors::tracker

@@ -1,0 +1,102 @@
+// The step tracker's parts, one file per job, sharing its state (step_tracker.hpp):
+//   dispatch.cpp         open a step, adopt the membership, send micro-batches into stage 0
+//   close_apply.cpp      close a step: reduce, clip, apply, record; what follows a step
+//   recovery.cpp         a lost worker or hop inside a step: re-runs, counted once
+//   restart.cpp          a restarted tracker: its store, and how the run continues
+//   handoff.cpp          the state a restarted or joining worker starts from
+//   eval_checkpoint.cpp  evaluations and swarm checkpoints between steps
+//   step_tracker.cpp     the behaviour: which message calls which of these
+// Internal to actors/tracker/: nothing outside includes this.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "actors/tracker/step_tracker.hpp"
+#include "messages/metrics.hpp"
+
+namespace swarmrt::actors::tracker {
+
+using Self = caf::stateful_actor<tracker_state>;
+using Phase = tracker_state::Phase;
+
+inline size_t worker_count(const tracker_state& s) {
+  return s.by_id.size();
+}
+
+// Whether every live worker is in `reported` (a worker lost after reporting still counts).
+template <class Set>
+bool all_reported(const tracker_state& s, const Set& reported) {
+  for (const auto& [id, handle] : s.by_id)
+    if (!reported.count(id)) return false;
+  return true;
+}
+
+inline void write_metrics(Self* self, nlohmann::json record) {
+  messages::send_metrics(self, self->state.setup.metrics, std::move(record));
+}
+
+inline std::chrono::milliseconds microbatch_timeout(const tracker_state& s) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(s.setup.ctx->config.supervision.microbatch_timeout_s * 1000));
+}
+
+// Fault injection at named points of a step (chaos.kill_at_step, chaos.kill_at_phase).
+inline void tell_chaos(Self* self, const char* phase) {
+  auto& s = self->state;
+  if (s.setup.chaos) self->send(s.setup.chaos, atoms::step_atom::value, s.step, std::string(phase));
+}
+
+// step_tracker.cpp: sets the phase and the behaviour that goes with it.
+void enter(Self* self, Phase phase);
+
+// dispatch.cpp
+std::vector<caf::actor> stage_actors(const tracker_state& s);
+void announce(Self* self);
+std::optional<size_t> empty_stage(const tracker_state& s);
+void adopt_membership(Self* self);
+void start_step(Self* self);
+void open_step(Self* self);
+void request_batch(Self* self, uint32_t mb);
+void send_to_stage0(Self* self, uint32_t mb, uint32_t worker);
+void dispatch_waiting(Self* self);
+void maybe_close_step(Self* self);
+
+// close_apply.cpp
+void close_step(Self* self);
+void account_samples(tracker_state& s);
+void maybe_apply(Self* self);
+void send_apply(Self* self);
+void maybe_finish_step(Self* self);
+void finish_step(Self* self);
+void after_close(Self* self);
+void after_step(Self* self);
+void finish_run(Self* self);
+
+// recovery.cpp
+void on_cancelled(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker,
+                  bool held);
+void rerun(Self* self, uint32_t mb);
+void rerun_through(Self* self, uint32_t lost);
+void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why);
+
+// restart.cpp
+void record(Self* self, TrackerStore::Phase phase);
+void restore(Self* self);
+void continue_run(Self* self);
+void reset_averagers(Self* self);
+void maybe_reset_done(Self* self);
+void reset_workers(Self* self);
+
+// handoff.cpp
+void serve_state_requests(Self* self);
+void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tries);
+caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id,
+                                             const caf::actor_addr& sender);
+
+// eval_checkpoint.cpp
+void start_saving(Self* self);
+void write_saved(Self* self);
+void send_eval(Self* self);
+void start_eval(Self* self);
+
+}  // namespace swarmrt::actors::tracker

@@ -1,0 +1,143 @@
+// Recovery inside a step (architecture §7): a lost worker leaves the membership at once and the
+// micro-batches whose gradient it held or whose path it touched are re-run from stage 0,
+// pinned to the workers that already hold their gradient, so each is counted once.
+#include "actors/tracker/internal.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace swarmrt::actors::tracker {
+using namespace swarmrt::atoms;
+using messages::Direction;
+
+// A worker answered the cancel of (step, mb) below `attempt`: whether it had taken the
+// micro-batch's gradient in this step (it takes no older attempt from now on). Once every live
+// worker has answered, the holders are known and the re-run goes out pinned to them.
+void on_cancelled(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker,
+                  bool held) {
+  auto& s = self->state;
+  if (s.step != step || mb >= s.micro.size()) return;
+  auto& m = s.micro[mb];
+  if (held && s.by_id.count(worker)) {
+    const uint32_t stage = s.stage_of[worker];
+    if (m.pin.size() <= stage) m.pin.resize(stage + 1, messages::kNoWorker);
+    if (m.pin[stage] == messages::kNoWorker) m.pin[stage] = worker;
+  }
+  if (attempt != m.attempt || m.awaiting.erase(worker) == 0 || !m.awaiting.empty()) return;
+  s.waiting.push_back(mb);
+  std::sort(s.waiting.begin(), s.waiting.end());
+  dispatch_waiting(self);
+}
+
+// Sends micro-batch `mb` of the open step again, as attempt+1: every worker drops the older
+// attempts and answers whether it holds the gradient (on_cancelled), then it goes out pinned.
+void rerun(Self* self, uint32_t mb) {
+  auto& s = self->state;
+  auto& m = s.micro[mb];
+  const uint64_t step = s.step;
+  if (!m.done) s.stage0.release(m.worker);  // its slot, also at a restarted worker of the same id
+  const uint32_t attempt = ++m.attempt;
+  m.done = false;
+  m.has_loss = false;
+  m.route.clear();
+  for (const auto& [id, handle] : s.by_id) m.awaiting.insert(id);
+  for (const auto& [id, handle] : s.by_id) {
+    const uint32_t wid = id;
+    self->request(handle, std::chrono::seconds(30), cancel_atom::value, step, mb, attempt)
+        .then([=](bool held) { on_cancelled(self, step, mb, attempt, wid, held); },
+              [=](const caf::error&) { on_cancelled(self, step, mb, attempt, wid, false); });
+  }
+  if (m.awaiting.empty()) s.waiting.push_back(mb);
+}
+
+// Re-runs from stage 0, as attempt+1, every micro-batch of the open step whose gradient
+// worker `lost` held or may have been about to take: a completed one whose route went through
+// it (the gradient died with it), one in backward through it, or one still on its way
+// forward (its path is not known yet). Every worker drops the older attempts and says whether
+// it holds the gradient; the re-run is pinned to those holders, so the stages that kept the
+// gradient do not take it again.
+void rerun_through(Self* self, uint32_t lost) {
+  auto& s = self->state;
+  size_t reruns = 0;
+  for (uint32_t mb = 0; mb < s.micro.size(); ++mb) {
+    auto& m = s.micro[mb];
+    if (!m.ready) continue;
+    auto held = std::find(m.pin.begin(), m.pin.end(), lost);
+    const bool lost_gradient = held != m.pin.end();
+    if (lost_gradient) *held = messages::kNoWorker;
+    // Not sent out yet (waiting for answers or for a slot): nothing of it is in flight. The
+    // lost worker will not answer (its node may be gone: no error until the timeout).
+    if (!m.awaiting.empty()) {
+      if (m.awaiting.erase(lost) > 0 && m.awaiting.empty()) s.waiting.push_back(mb);
+      continue;
+    }
+    if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) continue;
+    const bool on_route = std::find(m.route.begin(), m.route.end(), lost) != m.route.end();
+    if (m.done && m.has_loss && !lost_gradient) continue;  // (done without a loss: route unknown)
+    if (!m.done && m.has_loss && !on_route) continue;
+    rerun(self, mb);
+    ++reruns;
+  }
+  std::sort(s.waiting.begin(), s.waiting.end());
+  if (reruns > 0)
+    spdlog::warn("step {}: re-running {} micro-batch(es) that went through worker {}", s.step,
+                 reruns, lost);
+  dispatch_waiting(self);
+}
+
+// A worker went down: it leaves the membership now (everyone re-wires), and whatever the
+// step needed from it is re-run or no longer waited for.
+void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
+  auto& s = self->state;
+  s.dead.insert(addr);
+  const uint32_t stage = s.stage_of[id];
+  s.by_id.erase(id);
+  for (auto& st : s.members.stages)
+    st.erase(
+        std::remove_if(st.begin(), st.end(), [&](const messages::Member& w) { return w.id == id; }),
+        st.end());
+  std::vector<uint32_t> ids0;
+  if (!s.members.stages.empty())
+    for (const auto& w : s.members.stages[0]) ids0.push_back(w.id);
+  s.stage0.set_members(ids0);
+  if (!s.fault_at) s.fault_at = tracker_state::Clock::now();
+  const std::string reason = self->system().render(why);
+  spdlog::warn("stage worker {} (stage {}) went down at step {}: {}", id, stage, s.step, reason);
+  write_metrics(self, {{"event", "fault"},
+                       {"kind", "worker_lost"},
+                       {"worker", id},
+                       {"stage", stage},
+                       {"step", s.step},
+                       {"reason", reason}});
+  announce(self);
+  if (auto k = empty_stage(s); k && !s.paused) {
+    s.paused = true;
+    spdlog::warn("pipeline paused at step {}: stage {} has no worker; waiting for one to join",
+                 s.step, *k);
+    write_metrics(
+        self, {{"event", "fault"}, {"kind", "pipeline_paused"}, {"stage", *k}, {"step", s.step}});
+  }
+  switch (s.phase) {
+    case Phase::running:
+      rerun_through(self, id);
+      break;
+    case Phase::reducing:
+      maybe_apply(self);
+      break;
+    case Phase::applying:
+      maybe_finish_step(self);
+      break;
+    case Phase::saving:
+      break;  // its request fails and the checkpoint goes on without it
+    case Phase::evaluating:
+      start_eval(self);  // again, through live workers
+      break;
+    case Phase::resetting:
+      s.resetting.erase(id);
+      maybe_reset_done(self);
+      break;
+    case Phase::idle:
+      break;
+  }
+}
+
+}  // namespace swarmrt::actors::tracker

@@ -1,0 +1,137 @@
+// A restarted tracker: what it writes to its store as the run goes, what it takes back from it,
+// and how it continues (see TrackerStore).
+#include "actors/tracker/internal.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace swarmrt::actors::tracker {
+using namespace swarmrt::atoms;
+using messages::Direction;
+
+// Writes where a restarted tracker would continue (see TrackerStore).
+void record(Self* self, TrackerStore::Phase phase) {
+  auto& s = self->state;
+  if (!s.setup.store) return;
+  auto& st = *s.setup.store;
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.phase = phase;
+  st.step = s.step;
+  st.first_step = s.first_step;
+  st.run_start = s.run_start;
+  st.step_start = s.step_start;
+  if (phase == TrackerStore::Phase::closed) st.report = s.report;
+  if (phase == TrackerStore::Phase::applying) {
+    st.lr = s.lr;
+    st.loss = s.step_loss;
+    st.completed = s.step_completed;
+    st.duplicates = s.duplicates;
+    st.extra_samples = s.extra_samples;
+    st.missing_samples = s.missing_samples;
+    st.samples = s.samples;
+  }
+}
+
+// A tracker started by its supervisor after its predecessor was lost takes the run's
+// progress from the store (see TrackerStore); the membership comes from the supervisor.
+void restore(Self* self) {
+  auto& s = self->state;
+  auto& st = *s.setup.store;
+  std::lock_guard<std::mutex> lock(st.mu);
+  s.attempt_base = st.incarnation++ << 16;
+  if (st.phase == TrackerStore::Phase::none) return;
+  s.restored = st.phase;
+  s.step = st.step;
+  s.first_step = st.first_step;
+  s.run_start = st.run_start;
+  s.step_start = st.step_start;
+  s.report = st.report;
+  if (st.phase == TrackerStore::Phase::applying) {
+    s.lr = st.lr;
+    s.coef = st.coef;
+    s.step_loss = st.loss;
+    s.step_completed = st.completed;
+    s.duplicates = st.duplicates;
+    s.extra_samples = st.extra_samples;
+    s.missing_samples = st.missing_samples;
+    s.samples = st.samples;
+  }
+}
+
+// Continues the run where the lost tracker was (see TrackerStore).
+void continue_run(Self* self) {
+  auto& s = self->state;
+  const auto phase = *s.restored;
+  s.restored.reset();
+  s.fault_at = tracker_state::Clock::now();
+  switch (phase) {
+    case TrackerStore::Phase::opened:
+      spdlog::warn("step tracker (restarted): step {} was open", s.step);
+      --s.step;
+      s.reopen = true;
+      start_step(self);
+      break;
+    case TrackerStore::Phase::applying:
+      spdlog::warn("step tracker (restarted): the workers were applying step {}: sent again",
+                   s.step);
+      adopt_membership(self);
+      send_apply(self);
+      maybe_finish_step(self);
+      break;
+    case TrackerStore::Phase::closed:
+      spdlog::warn("step tracker (restarted): step {} was closed", s.step);
+      adopt_membership(self);
+      after_close(self);
+      break;
+    case TrackerStore::Phase::none:
+      break;
+  }
+}
+
+// Every worker drops what it did in the step a lost tracker had opened, then every
+// averager its partial sum (after the workers: a gradient a worker sent before its reset
+// reaches the averager before the averager's reset), then the step opens again.
+void reset_averagers(Self* self) {
+  auto& s = self->state;
+  const uint64_t step = s.step;
+  s.averager_resets = 0;
+  for (const auto& a : s.setup.averagers)
+    if (a) ++s.averager_resets;
+  if (s.averager_resets == 0) return open_step(self);
+  auto answered = [=] {
+    auto& s = self->state;
+    if (s.phase == Phase::resetting && s.step == step && --s.averager_resets == 0) open_step(self);
+  };
+  for (const auto& a : s.setup.averagers)
+    if (a)
+      self->request(a, std::chrono::seconds(30), reset_atom::value, step)
+          .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
+}
+
+void maybe_reset_done(Self* self) {
+  auto& s = self->state;
+  if (s.phase == Phase::resetting && s.resetting.empty() && s.averager_resets == 0)
+    reset_averagers(self);
+}
+
+void reset_workers(Self* self) {
+  auto& s = self->state;
+  enter(self, Phase::resetting);
+  const uint64_t step = s.step;
+  spdlog::warn("step tracker (restarted): opening step {} again from its first micro-batch", step);
+  s.resetting.clear();
+  s.averager_resets = 0;
+  for (const auto& [id, handle] : s.by_id) s.resetting.insert(id);
+  for (const auto& [id, handle] : s.by_id) {
+    const uint32_t wid = id;
+    auto answered = [=] {
+      auto& s = self->state;
+      if (s.phase != Phase::resetting || s.step != step || s.resetting.erase(wid) == 0) return;
+      maybe_reset_done(self);
+    };
+    self->request(handle, std::chrono::seconds(30), reset_atom::value, step, s.attempt_base)
+        .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
+  }
+  maybe_reset_done(self);
+}
+
+}  // namespace swarmrt::actors::tracker

@@ -1,0 +1,170 @@
+// The step tracker: opens step s with M micro-batches, has the loaders produce them and sends
+// each to a stage-0 worker chosen by its wiring, counts every micro-batch exactly once as it
+// completes, then closes the step: gradients are reduced, clipped by the norm the mode calls
+// for and applied (with a DiLoCo round every H steps) before the next step opens. It also
+// runs evaluations and writes one metrics record per step.
+//
+// Faults (architecture §7): it monitors every worker. A worker lost in the middle of a step is
+// removed at once (everyone re-wires), and the micro-batches whose gradient it held or whose
+// path it touched are re-run from stage 0 with attempt+1; so is a micro-batch that does not
+// come back within supervision.microbatch_timeout_s (a lost hop). Before a re-run goes out,
+// every live worker drops the older attempts and says whether it holds the micro-batch's
+// gradient; the re-run is pinned to those holders, so each stage takes every micro-batch's
+// gradient exactly once (checked per step against the routes: RunReport extra/missing
+// samples). A stage left without workers pauses the pipeline until a worker of that stage
+// joins. A
+// restarted or joining worker asks the tracker for its starting state: a live peer's (handed
+// out between steps), its DiLoCo group's θ, or the newest checkpoint's.
+#pragma once
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "actors/diloco/diloco_group.hpp"
+#include "actors/runtime/context.hpp"
+#include "messages/types.hpp"
+#include "model/data.hpp"
+#include "model/run_dir.hpp"
+#include "policy/wiring.hpp"
+
+namespace swarmrt::actors {
+
+// What a restarted tracker continues from, kept outside the tracker actor (like a DiLoCo
+// group's store) by the tracker supervisor. The tracker writes it when it opens a step, when
+// it has decided a step's apply (before any worker takes it) and when it has closed a step.
+// A tracker lost while a step runs or reduces opens that step again from its first
+// micro-batch (no worker has applied it); one lost while the workers apply sends the same
+// apply again (taken once by each worker); one lost after closing a step does what follows it.
+struct TrackerStore {
+  using Clock = std::chrono::steady_clock;
+  enum class Phase { none, opened, applying, closed };
+  std::mutex mu;
+  uint32_t incarnation = 0;  // trackers started so far; attempts start at incarnation << 16
+  Phase phase = Phase::none;
+  uint64_t step = 0;  // the step `phase` is about
+  uint64_t first_step = 0;
+  Clock::time_point run_start, step_start;
+  messages::RunReport report;  // through the last closed step
+  // The apply of `step` (phase applying): what the workers are told and what the step's record
+  // will say.
+  double lr = 0, coef = -1, loss = 0;
+  int64_t completed = 0, duplicates = 0, extra_samples = 0, missing_samples = 0;
+  std::map<uint32_t, int64_t> samples;
+};
+using TrackerStorePtr = std::shared_ptr<TrackerStore>;
+
+struct TrackerSetup {
+  ContextPtr ctx;
+  std::vector<caf::actor> loaders;
+  std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
+  std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
+  caf::actor metrics;                 // optional metrics sink
+  std::shared_ptr<const model::TextCorpus> corpus;
+  bool progress = true;
+  model::RunDir* run = nullptr;             // periodic checkpoints go here when set
+  std::vector<GroupStorePtr> group_stores;  // per stage (DiLoCo), saved in checkpoints
+  std::optional<model::Checkpoint> resume;  // continue from this swarm checkpoint
+  std::string resume_origin;
+  caf::actor chaos;       // optional: told when each step starts
+  TrackerStorePtr store;  // optional: where a restarted tracker continues from
+};
+
+struct tracker_state {
+  using Clock = std::chrono::steady_clock;
+  struct Micro {
+    messages::TensorList batch;
+    uint32_t attempt = 0;
+    uint32_t worker = 0;
+    Clock::time_point sent;
+    bool ready = false;  // the loader delivered it
+    bool done = false;   // backward reached stage 0
+    bool has_loss = false;
+    double loss = 0;
+    std::vector<uint32_t> route;  // the workers of the attempt that reached the last stage
+    // Per stage, the live worker that holds this micro-batch's gradient (kNoWorker: none).
+    // A re-run is pinned to them, so no stage takes the gradient twice.
+    std::vector<uint32_t> pin;
+    // Workers whose answer to the cancel is awaited: the re-run waits until every holder is
+    // known. A worker lost meanwhile is no longer awaited.
+    std::set<uint32_t> awaiting;
+  };
+  struct StateRequest {
+    uint32_t stage = 0, id = 0;
+    caf::response_promise promise;
+  };
+
+  TrackerSetup setup;
+  policy::Wiring stage0{"throughput"};
+  messages::Membership members;
+  std::optional<messages::Membership> pending;  // adopted when the next step starts
+  std::map<uint32_t, caf::actor> by_id;
+  std::map<uint32_t, uint32_t> stage_of;
+
+  uint64_t step = 0;
+  Clock::time_point run_start, step_start;
+  std::vector<Micro> micro;
+  std::deque<uint32_t> waiting;  // micro-batches waiting for a free stage-0 slot
+  int64_t duplicates = 0;
+  std::map<uint32_t, double> sqnorms;
+  std::map<uint32_t, int64_t> samples;
+  int64_t extra_samples = 0, missing_samples = 0;  // see RunReport
+  std::set<uint32_t> applied;
+  double lr = 0;
+  double coef = -1;            // the step's clip coefficient (-1: each replica clips its own)
+  double step_loss = 0;        // mean micro-batch loss of the step being applied
+  int64_t step_completed = 0;  // its micro-batches
+  // One behaviour per phase (tracker::enter):
+  //
+  //           run                  all micro-batches back        every norm
+  //   idle ───────► running ─────────────────────────────► reducing ─────────► applying
+  //     ▲             ▲  ▲                                                        │ all applied
+  //     │             │  └─────────────── next step ─────────────────────────────┤
+  //     │             │                                                           ▼
+  //     │             └──── next step ◄──── evaluating ◄──── saving ◄──── (a checkpoint or
+  //     └─────────── last step evaluated                                    evaluation due)
+  //   a restarted tracker reopening a step: resetting ─► running
+  enum class Phase {
+    idle,
+    resetting,  // a restarted tracker: every worker drops what it did in the reopened step
+    running,
+    reducing,
+    applying,
+    saving,
+    evaluating
+  } phase = Phase::idle;
+  uint32_t attempt_base = 0;  // first attempt of every micro-batch (see TrackerStore)
+  bool reopen = false;        // the next step opened is one a lost tracker opened
+  std::optional<TrackerStore::Phase> restored;  // where this (restarted) tracker continues
+  std::set<uint32_t> resetting;                 // workers whose reset answer is awaited
+  size_t averager_resets = 0;                   // averager answers awaited
+
+  std::vector<model::Batch> val;
+  std::vector<double> val_losses;
+  std::vector<bool> val_have;
+  uint32_t eval_sends = 0;  // evaluation send-outs: a deadline is for the latest only
+
+  std::set<caf::actor_addr> dead;            // workers seen going down: never re-adopted
+  std::set<caf::actor_addr> watched;         // supervisors whose escalation ends the run
+  std::vector<StateRequest> state_requests;  // grad-sync: served between steps
+  std::map<uint64_t, std::pair<uint32_t, caf::response_promise>> asks;  // group asks to retry
+  uint64_t next_ask = 0;
+  bool paused = false;                               // a stage has no worker
+  std::optional<Clock::time_point> fault_at;         // the first unrecovered fault of the step
+  uint64_t first_step = 0;                           // the step a resumed run continues after
+  std::map<uint32_t, messages::WorkerState> saving;  // checkpoint being gathered
+  size_t saving_wanted = 0;
+
+  messages::RunReport report;
+  caf::response_promise promise;
+  static inline const char* name = "step_tracker";
+};
+
+caf::behavior step_tracker(caf::stateful_actor<tracker_state>* self, TrackerSetup setup);
+
+}  // namespace swarmrt::actors

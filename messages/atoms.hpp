@@ -1,0 +1,67 @@
+// Every atom of swarmrt, declared once (CAF 0.17: at most 10 characters). The payload that
+// goes with each is written beside it; the message types themselves are in types.hpp.
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace swarmrt::atoms {
+// Atoms are named for what they ask or announce (CAF 0.17: at most 10 characters).
+using run_atom = caf::atom_constant<caf::atom("run")>;              // tracker: run all steps
+using batch_atom = caf::atom_constant<caf::atom("batch")>;          // loader: next micro-batch
+using frame_atom = caf::atom_constant<caf::atom("frame")>;          // a micro-batch hop
+using loss_atom = caf::atom_constant<caf::atom("loss")>;            // last stage -> tracker
+using done_atom = caf::atom_constant<caf::atom("done")>;            // stage 0 -> tracker
+using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;   // last stage -> tracker
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;        // tracker: sync gradients
+using grads_atom = caf::atom_constant<caf::atom("grads")>;          // worker <-> averager
+using norm_atom = caf::atom_constant<caf::atom("norm")>;            // worker -> tracker
+using apply_atom = caf::atom_constant<caf::atom("apply")>;          // tracker: take the step
+using applied_atom = caf::atom_constant<caf::atom("applied")>;      // worker -> tracker
+using round_atom = caf::atom_constant<caf::atom("round")>;          // DiLoCo round frame
+using members_atom = caf::atom_constant<caf::atom("members")>;      // membership update
+using params_atom = caf::atom_constant<caf::atom("params")>;        // ask for parameters
+using stats_atom = caf::atom_constant<caf::atom("stats")>;          // ask for counters
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;      // a metrics.jsonl record
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;          // a frame chunk from afar
+using join_atom = caf::atom_constant<caf::atom("join")>;            // node -> coordinator
+using workers_atom = caf::atom_constant<caf::atom("workers")>;      // node: my workers are up
+using ready_atom = caf::atom_constant<caf::atom("ready")>;          // wait for a full swarm
+using stop_atom = caf::atom_constant<caf::atom("stop")>;            // stop this node / swarm
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;        // tracker: drop old attempts
+using state_atom = caf::atom_constant<caf::atom("state")>;          // ask for a worker's state
+using restarted_atom = caf::atom_constant<caf::atom("restarted")>;  // supervisor: new handle
+using replaced_atom = caf::atom_constant<caf::atom("replaced")>;    // a core actor restarted
+using kill_atom = caf::atom_constant<caf::atom("kill")>;            // chaos: kill by name/kind
+using slow_atom = caf::atom_constant<caf::atom("slow")>;            // chaos: slow a worker
+using faults_atom = caf::atom_constant<caf::atom("faults")>;        // ask for fault counters
+using step_atom = caf::atom_constant<caf::atom("step")>;            // tracker: a step starts
+using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: watch a supervisor
+using reset_atom = caf::atom_constant<caf::atom("reset")>;          // restarted tracker: reopen
+using link_atom = caf::atom_constant<caf::atom("link")>;            // a communicator link: join it
+using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
+using group_comm_atom = caf::atom_constant<caf::atom("grpcomm")>;  // group: your communicator
+using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0: join it
+// A worker of the group's communicator is at round r (and whether it can all-reduce); the
+// group answers all-reduce (every worker of the communicator is) or report your own.
+using group_ready_atom = caf::atom_constant<caf::atom("grpready")>;
+using group_go_atom = caf::atom_constant<caf::atom("grpgo")>;
+
+// Frames of another process that arrived on a frame link (transport/bulk.hpp): the receiver's
+// inbox is told one came (bulk_ready_atom) and takes it by id (bulk_atom, id).
+using bulk_atom = caf::atom_constant<caf::atom("bulk")>;
+using bulk_ready_atom = caf::atom_constant<caf::atom("bulkready")>;
+
+// Timers: a message an actor sends itself with delayed_send. They never cross a process.
+// Step tracker: micro-batch (step, mb, attempt) not back within supervision.microbatch_timeout_s.
+using microbatch_timer_atom = caf::atom_constant<caf::atom("mbtimer")>;
+// Step tracker: validation losses of (step, send-out) not back within the same timeout.
+using eval_timer_atom = caf::atom_constant<caf::atom("evaltimer")>;
+// DiLoCo group: round r's contributions not all in within diloco.round_timeout_s.
+using round_timer_atom = caf::atom_constant<caf::atom("roundtimer")>;
+// Stage worker: no answer from the group on a round's all-reduce within transport.comm_timeout_s.
+using go_timer_atom = caf::atom_constant<caf::atom("gotimer")>;
+// Chaos control: the next fault of its schedule.
+using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
+// Supervisors: a child's restart after its backoff.
+using restart_timer_atom = caf::atom_constant<caf::atom("rsttimer")>;
+}  // namespace swarmrt::atoms

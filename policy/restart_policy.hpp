@@ -1,0 +1,32 @@
+// When a supervisor may restart a child, and after how long (architecture §7): at most R restarts
+// within T seconds (restart intensity), each after a backoff that doubles with every restart
+// still inside the window. The (R+1)-th restart within T is refused: the supervisor escalates.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <optional>
+
+#include "model/config.hpp"
+
+namespace swarmrt::policy {
+
+class RestartPolicy {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit RestartPolicy(const model::SupervisionConfig& config) : config_(config) {}
+
+  // Records a restart wanted at `now`: the delay before it, or nullopt when the intensity
+  // limit is exceeded (nothing recorded then).
+  std::optional<std::chrono::milliseconds> next(Clock::time_point now);
+
+  // Restarts inside the window as of `now`.
+  size_t recent(Clock::time_point now);
+
+ private:
+  model::SupervisionConfig config_;
+  std::deque<Clock::time_point> restarts_;
+};
+
+}  // namespace swarmrt::policy

@@ -1,0 +1,112 @@
+#include "policy/wiring.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace swarmrt::policy {
+namespace {
+constexpr double kAlpha = 0.1;
+constexpr double kUnmeasuredSecondsPerSample = 1.0;
+}  // namespace
+
+Wiring::Wiring(std::string policy, uint64_t seed, int max_inflight)
+    : policy_(std::move(policy)), rng_(seed), max_inflight_(max_inflight) {
+  if (policy_ != "throughput" && policy_ != "uniform")
+    throw std::invalid_argument("unknown wiring policy '" + policy_ + "'");
+}
+
+double Wiring::min_key() const {
+  double m = std::numeric_limits<double>::infinity();
+  for (auto id : ids_) m = std::min(m, stats_.at(id).key);
+  return std::isinf(m) ? 0.0 : m;
+}
+
+void Wiring::set_members(const std::vector<uint32_t>& ids) {
+  const double entry = min_key();
+  std::vector<uint32_t> fresh;
+  for (auto id : ids)
+    if (!stats_.count(id)) fresh.push_back(id);
+  ids_ = ids;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (auto id : fresh) {
+    Stats s;
+    s.key = entry;
+    s.tie = u(rng_);
+    stats_[id] = s;
+  }
+}
+
+std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> pinned) {
+  if (pinned && std::find(ids_.begin(), ids_.end(), *pinned) != ids_.end()) {
+    auto& s = stats_[*pinned];
+    if (s.inflight >= max_inflight_) return std::nullopt;
+    const auto tput = throughput(*pinned);
+    s.key += tput ? samples / *tput : samples * kUnmeasuredSecondsPerSample;
+    ++s.inflight;
+    return pinned;
+  }
+  std::vector<uint32_t> open;
+  for (auto id : ids_)
+    if (stats_[id].inflight < max_inflight_) open.push_back(id);
+  if (open.empty()) return std::nullopt;
+  uint32_t pick;
+  if (policy_ == "uniform") {
+    pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
+  } else {
+    pick = *std::min_element(open.begin(), open.end(), [&](uint32_t a, uint32_t b) {
+      const auto &sa = stats_[a], &sb = stats_[b];
+      return sa.key != sb.key ? sa.key < sb.key : sa.tie < sb.tie;
+    });
+    auto& s = stats_[pick];
+    const auto tput = throughput(pick);
+    s.key += tput ? samples / *tput : samples * kUnmeasuredSecondsPerSample;
+    s.tie = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  ++stats_[pick].inflight;
+  return pick;
+}
+
+void Wiring::completed(uint32_t id, double samples, Clock::time_point sent, Clock::time_point now) {
+  auto it = stats_.find(id);
+  if (it == stats_.end()) return;
+  const auto start = std::max(sent, it->second.last_done);
+  it->second.last_done = now;
+  const double seconds = std::chrono::duration<double>(now - start).count();
+  completed(id, samples, measure_ ? measure_(id, samples, seconds) : seconds);
+}
+
+void Wiring::completed(uint32_t id, double samples, double seconds) {
+  auto it = stats_.find(id);
+  if (it == stats_.end()) return;
+  auto& s = it->second;
+  if (s.inflight > 0) --s.inflight;
+  if (seconds <= 0) return;
+  s.ema = kAlpha * (samples / seconds) + (1 - kAlpha) * s.ema;
+  ++s.measurements;
+}
+
+void Wiring::release(uint32_t id) {
+  auto it = stats_.find(id);
+  if (it != stats_.end() && it->second.inflight > 0) --it->second.inflight;
+}
+
+void Wiring::exclude(uint32_t id) {
+  ids_.erase(std::remove(ids_.begin(), ids_.end(), id), ids_.end());
+  stats_.erase(id);
+}
+
+int Wiring::inflight(uint32_t id) const {
+  auto it = stats_.find(id);
+  return it == stats_.end() ? 0 : it->second.inflight;
+}
+
+std::optional<double> Wiring::throughput(uint32_t id) const {
+  auto it = stats_.find(id);
+  if (it == stats_.end() || it->second.measurements == 0) return std::nullopt;
+  // Bias correction: the EMA starts at 0, so divide by 1 - (1 - alpha)^n.
+  return it->second.ema / (1 - std::pow(1 - kAlpha, it->second.measurements));
+}
+
+}  // namespace swarmrt::policy

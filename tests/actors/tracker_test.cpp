@@ -1,0 +1,185 @@
+// The step tracker message by message, on CAF's deterministic test scheduler: the test plays
+// the stage workers (puppet actors that log what they are sent) and decides exactly when each
+// of their answers arrives and when one of them dies, so a fault lands in a chosen phase of
+// the step every time. The loaders are the real ones.
+#include <gtest/gtest.h>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/loader/data_loader.hpp"
+#include "actors/runtime/runtime.hpp"
+#include "actors/tracker/step_tracker.hpp"
+#include "messages/frame.hpp"
+#include "model/config.hpp"
+
+using namespace swarmrt;
+using namespace swarmrt::atoms;
+
+namespace {
+
+using Log = std::shared_ptr<std::vector<caf::message>>;
+
+// A stand-in for a stage worker: logs every message; answers the tracker's requests as a
+// worker that holds nothing would.
+caf::behavior puppet(caf::event_based_actor* self, Log log) {
+  self->set_default_handler([log](caf::scheduled_actor*, caf::message_view& x) {
+    log->push_back(x.copy_content_to_message());
+    return caf::result<caf::message>{caf::message{}};
+  });
+  return {
+      [=](cancel_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
+        log->push_back(caf::make_message(cancel_atom::value, step, mb, attempt));
+        return false;
+      },
+  };
+}
+
+template <class... Ts>
+size_t count(const Log& log) {
+  size_t n = 0;
+  for (const auto& m : *log) n += m.match_elements<Ts...>() ? 1 : 0;
+  return n;
+}
+
+struct TrackerFixture : ::testing::Test {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<actors::SwarmContext> ctx = std::make_shared<actors::SwarmContext>();
+  std::shared_ptr<const model::TextCorpus> corpus;
+  caf::actor tracker, loader;
+  Log log0 = std::make_shared<std::vector<caf::message>>();
+  Log log1 = std::make_shared<std::vector<caf::message>>();
+  caf::actor w0, w1;  // stage 0 and stage 1
+  static constexpr uint32_t id0 = 1000, id1 = 1001;
+
+  void SetUp() override {
+    actors::configure_actor_system(cfg);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    ctx->config = model::parse_config(
+        "[model]\npreset = \"tiny\"\nn_layer = 2\nblock_size = 8\n"
+        "[train]\nsteps = 3\nmicro_batch = 1\nmicro_batches = 2\neval_every = 0\n"
+        "eval_batches = 1\n"
+        "[data]\npath = \"unused\"\n"
+        "[swarm]\nmode = \"pp\"\nstages = 2\nworkers_per_stage = 1\n",
+        "tracker_test");
+    corpus = std::make_shared<const model::TextCorpus>(
+        model::TextCorpus::from_text(std::string(4096, 'a') + std::string(4096, 'b'), 0.25));
+    actors::LoaderSetup ls;
+    ls.corpus = corpus;
+    ls.block_size = ctx->config.model.block_size;
+    ls.micro_batch = ctx->config.train.micro_batch;
+    ls.micro_batches = ctx->config.train.micro_batches;
+    loader = sys->spawn(actors::data_loader, ls);
+    actors::TrackerSetup setup;
+    setup.ctx = ctx;
+    setup.loaders = {loader};
+    setup.averagers = {caf::actor(), caf::actor()};
+    setup.groups = {caf::actor(), caf::actor()};
+    setup.corpus = corpus;
+    setup.progress = false;
+    tracker = sys->spawn(actors::step_tracker, std::move(setup));
+    w0 = sys->spawn(puppet, log0);
+    w1 = sys->spawn(puppet, log1);
+    messages::Membership m;
+    m.version = 1;
+    m.stages = {{{id0, 0, w0, "", "cpu"}}, {{id1, 1, w1, "", "cpu"}}};
+    caf::anon_send(tracker, members_atom::value, m);
+    caf::anon_send(tracker, run_atom::value);
+    sched->run();
+  }
+
+  void TearDown() override {
+    for (const auto& a : {tracker, loader, w0, w1}) caf::anon_send_exit(a, caf::exit_reason::kill);
+    sched->run();
+  }
+
+  // Both micro-batches of `step` come back: stage 1 reports the loss, stage 0 the completion.
+  void complete_step(uint64_t step) {
+    for (uint32_t mb = 0; mb < 2; ++mb) {
+      caf::anon_send(tracker, loss_atom::value, step, mb, uint32_t{0}, 2.5,
+                     std::vector<uint32_t>{id0, id1});
+      caf::anon_send(tracker, done_atom::value, step, mb, uint32_t{0}, id0);
+    }
+    sched->run();
+  }
+
+  // The micro-batch frames stage 0 was sent for `step`.
+  size_t frames_for(uint64_t step) {
+    size_t n = 0;
+    for (const auto& m : *log0)
+      if (m.match_elements<frame_atom, messages::Frame>())
+        n += messages::open_frame(m.get_as<messages::Frame>(1)).step == step ? 1 : 0;
+    return n;
+  }
+};
+
+TEST_F(TrackerFixture, AStepGoesThroughReduceAndApplyOneMessageAtATime) {
+  EXPECT_EQ(frames_for(1), 2u);  // both micro-batches of step 1 went to stage 0
+  complete_step(1);
+  EXPECT_EQ((count<reduce_atom, uint64_t>(log0)), 1u);
+  EXPECT_EQ((count<reduce_atom, uint64_t>(log1)), 1u);
+  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 1.0, int64_t{2});
+  sched->run();
+  EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 0u);  // still waits for stage 1
+  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{1}, id1, 3.0, int64_t{2});
+  sched->run();
+  EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
+  EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log1)), 1u);
+  // A norm that arrives again once the step is applying is stale: no second apply.
+  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 1.0, int64_t{2});
+  sched->run();
+  EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
+  EXPECT_EQ(frames_for(2), 0u);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
+  sched->run();
+  EXPECT_EQ(frames_for(2), 2u);  // step 2 opened only once every worker applied step 1
+}
+
+TEST_F(TrackerFixture, AWorkerLostWhileTheStepReducesIsNoLongerWaitedFor) {
+  complete_step(1);
+  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 1.0, int64_t{2});
+  sched->run();
+  ASSERT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 0u);
+  caf::anon_send_exit(w1, caf::exit_reason::kill);  // stage 1's only worker, before its norm
+  sched->run();
+  // The survivor is re-wired at once (stage 1 now empty) and the step is applied without
+  // the lost worker's norm.
+  bool rewired = false;
+  for (const auto& m : *log0)
+    if (m.match_elements<members_atom, messages::Membership>()) {
+      const auto& ms = m.get_as<messages::Membership>(1);
+      rewired |= ms.stages.size() == 2 && ms.stages[1].empty() && ms.stages[0].size() == 1;
+    }
+  EXPECT_TRUE(rewired);
+  EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
+  sched->run();
+  // Step 2 opens, but the pipeline is paused until stage 1 has a worker again: its
+  // micro-batches go to stage 0 and no further.
+  EXPECT_EQ(frames_for(2), 2u);
+  EXPECT_EQ((count<reduce_atom, uint64_t>(log0)), 1u);
+}
+
+TEST_F(TrackerFixture, AWorkerLostMidStepHasTheMicroBatchesThroughItReRun) {
+  // Micro-batch 0 completed through both workers; micro-batch 1 is still on its way.
+  caf::anon_send(tracker, loss_atom::value, uint64_t{1}, uint32_t{0}, uint32_t{0}, 2.5,
+                 std::vector<uint32_t>{id0, id1});
+  caf::anon_send(tracker, done_atom::value, uint64_t{1}, uint32_t{0}, uint32_t{0}, id0);
+  sched->run();
+  caf::anon_send_exit(w1, caf::exit_reason::kill);
+  sched->run();
+  // Micro-batch 0's gradient at stage 1 died with the worker, micro-batch 1's path is not
+  // known: both are cancelled at the survivor (attempt 1) and sent again, pinned.
+  EXPECT_EQ((count<cancel_atom, uint64_t, uint32_t, uint32_t>(log0)), 2u);
+  size_t reruns = 0;
+  for (const auto& m : *log0)
+    if (m.match_elements<frame_atom, messages::Frame>())
+      reruns += messages::open_frame(m.get_as<messages::Frame>(1)).attempt == 1 ? 1 : 0;
+  EXPECT_EQ(reruns, 2u);
+  EXPECT_EQ((count<reduce_atom, uint64_t>(log0)), 0u);  // the step is not closed
+}
+
+}  // namespace
