@@ -6,38 +6,40 @@
 
 namespace swarmrt::atoms {
 // Atoms are named for what they ask or announce (CAF 0.17: at most 10 characters).
-using run_atom = caf::atom_constant<caf::atom("run")>;              // tracker: run all steps
-using batch_atom = caf::atom_constant<caf::atom("batch")>;          // loader: next micro-batch
-using frame_atom = caf::atom_constant<caf::atom("frame")>;          // a micro-batch hop
-using loss_atom = caf::atom_constant<caf::atom("loss")>;            // last stage -> tracker
-using done_atom = caf::atom_constant<caf::atom("done")>;            // stage 0 -> tracker
-using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;   // last stage -> tracker
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;        // tracker: sync gradients
-using grads_atom = caf::atom_constant<caf::atom("grads")>;          // worker <-> averager
-using norm_atom = caf::atom_constant<caf::atom("norm")>;            // worker -> tracker
-using apply_atom = caf::atom_constant<caf::atom("apply")>;          // tracker: take the step
-using applied_atom = caf::atom_constant<caf::atom("applied")>;      // worker -> tracker
-using round_atom = caf::atom_constant<caf::atom("round")>;          // DiLoCo round frame
-using members_atom = caf::atom_constant<caf::atom("members")>;      // membership update
-using params_atom = caf::atom_constant<caf::atom("params")>;        // ask for parameters
-using stats_atom = caf::atom_constant<caf::atom("stats")>;          // ask for counters
-using metrics_atom = caf::atom_constant<caf::atom("metrics")>;      // a metrics.jsonl record
-using chunk_atom = caf::atom_constant<caf::atom("chunk")>;          // a frame chunk from afar
-using join_atom = caf::atom_constant<caf::atom("join")>;            // node -> coordinator
-using workers_atom = caf::atom_constant<caf::atom("workers")>;      // node: my workers are up
-using ready_atom = caf::atom_constant<caf::atom("ready")>;          // wait for a full swarm
-using stop_atom = caf::atom_constant<caf::atom("stop")>;            // stop this node / swarm
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;        // tracker: drop old attempts
-using state_atom = caf::atom_constant<caf::atom("state")>;          // ask for a worker's state
-using restarted_atom = caf::atom_constant<caf::atom("restarted")>;  // supervisor: new handle
-using replaced_atom = caf::atom_constant<caf::atom("replaced")>;    // a core actor restarted
-using kill_atom = caf::atom_constant<caf::atom("kill")>;            // chaos: kill by name/kind
-using slow_atom = caf::atom_constant<caf::atom("slow")>;            // chaos: slow a worker
-using faults_atom = caf::atom_constant<caf::atom("faults")>;        // ask for fault counters
-using step_atom = caf::atom_constant<caf::atom("step")>;            // tracker: a step starts
-using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: watch a supervisor
-using reset_atom = caf::atom_constant<caf::atom("reset")>;          // restarted tracker: reopen
-using link_atom = caf::atom_constant<caf::atom("link")>;            // a communicator link: join it
+using run_atom = caf::atom_constant<caf::atom("run")>;               // tracker: run all steps
+using batch_atom = caf::atom_constant<caf::atom("batch")>;           // loader: next micro-batch
+using frame_atom = caf::atom_constant<caf::atom("frame")>;           // a micro-batch hop
+using loss_atom = caf::atom_constant<caf::atom("loss")>;             // last stage -> tracker
+using done_atom = caf::atom_constant<caf::atom("done")>;             // stage 0 -> tracker
+using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;    // last stage -> tracker
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;         // tracker: sync gradients
+using grads_atom = caf::atom_constant<caf::atom("grads")>;           // worker -> its averager
+using grad_sum_atom = caf::atom_constant<caf::atom("gradsum")>;      // averager -> worker: the sum
+using last_grads_atom = caf::atom_constant<caf::atom("lastgrads")>;  // a worker's last gradient
+using norm_atom = caf::atom_constant<caf::atom("norm")>;             // worker -> tracker
+using apply_atom = caf::atom_constant<caf::atom("apply")>;           // tracker: take the step
+using applied_atom = caf::atom_constant<caf::atom("applied")>;       // worker -> tracker
+using round_atom = caf::atom_constant<caf::atom("round")>;           // DiLoCo round frame
+using members_atom = caf::atom_constant<caf::atom("members")>;       // membership update
+using params_atom = caf::atom_constant<caf::atom("params")>;         // ask for parameters
+using stats_atom = caf::atom_constant<caf::atom("stats")>;           // ask for counters
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;       // a metrics.jsonl record
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;           // a frame chunk from afar
+using join_atom = caf::atom_constant<caf::atom("join")>;             // node -> coordinator
+using workers_atom = caf::atom_constant<caf::atom("workers")>;       // node: my workers are up
+using ready_atom = caf::atom_constant<caf::atom("ready")>;           // wait for a full swarm
+using stop_atom = caf::atom_constant<caf::atom("stop")>;             // stop this node / swarm
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;         // tracker: drop old attempts
+using state_atom = caf::atom_constant<caf::atom("state")>;           // ask for a worker's state
+using restarted_atom = caf::atom_constant<caf::atom("restarted")>;   // supervisor: new handle
+using replaced_atom = caf::atom_constant<caf::atom("replaced")>;     // a core actor restarted
+using kill_atom = caf::atom_constant<caf::atom("kill")>;             // chaos: kill by name/kind
+using slow_atom = caf::atom_constant<caf::atom("slow")>;             // chaos: slow a worker
+using faults_atom = caf::atom_constant<caf::atom("faults")>;         // ask for fault counters
+using step_atom = caf::atom_constant<caf::atom("step")>;             // tracker: a step starts
+using watch_atom = caf::atom_constant<caf::atom("watch")>;           // tracker: watch a supervisor
+using reset_atom = caf::atom_constant<caf::atom("reset")>;           // restarted tracker: reopen
+using link_atom = caf::atom_constant<caf::atom("link")>;             // a communicator link: join it
 using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
 using group_comm_atom = caf::atom_constant<caf::atom("grpcomm")>;  // group: your communicator
 using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0: join it
@@ -62,6 +64,9 @@ using round_timer_atom = caf::atom_constant<caf::atom("roundtimer")>;
 using go_timer_atom = caf::atom_constant<caf::atom("gotimer")>;
 // Chaos control: the next fault of its schedule.
 using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
+// Step tracker: ask stage k's DiLoCo group for a worker's state again (its supervisor is
+// restarting it): (key, tries).
+using ask_group_timer_atom = caf::atom_constant<caf::atom("asktimer")>;
 // Supervisors: a child's restart after its backoff.
 using restart_timer_atom = caf::atom_constant<caf::atom("rsttimer")>;
 }  // namespace swarmrt::atoms

@@ -12,94 +12,111 @@ namespace {
 
 using Slot = std::variant<int64_t*, double*, std::string*>;
 
+// Whether every node of a swarm must agree on a key (it is part of the config fingerprint a
+// join is checked against) or each node may set it for itself.
+enum class Scope { shared, node };
+
 struct Field {
   std::string section;
   std::string key;
   Slot (*slot)(RunConfig&);
+  Scope scope;
   std::string help;
 };
 
-#define SWARMRT_FIELD(sec, name, help)                                   \
-  Field {                                                                \
-#sec, #name, [](RunConfig & c) -> Slot { return &c.sec.name; }, help \
+#define SWARMRT_FIELD(sec, name, scope, help)                                          \
+  Field {                                                                              \
+#sec, #name, [](RunConfig & c) -> Slot { return &c.sec.name; }, Scope::scope, help \
   }
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
-      SWARMRT_FIELD(model, preset, "tiny | gpt2-small"),
-      SWARMRT_FIELD(model, n_layer, "transformer blocks"),
-      SWARMRT_FIELD(model, n_head, "attention heads"),
-      SWARMRT_FIELD(model, n_embd, "embedding width"),
-      SWARMRT_FIELD(model, block_size, "context length in bytes"),
-      SWARMRT_FIELD(model, vocab_size, "256 (byte tokenizer)"),
-      SWARMRT_FIELD(train, steps, "optimizer steps"),
-      SWARMRT_FIELD(train, micro_batch, "sequences per micro-batch"),
-      SWARMRT_FIELD(train, micro_batches, "micro-batches per step"),
-      SWARMRT_FIELD(train, lr, "peak inner learning rate"),
-      SWARMRT_FIELD(train, min_lr, "cosine floor"),
-      SWARMRT_FIELD(train, warmup_steps, "linear warmup steps"),
-      SWARMRT_FIELD(train, schedule, "constant | cosine"),
-      SWARMRT_FIELD(train, weight_decay, "AdamW weight decay (matrices only)"),
-      SWARMRT_FIELD(train, beta1, "AdamW beta1"),
-      SWARMRT_FIELD(train, beta2, "AdamW beta2"),
-      SWARMRT_FIELD(train, grad_clip, "global gradient-norm clip, 0 disables"),
-      SWARMRT_FIELD(train, seed, "initialization and data-order seed"),
-      SWARMRT_FIELD(train, eval_every, "steps between evaluations, 0 = only at the end"),
-      SWARMRT_FIELD(train, eval_batches, "validation micro-batches per evaluation"),
-      SWARMRT_FIELD(train, threads, "torch intra-op threads per process"),
-      SWARMRT_FIELD(train, log_every, "steps between progress lines"),
-      SWARMRT_FIELD(data, path, "UTF-8 text file or directory"),
-      SWARMRT_FIELD(data, val_fraction, "tail fraction held out for validation"),
-      SWARMRT_FIELD(swarm, mode, "single | pp | dp | swarm | diloco | diloco-swarm"),
-      SWARMRT_FIELD(swarm, stages, "pipeline stages"),
-      SWARMRT_FIELD(swarm, workers_per_stage, "workers serving each stage"),
-      SWARMRT_FIELD(swarm, wiring, "throughput | uniform"),
-      SWARMRT_FIELD(swarm, max_inflight, "micro-batches in flight per worker"),
-      SWARMRT_FIELD(swarm, loaders, "data loader actors (disjoint shards)"),
-      SWARMRT_FIELD(diloco, inner_steps, "H: inner steps between outer rounds"),
-      SWARMRT_FIELD(diloco, outer_lr, "outer Nesterov learning rate"),
-      SWARMRT_FIELD(diloco, outer_momentum, "outer Nesterov momentum"),
-      SWARMRT_FIELD(diloco, min_replicas, "quorum size for an outer round"),
-      SWARMRT_FIELD(diloco, round_timeout_s, "seconds to wait for a quorum"),
-      SWARMRT_FIELD(checkpoint, every_steps, "steps between checkpoints, 0 disables"),
-      SWARMRT_FIELD(checkpoint, keep, "checkpoints kept on disk"),
-      SWARMRT_FIELD(chaos, link_delay_ms, "delay every frame sent between processes by this"),
-      SWARMRT_FIELD(chaos, link_mbit_s, "cap every process link at this many Mbit/s, 0 = no cap"),
-      SWARMRT_FIELD(chaos, drop_fraction, "fraction of micro-batch hops between workers lost"),
-      SWARMRT_FIELD(chaos, slow_worker, "worker id to slow down, -1 = none"),
-      SWARMRT_FIELD(chaos, slow_factor,
+      SWARMRT_FIELD(model, preset, shared, "tiny | gpt2-small"),
+      SWARMRT_FIELD(model, n_layer, shared, "transformer blocks"),
+      SWARMRT_FIELD(model, n_head, shared, "attention heads"),
+      SWARMRT_FIELD(model, n_embd, shared, "embedding width"),
+      SWARMRT_FIELD(model, block_size, shared, "context length in bytes"),
+      SWARMRT_FIELD(model, vocab_size, shared, "256 (byte tokenizer)"),
+      SWARMRT_FIELD(train, steps, shared, "optimizer steps"),
+      SWARMRT_FIELD(train, micro_batch, shared, "sequences per micro-batch"),
+      SWARMRT_FIELD(train, micro_batches, shared, "micro-batches per step"),
+      SWARMRT_FIELD(train, lr, shared, "peak inner learning rate"),
+      SWARMRT_FIELD(train, min_lr, shared, "cosine floor"),
+      SWARMRT_FIELD(train, warmup_steps, shared, "linear warmup steps"),
+      SWARMRT_FIELD(train, schedule, shared, "constant | cosine"),
+      SWARMRT_FIELD(train, weight_decay, shared, "AdamW weight decay (matrices only)"),
+      SWARMRT_FIELD(train, beta1, shared, "AdamW beta1"),
+      SWARMRT_FIELD(train, beta2, shared, "AdamW beta2"),
+      SWARMRT_FIELD(train, grad_clip, shared, "global gradient-norm clip, 0 disables"),
+      SWARMRT_FIELD(train, seed, shared, "initialization and data-order seed"),
+      SWARMRT_FIELD(train, eval_every, shared, "steps between evaluations, 0 = only at the end"),
+      SWARMRT_FIELD(train, eval_batches, shared, "validation micro-batches per evaluation"),
+      SWARMRT_FIELD(train, threads, node, "torch intra-op threads per process"),
+      SWARMRT_FIELD(train, log_every, node, "steps between progress lines"),
+      SWARMRT_FIELD(data, path, node, "UTF-8 text file or directory"),
+      SWARMRT_FIELD(data, val_fraction, shared, "tail fraction held out for validation"),
+      SWARMRT_FIELD(swarm, mode, shared, "single | pp | dp | swarm | diloco | diloco-swarm"),
+      SWARMRT_FIELD(swarm, stages, shared, "pipeline stages"),
+      SWARMRT_FIELD(swarm, workers_per_stage, shared, "workers serving each stage"),
+      SWARMRT_FIELD(swarm, wiring, shared, "throughput | uniform"),
+      SWARMRT_FIELD(swarm, max_inflight, shared, "micro-batches in flight per worker"),
+      SWARMRT_FIELD(swarm, loaders, shared, "data loader actors (disjoint shards)"),
+      SWARMRT_FIELD(diloco, inner_steps, shared, "H: inner steps between outer rounds"),
+      SWARMRT_FIELD(diloco, outer_lr, shared, "outer Nesterov learning rate"),
+      SWARMRT_FIELD(diloco, outer_momentum, shared, "outer Nesterov momentum"),
+      SWARMRT_FIELD(diloco, min_replicas, shared, "quorum size for an outer round"),
+      SWARMRT_FIELD(diloco, round_timeout_s, shared, "seconds to wait for a quorum"),
+      SWARMRT_FIELD(checkpoint, every_steps, node, "steps between checkpoints, 0 disables"),
+      SWARMRT_FIELD(checkpoint, keep, node, "checkpoints kept on disk"),
+      SWARMRT_FIELD(chaos, link_delay_ms, node, "delay every frame sent between processes by this"),
+      SWARMRT_FIELD(chaos, link_mbit_s, node,
+                    "cap every process link at this many Mbit/s, 0 = no cap"),
+      SWARMRT_FIELD(chaos, drop_fraction, node,
+                    "fraction of micro-batch hops between workers lost"),
+      SWARMRT_FIELD(chaos, slow_worker, node, "worker id to slow down, -1 = none"),
+      SWARMRT_FIELD(chaos, slow_factor, node,
                     "compute of chaos.slow_worker takes this many times longer"),
-      SWARMRT_FIELD(chaos, nan_worker,
+      SWARMRT_FIELD(chaos, nan_worker, node,
                     "worker id whose gradient and pseudo-gradient of nan_at_step carry a NaN"),
-      SWARMRT_FIELD(chaos, nan_at_step, "step of chaos.nan_worker's poisoned sends, 0 = never"),
+      SWARMRT_FIELD(chaos, nan_at_step, node,
+                    "step of chaos.nan_worker's poisoned sends, 0 = never"),
       SWARMRT_FIELD(
-          chaos, kill,
+          chaos, kill, node,
           "actor name (worker:1001, tracker), kind (worker, group, loader, averager, tracker, "
           "any) or node"),
-      SWARMRT_FIELD(chaos, kill_at_step,
+      SWARMRT_FIELD(chaos, kill_at_step, node,
                     "kill chaos.kill in this step (see kill_at_phase), 0 = never"),
-      SWARMRT_FIELD(chaos, kill_at_phase,
+      SWARMRT_FIELD(chaos, kill_at_phase, node,
                     "where in chaos.kill_at_step: start, reduce (all micro-batches done) or apply"),
-      SWARMRT_FIELD(chaos, kill_every_s, "kill chaos.kill every this many seconds, 0 = never"),
-      SWARMRT_FIELD(chaos, kill_limit, "at most this many timed kills, 0 = no limit"),
-      SWARMRT_FIELD(chaos, seed, "seed of the victims' draw"),
-      SWARMRT_FIELD(supervision, max_restarts, "restarts allowed within restart_window_s"),
-      SWARMRT_FIELD(supervision, restart_window_s, "window of the restart-intensity limit"),
-      SWARMRT_FIELD(supervision, backoff_ms, "first restart delay, doubled per recent restart"),
-      SWARMRT_FIELD(supervision, max_backoff_ms, "longest restart delay"),
-      SWARMRT_FIELD(supervision, microbatch_timeout_s,
+      SWARMRT_FIELD(chaos, kill_every_s, node,
+                    "kill chaos.kill every this many seconds, 0 = never"),
+      SWARMRT_FIELD(chaos, kill_limit, node, "at most this many timed kills, 0 = no limit"),
+      SWARMRT_FIELD(chaos, seed, node, "seed of the victims' draw"),
+      SWARMRT_FIELD(supervision, max_restarts, node, "restarts allowed within restart_window_s"),
+      SWARMRT_FIELD(supervision, restart_window_s, node, "window of the restart-intensity limit"),
+      SWARMRT_FIELD(supervision, backoff_ms, node,
+                    "first restart delay, doubled per recent restart"),
+      SWARMRT_FIELD(supervision, max_backoff_ms, node, "longest restart delay"),
+      SWARMRT_FIELD(supervision, microbatch_timeout_s, node,
                     "seconds before a micro-batch that did not come back is re-run"),
-      SWARMRT_FIELD(transport, links,
+      SWARMRT_FIELD(transport, links, shared,
                     "auto (NCCL between CUDA workers), comm (links everywhere) or frames"),
-      SWARMRT_FIELD(transport, comm_timeout_s, "longest wait for a link's join or receive"),
-      SWARMRT_FIELD(transport, encrypt, "frame links in TLS: auto (beyond loopback), on or off"),
-      SWARMRT_FIELD(transport, max_message_mib,
+      SWARMRT_FIELD(transport, comm_timeout_s, shared, "longest wait for a link's join or receive"),
+      SWARMRT_FIELD(transport, encrypt, shared,
+                    "frame links in TLS: auto (beyond loopback), on or off"),
+      SWARMRT_FIELD(transport, max_message_mib, shared,
                     "largest frame a process accepts, MiB; 0 = twice the model's parameter bytes "
                     "+ 64"),
   };
   return table;
 }
 #undef SWARMRT_FIELD
+
+const Field* find_field(const std::string& section, const std::string& key) {
+  for (const auto& f : fields())
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
 
 std::string type_name(const toml::node& n) {
   switch (n.type()) {
@@ -166,12 +183,6 @@ void assign(const Field& f, const toml::node& n, RunConfig& c, const std::string
   throw ConfigError(where + "expected a string (" + f.help + "), got " + type_name(n));
 }
 
-const Field* find_field(const std::string& section, const std::string& key) {
-  for (const auto& f : fields())
-    if (f.section == section && f.key == key) return &f;
-  return nullptr;
-}
-
 // Applies "section.key=value" to the parsed table. The value is read as a TOML value
 // (so 3 is an integer, 0.5 a float, "x" or a bare word a string).
 void apply_override(toml::table& root, const std::string& text, const std::string& origin) {
@@ -213,6 +224,13 @@ std::string format_value(const Slot& slot) {
 }
 
 }  // namespace
+
+bool is_shared_key(const std::string& dotted) {
+  const auto dot = dotted.find('.');
+  if (dot == std::string::npos) return false;
+  const auto* f = find_field(dotted.substr(0, dot), dotted.substr(dot + 1));
+  return f && f->scope == Scope::shared;
+}
 
 ModelConfig model_preset(const std::string& name) {
   ModelConfig m;

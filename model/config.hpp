@@ -164,6 +164,10 @@ std::string to_toml(const RunConfig& config);
 // Values of the model presets.
 ModelConfig model_preset(const std::string& name);
 
+// Whether "section.key" must be equal on every node of a swarm (it is in the config
+// fingerprint); false for keys each node sets for itself and for unknown keys.
+bool is_shared_key(const std::string& dotted);
+
 // Checks relations between keys (n_embd divisible by n_head, stages <= n_layer, ...).
 void validate(const RunConfig& config, const std::string& origin);
 

@@ -8,9 +8,6 @@
 namespace swarmrt::model {
 namespace {
 
-// Keys every node may set for itself.
-const std::set<std::string> kLocalKeys = {"train.threads", "train.log_every", "data.path"};
-
 std::map<std::string, std::string> shared_keys(const std::string& text) {
   std::map<std::string, std::string> out;
   std::istringstream in(text);
@@ -24,9 +21,7 @@ std::map<std::string, std::string> shared_keys(const std::string& text) {
     const auto eq = line.find(" = ");
     if (eq == std::string::npos) continue;
     const std::string key = section + "." + line.substr(0, eq);
-    if (section == "checkpoint" || section == "chaos" || section == "supervision" ||
-        kLocalKeys.count(key))
-      continue;
+    if (!is_shared_key(key)) continue;  // each node sets it for itself (model/config.cpp)
     out[key] = line.substr(eq + 3);
   }
   return out;

@@ -292,7 +292,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
               },
               [&](const caf::error&) {});
       if (keep_grads)
-        self->request(w.handle, large, grads_atom::value)
+        self->request(w.handle, large, last_grads_atom::value)
             .receive([&](const messages::TensorList& g) { result.grads[w.id] = to_named(g); },
                      [&](const caf::error&) {});
     }

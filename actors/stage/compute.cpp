@@ -195,7 +195,7 @@ void on_eval(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
 }
 
 // Grad-sync modes: this worker's share of the stage's gradient to the averager, which sends
-// the sum back (grads_atom). Kept in the parameters' grads until then.
+// the sum back (grad_sum_atom). Kept in the parameters' grads until then.
 void send_gradient(Self* self) {
   auto& s = self->state;
   auto grads = grads_or_zeros(s.params);

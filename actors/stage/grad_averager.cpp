@@ -30,7 +30,7 @@ void maybe_finish(Self* self) {
     s.ctx->bytes->add(Traffic::gradients, bytes);
     // Every worker gets the same sum by reference and copies it into its own gradients;
     // no one writes to it, and the next step starts a new one.
-    self->send(handle, grads_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
+    self->send(handle, grad_sum_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
   }
   s.sent = true;
 }

@@ -133,7 +133,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         if (auto d = transport::take_bulk(id)) on_bulk(self, *d);
       },
       [=](reduce_atom, uint64_t step) { reduce_step(self, step); },
-      [=](grads_atom, uint64_t step, const messages::TensorList& sum) {
+      [=](grad_sum_atom, uint64_t step, const messages::TensorList& sum) {
         take_sum(self, step, sum);
       },
       [=](apply_atom, uint64_t step, double lr, double coef) { apply_step(self, step, lr, coef); },
@@ -175,7 +175,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         }
       },
       [=](slow_atom, double factor) { self->state.faults.set_slow_factor(factor); },
-      [=](grads_atom) { return to_list(self->state.last_grads); },
+      [=](last_grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
         return messages::WorkerStats{s.setup.id,

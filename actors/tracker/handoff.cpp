@@ -43,8 +43,8 @@ void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tr
               auto& s = self->state;
               const uint64_t key = s.next_ask++;
               s.asks.emplace(key, std::make_pair(stage, promise));
-              self->delayed_send(self, std::chrono::milliseconds(100), state_atom::value, key,
-                                 tries + 1);
+              self->delayed_send(self, std::chrono::milliseconds(100), ask_group_timer_atom::value,
+                                 key, tries + 1);
             });
 }
 

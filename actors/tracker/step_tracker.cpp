@@ -66,7 +66,7 @@ caf::message_handler always(Self* self) {
       [=](state_atom, uint32_t stage, uint32_t id, const caf::actor& who) {
         return state_for(self, stage, id, who.address());
       },
-      [=](state_atom, uint64_t key, int tries) {
+      [=](ask_group_timer_atom, uint64_t key, int tries) {
         auto& s = self->state;
         auto it = s.asks.find(key);
         if (it == s.asks.end()) return;

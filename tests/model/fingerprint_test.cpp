@@ -31,3 +31,17 @@ TEST(Fingerprint, MismatchNamesEveryDifferingKey) {
             std::vector<std::string>{"protocol: " + std::to_string(kProtocolVersion) +
                                      " here, 99 there"});
 }
+
+TEST(Fingerprint, TheConfigTableSaysWhichKeysEveryNodeShares) {
+  for (const char* key :
+       {"model.n_layer", "train.lr", "swarm.mode", "diloco.inner_steps", "transport.links"})
+    EXPECT_TRUE(is_shared_key(key)) << key;
+  for (const char* key : {"train.threads", "train.log_every", "data.path", "checkpoint.keep",
+                          "chaos.kill", "supervision.max_restarts", "nosuch.key", "train"})
+    EXPECT_FALSE(is_shared_key(key)) << key;
+  // Exactly the shared keys are in the fingerprint text.
+  const auto text = fingerprint_text(RunConfig{});
+  EXPECT_NE(text.find("train.lr = "), std::string::npos);
+  EXPECT_EQ(text.find("train.threads = "), std::string::npos);
+  EXPECT_EQ(text.find("chaos."), std::string::npos);
+}
