@@ -64,7 +64,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (config.swarm.mode == "single") {
+  if (config.swarm.mode == model::Mode::single) {
     spdlog::error("{}: swarm.mode = \"single\" trains without a swarm; use `swarmrt train`",
                   args.config);
     return 2;
@@ -118,7 +118,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
     transport::set_max_message(config.max_message_bytes());
-    transport::set_encrypt_mode(transport::parse_encrypt_mode(config.transport.encrypt));
+    transport::set_encrypt_mode(config.transport.encrypt);
     transport::set_link_delay(config.chaos.link_delay_ms);
     transport::set_link_bandwidth(config.chaos.link_mbit_s);
     if (config.chaos.link_delay_ms > 0)
@@ -146,7 +146,7 @@ int run_coordinator(const CoordinatorArgs& args) {
       caf::scoped_actor self{sys};
       self->send(dir, stop_atom::value);
       // Give the stop messages a moment to leave before the connections close.
-      self->request(dir, std::chrono::seconds(5), members_atom::value)
+      self->request(dir, std::chrono::seconds(5), ask_members_atom::value)
           .receive([](const messages::Membership&) {}, [](const caf::error&) {});
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       for (auto& a : core.all()) self->send_exit(a, caf::exit_reason::user_shutdown);
@@ -160,8 +160,9 @@ int run_coordinator(const CoordinatorArgs& args) {
       shutdown();
       return 1;
     }
-    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out, config.swarm.mode,
-                 config.swarm.stages, config.swarm.workers_per_stage, model::fingerprint(config));
+    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out,
+                 model::name_of(config.swarm.mode), config.swarm.stages,
+                 config.swarm.workers_per_stage, model::fingerprint(config));
     spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}", listen.host,
                  *port, transport::cluster_ca_id(secret), endpoint.empty() ? "none" : endpoint);
     // The launcher reads these lines to learn the run (its nodes join no other) and the port.
@@ -179,7 +180,7 @@ int run_coordinator(const CoordinatorArgs& args) {
       return 1;
     }
     messages::Membership membership;
-    self->request(dir, std::chrono::seconds(30), members_atom::value)
+    self->request(dir, std::chrono::seconds(30), ask_members_atom::value)
         .receive([&](const messages::Membership& m) { membership = m; }, [&](const caf::error&) {});
     spdlog::info("swarm is full: training {} steps", config.train.steps);
     actors::RuntimeResult result;
@@ -203,7 +204,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     }
     if (result.comm_frames > 0)
       spdlog::info("{} hops came over communicator links (transport.links = {})",
-                   result.comm_frames, config.transport.links);
+                   result.comm_frames, model::name_of(config.transport.links));
     if (result.group_reduces > 0)
       spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
                    result.group_reduces);

@@ -196,7 +196,7 @@ int run_node(const NodeArgs& args) {
   }
   ctx->run_id = reply.run_id;
   transport::set_max_message(ctx->config.max_message_bytes());
-  transport::set_encrypt_mode(transport::parse_encrypt_mode(ctx->config.transport.encrypt));
+  transport::set_encrypt_mode(ctx->config.transport.encrypt);
   transport::set_link_delay(ctx->config.chaos.link_delay_ms);
   transport::set_link_bandwidth(ctx->config.chaos.link_mbit_s);
   // Frames travel on a TCP link of their own (see transport/bulk.hpp) unless either side

@@ -84,11 +84,12 @@ int run_train(const TrainArgs& args) {
     spdlog::info(
         "run {} | mode {} | model {}L {}H d{} ctx{} | {} train bytes, {} val bytes | "
         "{} tokens/step | fingerprint {}",
-        out, config.swarm.mode, config.model.n_layer, config.model.n_head, config.model.n_embd,
-        config.model.block_size, corpus.train().size(), corpus.val().size(),
+        out, model::name_of(config.swarm.mode), config.model.n_layer, config.model.n_head,
+        config.model.n_embd, config.model.block_size, corpus.train().size(), corpus.val().size(),
         config.tokens_per_step(), model::fingerprint(config));
-    auto result = config.swarm.mode == "single" ? train_single(config, corpus, run, args.resume)
-                                                : train_swarm(config, corpus, run, args.resume);
+    auto result = config.swarm.mode == model::Mode::single
+                      ? train_single(config, corpus, run, args.resume)
+                      : train_swarm(config, corpus, run, args.resume);
     std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
                 result.val_loss, std::exp(result.val_loss),
                 static_cast<long long>(config.train.steps));

@@ -50,7 +50,7 @@ void configure(caf::actor_system_config& cfg) {
 void credential() {
   transport::set_cluster_secret("frame-throughput-bench");
   if (const char* e = std::getenv("SWARMRT_BENCH_ENCRYPT"))
-    transport::set_encrypt_mode(transport::parse_encrypt_mode(e));
+    transport::set_encrypt_mode(model::parse_choice<model::Encrypt>(e));
 }
 
 struct receiver_state {

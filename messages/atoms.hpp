@@ -20,26 +20,29 @@ using norm_atom = caf::atom_constant<caf::atom("norm")>;             // worker -
 using apply_atom = caf::atom_constant<caf::atom("apply")>;           // tracker: take the step
 using applied_atom = caf::atom_constant<caf::atom("applied")>;       // worker -> tracker
 using round_atom = caf::atom_constant<caf::atom("round")>;           // DiLoCo round frame
-using members_atom = caf::atom_constant<caf::atom("members")>;       // membership update
-using params_atom = caf::atom_constant<caf::atom("params")>;         // ask for parameters
-using stats_atom = caf::atom_constant<caf::atom("stats")>;           // ask for counters
-using metrics_atom = caf::atom_constant<caf::atom("metrics")>;       // a metrics.jsonl record
-using chunk_atom = caf::atom_constant<caf::atom("chunk")>;           // a frame chunk from afar
-using join_atom = caf::atom_constant<caf::atom("join")>;             // node -> coordinator
-using workers_atom = caf::atom_constant<caf::atom("workers")>;       // node: my workers are up
-using ready_atom = caf::atom_constant<caf::atom("ready")>;           // wait for a full swarm
-using stop_atom = caf::atom_constant<caf::atom("stop")>;             // stop this node / swarm
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;         // tracker: drop old attempts
-using state_atom = caf::atom_constant<caf::atom("state")>;           // ask for a worker's state
-using restarted_atom = caf::atom_constant<caf::atom("restarted")>;   // supervisor: new handle
-using replaced_atom = caf::atom_constant<caf::atom("replaced")>;     // a core actor restarted
-using kill_atom = caf::atom_constant<caf::atom("kill")>;             // chaos: kill by name/kind
-using slow_atom = caf::atom_constant<caf::atom("slow")>;             // chaos: slow a worker
-using faults_atom = caf::atom_constant<caf::atom("faults")>;         // ask for fault counters
-using step_atom = caf::atom_constant<caf::atom("step")>;             // tracker: a step starts
-using watch_atom = caf::atom_constant<caf::atom("watch")>;           // tracker: watch a supervisor
-using reset_atom = caf::atom_constant<caf::atom("reset")>;           // restarted tracker: reopen
-using link_atom = caf::atom_constant<caf::atom("link")>;             // a communicator link: join it
+using members_atom = caf::atom_constant<caf::atom("members")>;       // (Membership): it changed
+using ask_members_atom = caf::atom_constant<caf::atom("askmembers")>;  // () -> Membership
+using params_atom = caf::atom_constant<caf::atom("params")>;           // ask for parameters
+using stats_atom = caf::atom_constant<caf::atom("stats")>;             // ask for counters
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;         // a metrics.jsonl record
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;             // a frame chunk from afar
+using join_atom = caf::atom_constant<caf::atom("join")>;               // node -> coordinator
+using workers_atom = caf::atom_constant<caf::atom("workers")>;         // node: my workers are up
+using ready_atom = caf::atom_constant<caf::atom("ready")>;             // wait for a full swarm
+using stop_atom = caf::atom_constant<caf::atom("stop")>;               // stop this node / swarm
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;           // tracker: drop old attempts
+using state_atom = caf::atom_constant<caf::atom("state")>;  // () -> WorkerState: your own state
+// (StateRequest) -> WorkerState: the state a new worker starts from, asked of the tracker.
+using start_state_atom = caf::atom_constant<caf::atom("startstate")>;
+using restarted_atom = caf::atom_constant<caf::atom("restarted")>;  // supervisor: new handle
+using replaced_atom = caf::atom_constant<caf::atom("replaced")>;    // a core actor restarted
+using kill_atom = caf::atom_constant<caf::atom("kill")>;            // chaos: kill by name/kind
+using slow_atom = caf::atom_constant<caf::atom("slow")>;            // (name, factor): slow a worker
+using faults_atom = caf::atom_constant<caf::atom("faults")>;        // ask for fault counters
+using step_atom = caf::atom_constant<caf::atom("step")>;            // tracker: a step starts
+using watch_atom = caf::atom_constant<caf::atom("watch")>;          // tracker: watch a supervisor
+using reset_atom = caf::atom_constant<caf::atom("reset")>;          // (step, attempt floor): reopen
+using link_atom = caf::atom_constant<caf::atom("link")>;            // a communicator link: join it
 using comm_atom = caf::atom_constant<caf::atom("comm")>;  // a hop whose tensors are on a link
 using group_comm_atom = caf::atom_constant<caf::atom("grpcomm")>;  // group: your communicator
 using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0: join it
@@ -67,6 +70,6 @@ using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
 // Step tracker: ask stage k's DiLoCo group for a worker's state again (its supervisor is
 // restarting it): (key, tries).
 using ask_group_timer_atom = caf::atom_constant<caf::atom("asktimer")>;
-// Supervisors: a child's restart after its backoff.
+// Supervisors: child i's restart after its backoff: (i).
 using restart_timer_atom = caf::atom_constant<caf::atom("rsttimer")>;
 }  // namespace swarmrt::atoms

@@ -78,6 +78,14 @@ struct WorkerState {
   std::string source;     // where it came from, for the log ("peer 1001", "group 0", ...)
 };
 
+// A new worker asks the tracker for the state to start from (start_state_atom): `who` is the
+// asker, so that the state is taken from a peer other than itself.
+struct StateRequest {
+  uint32_t stage = 0;
+  uint32_t id = 0;
+  caf::actor who;
+};
+
 // What the step tracker hands back when a run ends.
 struct RunReport {
   std::vector<double> losses;        // mean micro-batch loss, one per step
@@ -169,6 +177,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
   return f(caf::meta::type_name("swarmrt::WorkerState"), x.params, x.anchor, x.optimizer, x.round,
            x.source);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StateRequest& x) {
+  return f(caf::meta::type_name("swarmrt::StateRequest"), x.stage, x.id, x.who);
 }
 
 template <class Inspector>

@@ -5,16 +5,66 @@
 // key cannot be known to one of those and missing from another.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "policy/wiring.hpp"
 
 namespace swarmrt::model {
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Keys with a fixed set of values are enums, read from their names once, where the file is
+// parsed; the code compares enum values, never strings. names<E>() lists the names a config
+// file uses, in the enum's order.
+enum class Mode { single, pp, dp, swarm, diloco, diloco_swarm };
+enum class Schedule { constant, cosine };
+using policy::WiringPolicy;  // throughput | uniform
+enum class Links { automatic, comm, frames };
+enum class Encrypt { automatic, on, off };
+enum class KillPhase { start, reduce, apply };
+
+template <class E>
+const std::vector<std::string>& names();
+template <>
+const std::vector<std::string>& names<Mode>();
+template <>
+const std::vector<std::string>& names<Schedule>();
+template <>
+const std::vector<std::string>& names<WiringPolicy>();
+template <>
+const std::vector<std::string>& names<Links>();
+template <>
+const std::vector<std::string>& names<Encrypt>();
+template <>
+const std::vector<std::string>& names<KillPhase>();
+
+template <class E>
+const std::string& name_of(E value) {
+  return names<E>().at(static_cast<size_t>(value));
+}
+
+// "must be a, b or c, not 'text'".
+std::string must_be_one_of(const std::vector<std::string>& names, const std::string& text);
+
+// The value named `text`; ConfigError(must_be_one_of(...)) otherwise.
+template <class E>
+E parse_choice(const std::string& text) {
+  const auto& all = names<E>();
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] == text) return static_cast<E>(i);
+  throw ConfigError(must_be_one_of(all, text));
+}
+
+// A key in seconds as the duration a request or a timer takes.
+inline std::chrono::milliseconds as_duration(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 struct ModelConfig {
   std::string preset = "tiny";  // tiny | gpt2-small; explicit keys override it
@@ -32,7 +82,7 @@ struct TrainConfig {
   double lr = 4e-4;
   double min_lr = 4e-5;  // floor of the cosine schedule
   int64_t warmup_steps = 30;
-  std::string schedule = "constant";  // constant | cosine
+  Schedule schedule = Schedule::constant;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -50,10 +100,10 @@ struct DataConfig {
 };
 
 struct SwarmConfig {
-  std::string mode = "single";  // single | pp | dp | swarm | diloco | diloco-swarm
+  Mode mode = Mode::single;
   int64_t stages = 1;
   int64_t workers_per_stage = 1;
-  std::string wiring = "throughput";  // throughput | uniform
+  WiringPolicy wiring = WiringPolicy::throughput;
   int64_t max_inflight = 4;
   int64_t loaders = 1;
 };
@@ -91,7 +141,7 @@ struct ChaosConfig {
   int64_t kill_at_step = 0;  // once, in this step; 0: never
   // Where in that step: "start" (as it starts dispatching), "reduce" (every micro-batch has
   // completed) or "apply" (the workers are told to take the optimizer step).
-  std::string kill_at_phase = "start";
+  KillPhase kill_at_phase = KillPhase::start;
   double kill_every_s = 0;  // repeatedly, every this many seconds; 0: never
   int64_t kill_limit = 0;   // at most this many kills by kill_every_s; 0: no limit
   int64_t seed = 1;         // picks the victims of kind kills
@@ -108,6 +158,13 @@ struct SupervisionConfig {
   // A micro-batch of the open step not back (loss and completion) within this many seconds
   // of entering stage 0 is re-run: a hop was lost (chaos.drop_fraction, a link that broke).
   double microbatch_timeout_s = 30;
+  // How long an actor waits for a peer that may have died (its supervisor restarts it, and
+  // the asker asks the new one). Each wait is bounded so that a lost reply cannot stall a run.
+  double state_timeout_s = 60;   // a peer's state or parameters, a loader's batch
+  double reply_timeout_s = 30;   // a worker's answer to cancel or reset
+  double query_timeout_s = 10;   // counters and membership asked at the end of a run
+  double start_timeout_s = 600;  // a new worker's wait for the state it starts from
+  double retry_ms = 100;         // pause before asking a restarting loader or group again
 };
 
 // How tensors travel between stage workers in different processes (transport/).
@@ -115,14 +172,14 @@ struct TransportConfig {
   // "auto": NCCL links between CUDA workers, frames otherwise; "comm": a communicator link
   // between every pair of workers that exchange hops (NCCL between CUDA workers, TCP
   // otherwise); "frames": frames only (a TCP frame link per process, or CAF chunks).
-  std::string links = "auto";
+  Links links = Links::automatic;
   double comm_timeout_s = 60;  // a link's join, and each of its receives, waits at most this
   // The largest frame (micro-batch hop, round, state) a process accepts from a peer, checked
   // before anything is allocated for it; 0: derived from the model (max_message_bytes).
   int64_t max_message_mib = 0;
   // Frame links inside TLS 1.3 (after the credential handshake): "auto" encrypts links to
   // peers beyond loopback, "on" every link, "off" none (the handshake still authenticates).
-  std::string encrypt = "auto";
+  Encrypt encrypt = Encrypt::automatic;
 };
 
 struct RunConfig {
@@ -168,7 +225,8 @@ ModelConfig model_preset(const std::string& name);
 // fingerprint); false for keys each node sets for itself and for unknown keys.
 bool is_shared_key(const std::string& dotted);
 
-// Checks relations between keys (n_embd divisible by n_head, stages <= n_layer, ...).
+// Checks every key against its row (range, allowed values) and then the relations between
+// keys (n_embd divisible by n_head, stages <= n_layer, ...).
 void validate(const RunConfig& config, const std::string& origin);
 
 }  // namespace swarmrt::model

@@ -21,7 +21,7 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module, const
 double lr_at(int64_t step, const TrainConfig& t) {
   if (t.warmup_steps > 0 && step <= t.warmup_steps)
     return t.lr * static_cast<double>(step) / static_cast<double>(t.warmup_steps);
-  if (t.schedule == "constant") return t.lr;
+  if (t.schedule == Schedule::constant) return t.lr;
   const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
   const double progress = std::min(1.0, static_cast<double>(step - t.warmup_steps) / span);
   return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));

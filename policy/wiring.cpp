@@ -11,11 +11,8 @@ constexpr double kAlpha = 0.1;
 constexpr double kUnmeasuredSecondsPerSample = 1.0;
 }  // namespace
 
-Wiring::Wiring(std::string policy, uint64_t seed, int max_inflight)
-    : policy_(std::move(policy)), rng_(seed), max_inflight_(max_inflight) {
-  if (policy_ != "throughput" && policy_ != "uniform")
-    throw std::invalid_argument("unknown wiring policy '" + policy_ + "'");
-}
+Wiring::Wiring(WiringPolicy policy, uint64_t seed, int max_inflight)
+    : policy_(policy), rng_(seed), max_inflight_(max_inflight) {}
 
 double Wiring::min_key() const {
   double m = std::numeric_limits<double>::infinity();
@@ -52,7 +49,7 @@ std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> p
     if (stats_[id].inflight < max_inflight_) open.push_back(id);
   if (open.empty()) return std::nullopt;
   uint32_t pick;
-  if (policy_ == "uniform") {
+  if (policy_ == WiringPolicy::uniform) {
     pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
   } else {
     pick = *std::min_element(open.begin(), open.end(), [&](uint32_t a, uint32_t b) {

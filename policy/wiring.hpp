@@ -19,11 +19,15 @@
 
 namespace swarmrt::policy {
 
+// swarm.wiring: SWARM's throughput-proportional choice, or a uniformly random one.
+enum class WiringPolicy { throughput, uniform };
+
 class Wiring {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Wiring(std::string policy = "throughput", uint64_t seed = 0, int max_inflight = 4);
+  explicit Wiring(WiringPolicy policy = WiringPolicy::throughput, uint64_t seed = 0,
+                  int max_inflight = 4);
 
   // What a completion's measured duration is taken as: by default the duration itself. A test
   // of the policy inside a whole run injects its own (a worker's cost per sample), so routing
@@ -64,7 +68,7 @@ class Wiring {
   };
   double min_key() const;
 
-  std::string policy_;
+  WiringPolicy policy_;
   std::mt19937_64 rng_;
   int max_inflight_;
   std::vector<uint32_t> ids_;

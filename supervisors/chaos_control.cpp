@@ -97,7 +97,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         }
         auto a = s.setup.roster ? s.setup.roster->find(name) : std::nullopt;
         if (!a) return "no actor '" + name + "' here";
-        self->send(*a, slow_atom::value, factor);
+        self->send(*a, slow_atom::value, name, factor);
         spdlog::warn("chaos: {} now computes {}x slower", name, factor);
         return name + " slowed by " + std::to_string(factor);
       },
@@ -106,7 +106,8 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         const auto& c = s.setup.config;
         // Once: a restarted tracker that reaches the same point again is not killed again.
         if (!c.kill.empty() && c.kill_at_step > 0 && !s.killed_at_step &&
-            step == static_cast<uint64_t>(c.kill_at_step) && phase == c.kill_at_phase) {
+            step == static_cast<uint64_t>(c.kill_at_step) &&
+            phase == model::name_of(c.kill_at_phase)) {
           s.killed_at_step = true;
           kill(self, c.kill,
                "chaos.kill_at_step = " + std::to_string(step) + ", " + phase + " of the step");

@@ -73,7 +73,7 @@ void ask_state(Self* self, uint64_t key) {
   auto it = s.state_asks.find(key);
   if (it == s.state_asks.end() || !s.tracker) return;
   const auto& a = it->second;
-  self->request(s.tracker, caf::infinite, state_atom::value, a.stage, a.id, a.who)
+  self->request(s.tracker, caf::infinite, start_state_atom::value, a.request)
       .then(
           [=](const messages::WorkerState& st) {
             auto& s = self->state;
@@ -178,7 +178,7 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
     s.died_at = now;
     spdlog::warn("tracker supervisor: the step tracker died ({}); restarting it in {} ms", reason,
                  delay->count());
-    self->delayed_send(self, *delay, restart_timer_atom::value);
+    self->delayed_send(self, *delay, restart_timer_atom::value, uint64_t{0});
   });
   // Stopping the supervisor stops the tracker (nobody restarts it afterwards).
   self->set_exit_handler([=](const caf::exit_msg& msg) {
@@ -187,7 +187,7 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
     self->quit(msg.reason);
   });
   return {
-      [=](restart_timer_atom) {
+      [=](restart_timer_atom, uint64_t /* its one child */) {
         if (!self->state.tracker) restart(self);
       },
       [=](run_atom) -> caf::result<messages::RunReport> {
@@ -209,13 +209,11 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
         }
       },
       [=](faults_atom) { return self->state.restarts; },
-      [=](state_atom, uint32_t stage, uint32_t id) -> caf::result<messages::WorkerState> {
+      [=](start_state_atom, const messages::StateRequest& r) -> caf::result<messages::WorkerState> {
         auto& s = self->state;
-        // The sender first: making the promise takes it out of the current message.
-        auto who = caf::actor_cast<caf::actor>(self->current_sender());
         auto promise = self->make_response_promise();
         const uint64_t key = s.next_ask++;
-        s.state_asks[key] = {promise, stage, id, who};
+        s.state_asks[key] = {promise, r};
         ask_state(self, key);
         return promise;
       },

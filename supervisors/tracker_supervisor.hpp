@@ -14,7 +14,8 @@
 //   (run_atom)     -> RunReport        (held here, asked of each tracker in turn)
 //   (stop_atom)                        the run ends with an error (no restart after it)
 //   (faults_atom)  -> uint64_t         trackers restarted so far
-//   (state_atom, stage, id) -> WorkerState   a worker's starting state, asked of each tracker
+//   (start_state_atom, StateRequest) -> WorkerState   a worker's starting state, asked of each
+//   tracker
 //                                      in turn until one answers
 //   anything else                      passed on to the tracker
 #pragma once
@@ -59,8 +60,7 @@ struct tracker_supervisor_state {
   // tracker that dies holding one never answers it).
   struct StateAsk {
     caf::response_promise promise;
-    uint32_t stage = 0, id = 0;
-    caf::actor who;
+    messages::StateRequest request;
   };
   std::map<uint64_t, StateAsk> state_asks;
   uint64_t next_ask = 0;

@@ -87,13 +87,6 @@ std::string ssl_error() {
 
 }  // namespace
 
-EncryptMode parse_encrypt_mode(const std::string& text) {
-  if (text == "auto") return EncryptMode::automatic;
-  if (text == "on") return EncryptMode::on;
-  if (text == "off") return EncryptMode::off;
-  throw std::invalid_argument("transport.encrypt must be auto, on or off, not '" + text + "'");
-}
-
 void set_encrypt_mode(EncryptMode mode) {
   g_mode = mode;
 }

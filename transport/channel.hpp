@@ -12,11 +12,11 @@
 #include <memory>
 #include <string>
 
+#include "model/config.hpp"
+
 namespace swarmrt::transport {
 
-enum class EncryptMode { automatic, on, off };
-// "auto", "on" or "off"; throws std::invalid_argument otherwise.
-EncryptMode parse_encrypt_mode(const std::string& text);
+using EncryptMode = model::Encrypt;  // transport.encrypt, read with the rest of the config
 void set_encrypt_mode(EncryptMode mode);
 EncryptMode encrypt_mode();
 

@@ -47,14 +47,14 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
 // run asks for links everywhere.
 std::string group_backend(const group_state& s) {
   const auto& mode = s.ctx->config.transport.links;
-  if (mode == "frames" || s.members.size() < 2) return "";
+  if (mode == model::Links::frames || s.members.size() < 2) return "";
   bool all_cuda = true;
   for (const auto& [id, handle] : s.members) {
     auto d = s.devices.find(id);
     all_cuda = all_cuda && d != s.devices.end() && d->second.rfind("cuda", 0) == 0;
   }
   if (all_cuda && transport::comm_backend_built("nccl")) return "nccl";
-  return mode == "comm" ? "tcp" : "";
+  return mode == model::Links::comm ? "tcp" : "";
 }
 
 // Round `round` of the current communicator is reported per worker: the workers that said

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/stage/worker_faults.hpp"
 #include "model/diloco.hpp"
 #include "transport/transport.hpp"
 
@@ -37,15 +36,14 @@ void DilocoReplica::load_missed(model::GPT& module) {
   if (h.round_id + 1 > round_) load_global(module, missed, h);
 }
 
-bool DilocoReplica::start_round(Self* self, uint64_t step, const model::GPT& module,
-                                const WorkerFaults& faults) {
+bool DilocoReplica::start_round(Self* self, uint64_t step, const model::GPT& module) {
   const auto& cfg = setup_.ctx->config;
   const bool due = step % static_cast<uint64_t>(cfg.diloco.inner_steps) == 0 ||
                    static_cast<int64_t>(step) == cfg.train.steps;
   if (!due) return false;
   auto delta = model::pseudo_gradient(anchor_, *module);
   if (backend_.empty()) {
-    send_round(self, step, std::move(delta), false, faults);
+    send_round(self, step, std::move(delta), false);
     return true;
   }
   // The group has a communicator: an all-reduce waits for every rank, so it starts only when
@@ -54,7 +52,7 @@ bool DilocoReplica::start_round(Self* self, uint64_t step, const model::GPT& mod
       comm_ && comm_->ranks() >= 2 && ids_.size() == static_cast<size_t>(comm_->ranks());
   self->send(setup_.group, group_ready_atom::value, round_, epoch_, usable);
   if (!usable) {
-    send_round(self, step, std::move(delta), false, faults);
+    send_round(self, step, std::move(delta), false);
     return true;
   }
   awaiting_go_ = AwaitingGo{round_, epoch_, step, std::move(delta)};
@@ -96,8 +94,7 @@ bool DilocoReplica::group_mean(model::NamedTensors& delta) {
 // Sends round `round_`'s pseudo-gradient `delta` (of `step`) to the group. With `reduce` it is
 // first all-reduced over the group's communicator, and of the workers in the mean only the
 // first sends it.
-void DilocoReplica::send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce,
-                               const WorkerFaults& faults) {
+void DilocoReplica::send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce) {
   const bool mean = reduce && group_mean(delta);
   if (comm_ && !mean) ++fallbacks_;
   messages::RoundHeader rh;
@@ -111,8 +108,7 @@ void DilocoReplica::send_round(Self* self, uint64_t step, model::NamedTensors de
     rh.tensor_names.push_back(name);
     tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
   }
-  if (faults.poisons_round(step, static_cast<uint64_t>(setup_.ctx->config.diloco.inner_steps)))
-    WorkerFaults::poison(tensors);
+  if (setup_.outgoing) setup_.outgoing(step, tensors);
   auto frame = messages::make_round_frame(rh, std::move(tensors));
   // Kept by every worker in a group mean: sent again to a restarted group.
   pending_ = frame;
@@ -124,11 +120,11 @@ void DilocoReplica::send_round(Self* self, uint64_t step, model::NamedTensors de
 }
 
 // The round held for the group's answer goes out now, all-reduced or (reduce = false) alone.
-void DilocoReplica::release_round(Self* self, bool reduce, const WorkerFaults& faults) {
+void DilocoReplica::release_round(Self* self, bool reduce) {
   if (!awaiting_go_) return;
   auto a = std::move(*awaiting_go_);
   awaiting_go_.reset();
-  send_round(self, a.step, std::move(a.delta), reduce && a.epoch == epoch_, faults);
+  send_round(self, a.step, std::move(a.delta), reduce && a.epoch == epoch_);
 }
 
 bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GPT& module,
@@ -161,7 +157,9 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GP
     spdlog::warn("worker {}: round {} refused my contribution: {}", setup_.id, h.round_id,
                  h.reason);
     if (h.reason.find("already applied") != std::string::npos && setup_.group)
-      self->request(setup_.group, std::chrono::seconds(60), state_atom::value)
+      self->request(setup_.group,
+                    model::as_duration(setup_.ctx->config.supervision.state_timeout_s),
+                    state_atom::value)
           .await([=](const messages::WorkerState& st) { reload(st); }, [=](const caf::error&) {});
     self->send(setup_.tracker, applied_atom::value, step, setup_.id);
     return true;
@@ -173,12 +171,12 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GP
 
 void DilocoReplica::on_group_comm(Self* self, uint64_t epoch, const std::string& backend,
                                   const std::vector<caf::actor>& handles,
-                                  const std::vector<uint32_t>& ids, const WorkerFaults& faults) {
+                                  const std::vector<uint32_t>& ids) {
   if (epoch < epoch_) return;
   if (epoch > epoch_) {
     // A round held for the old communicator's answer goes alone: a group that was restarted
     // knows nothing of it (the same group has answered it already).
-    release_round(self, false, faults);
+    release_round(self, false);
     comm_.reset();
     epoch_ = epoch;
   }
@@ -200,9 +198,9 @@ void DilocoReplica::on_group_comm(Self* self, uint64_t epoch, const std::string&
 
 void DilocoReplica::on_group_join(Self* self, uint64_t epoch, const std::string& backend,
                                   const std::vector<uint8_t>& id, int32_t rank,
-                                  const std::vector<uint32_t>& ids, const WorkerFaults& faults) {
+                                  const std::vector<uint32_t>& ids) {
   if (epoch < epoch_) return;
-  if (epoch > epoch_) release_round(self, false, faults);  // as in on_group_comm
+  if (epoch > epoch_) release_round(self, false);  // as in on_group_comm
   epoch_ = epoch;
   backend_ = backend;
   ids_ = ids;
@@ -215,28 +213,25 @@ void DilocoReplica::on_group_join(Self* self, uint64_t epoch, const std::string&
   }
 }
 
-void DilocoReplica::on_go(Self* self, uint64_t round, uint64_t epoch, bool go,
-                          const WorkerFaults& faults) {
+void DilocoReplica::on_go(Self* self, uint64_t round, uint64_t epoch, bool go) {
   if (!awaiting_go_ || awaiting_go_->round != round || awaiting_go_->epoch != epoch) return;
-  release_round(self, go, faults);
+  release_round(self, go);
 }
 
-void DilocoReplica::on_go_timer(Self* self, uint64_t round, uint64_t epoch,
-                                const WorkerFaults& faults) {
+void DilocoReplica::on_go_timer(Self* self, uint64_t round, uint64_t epoch) {
   if (!awaiting_go_ || awaiting_go_->round != round || awaiting_go_->epoch != epoch) return;
   ++failures_;
   spdlog::warn(
       "worker {}: no answer from the group on round {} within {} s; it reports its own "
       "pseudo-gradient",
       setup_.id, round, setup_.ctx->config.transport.comm_timeout_s);
-  release_round(self, false, faults);
+  release_round(self, false);
 }
 
-void DilocoReplica::on_group_replaced(Self* self, const caf::actor& group,
-                                      const WorkerFaults& faults) {
+void DilocoReplica::on_group_replaced(Self* self, const caf::actor& group) {
   setup_.group = group;
   // The dead group took the workers' readiness with it: this round goes alone.
-  release_round(self, false, faults);
+  release_round(self, false);
   // The contribution the dead group had not applied goes to its successor, which continues
   // from the last round it applied: the round is applied once, not lost.
   if (pending_) transport::send_frame(self, group, messages::FrameKind::round, *pending_);

@@ -32,8 +32,6 @@
 
 namespace swarmrt::actors {
 
-class WorkerFaults;
-
 struct ReplicaSetup {
   ContextPtr ctx;
   uint32_t id = 0;     // the worker's
@@ -42,6 +40,9 @@ struct ReplicaSetup {
   caf::actor group;
   at::Device device{at::kCPU};
   transport::CommOptions comm_options;
+  // What every round's tensors pass through before they leave (of the step they are sent
+  // in): the worker's fault injection wraps the replica's sends here (chaos.nan_worker).
+  std::function<void(uint64_t step, std::vector<at::Tensor>& tensors)> outgoing;
 };
 
 class DilocoReplica {
@@ -65,7 +66,7 @@ class DilocoReplica {
 
   // After the inner step of `step`: a round is due every H steps and at the last step.
   // False when none is due (the worker reports the step applied itself).
-  bool start_round(Self* self, uint64_t step, const model::GPT& module, const WorkerFaults& faults);
+  bool start_round(Self* self, uint64_t step, const model::GPT& module);
   // A θ that arrived while micro-batches were in flight: loaded now, after the inner step.
   void load_missed(model::GPT& module);
 
@@ -76,16 +77,15 @@ class DilocoReplica {
 
   // The group's communicator from `epoch` on (group_comm_atom), or the id to join it by.
   void on_group_comm(Self* self, uint64_t epoch, const std::string& backend,
-                     const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids,
-                     const WorkerFaults& faults);
+                     const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids);
   void on_group_join(Self* self, uint64_t epoch, const std::string& backend,
-                     const std::vector<uint8_t>& id, int32_t rank, const std::vector<uint32_t>& ids,
-                     const WorkerFaults& faults);
+                     const std::vector<uint8_t>& id, int32_t rank,
+                     const std::vector<uint32_t>& ids);
   // The group's answer for a held round (all-reduce or not), or its timer.
-  void on_go(Self* self, uint64_t round, uint64_t epoch, bool go, const WorkerFaults& faults);
-  void on_go_timer(Self* self, uint64_t round, uint64_t epoch, const WorkerFaults& faults);
+  void on_go(Self* self, uint64_t round, uint64_t epoch, bool go);
+  void on_go_timer(Self* self, uint64_t round, uint64_t epoch);
   // The group was restarted: the held round goes alone, an unanswered one again.
-  void on_group_replaced(Self* self, const caf::actor& group, const WorkerFaults& faults);
+  void on_group_replaced(Self* self, const caf::actor& group);
 
   uint64_t reduces() const { return reduces_; }
   uint64_t fallbacks() const { return fallbacks_; }
@@ -99,9 +99,8 @@ class DilocoReplica {
 
   void load_global(model::GPT& module, const messages::Frame& f, const messages::RoundHeader& h);
   bool group_mean(model::NamedTensors& delta);
-  void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce,
-                  const WorkerFaults& faults);
-  void release_round(Self* self, bool reduce, const WorkerFaults& faults);
+  void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce);
+  void release_round(Self* self, bool reduce);
 
   ReplicaSetup setup_;
   model::NamedTensors anchor_;  // θ(t−1), the global parameters of the last round

@@ -21,7 +21,8 @@ model::LoaderPosition position_of(const loader_state& s, uint64_t step, uint32_t
 
 }  // namespace
 
-caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup setup) {
+loader_actor::behavior_type data_loader(loader_actor::stateful_pointer<loader_state> self,
+                                        LoaderSetup setup) {
   auto& s = self->state;
   s.corpus = setup.corpus;
   s.windows = std::make_unique<model::Windows>(&s.corpus->train(), setup.block_size);
@@ -32,7 +33,7 @@ caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup s
   s.shard = setup.shard;
   s.shards = setup.shards;
   return {
-      [=](batch_atom, uint64_t step, uint32_t mb) {
+      [=](batch_atom, uint64_t step, uint32_t mb) -> messages::TensorList {
         auto& s = self->state;
         const auto want = position_of(s, step, mb);
         const auto at = s.loader->position();

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 #include <memory>
 
+#include "messages/atoms.hpp"
 #include "messages/types.hpp"
 #include "model/data.hpp"
 
@@ -29,7 +30,13 @@ struct loader_state {
   static inline const char* name = "data_loader";
 };
 
-// (batch_atom, step, micro_batch) -> TensorList {inputs, targets}; steps count from 1.
-caf::behavior data_loader(caf::stateful_actor<loader_state>* self, LoaderSetup setup);
+// A loader's whole interface, checked by the compiler where it is asked: (batch_atom, step,
+// micro_batch) -> TensorList {inputs, targets}; steps count from 1. Loaders live on the
+// coordinator and only its tracker asks them, so the typed handle never crosses a process.
+using loader_actor = caf::typed_actor<
+    caf::replies_to<atoms::batch_atom, uint64_t, uint32_t>::with<messages::TensorList>>;
+
+loader_actor::behavior_type data_loader(loader_actor::stateful_pointer<loader_state> self,
+                                        LoaderSetup setup);
 
 }  // namespace swarmrt::actors

@@ -214,7 +214,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         maybe_ready(self);
         return p;
       },
-      [=](members_atom) { return self->state.membership; },
+      [=](ask_members_atom) { return self->state.membership; },
       [=](stop_atom) {
         auto& s = self->state;
         // Stopping the swarm is the coordinator's own decision (its signal handler, its end

@@ -17,11 +17,15 @@ struct SwarmContext {
   // the measured duration.
   policy::Wiring::Measure wiring_measure;
 
-  const std::string& mode() const { return config.swarm.mode; }
+  model::Mode mode() const { return config.swarm.mode; }
   // pp, dp and swarm average gradients inside each stage and clip by the norm over all
   // stages, so every replica takes the same step as the whole model would.
-  bool grad_sync() const { return mode() == "pp" || mode() == "dp" || mode() == "swarm"; }
-  bool diloco() const { return mode() == "diloco" || mode() == "diloco-swarm"; }
+  bool grad_sync() const {
+    return mode() == model::Mode::pp || mode() == model::Mode::dp || mode() == model::Mode::swarm;
+  }
+  bool diloco() const {
+    return mode() == model::Mode::diloco || mode() == model::Mode::diloco_swarm;
+  }
   int64_t step_samples() const { return config.train.micro_batch * config.train.micro_batches; }
   int64_t stages() const { return config.swarm.stages; }
 };

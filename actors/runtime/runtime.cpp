@@ -36,7 +36,8 @@ std::vector<caf::actor> CoreActors::all() const {
   for (const auto& a : {sink, tracker, chaos})
     if (a) out.push_back(a);
   for (const auto& a : supervisors) out.push_back(a);
-  for (const auto* list : {&loaders, &averagers, &groups})
+  for (const auto& a : loaders) out.push_back(caf::actor_cast<caf::actor>(a));
+  for (const auto* list : {&averagers, &groups})
     for (const auto& a : *list)
       if (a) out.push_back(a);
   return out;
@@ -94,8 +95,9 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
                    static_cast<uint64_t>(config.train.seed),
                    config.train.micro_batches};
     auto child = core_child(
-        "loader", k, [&sys, ls] { return sys.spawn(data_loader, ls); }, tracker);
-    core.loaders.push_back(child.current);
+        "loader", k, [&sys, ls] { return caf::actor_cast<caf::actor>(sys.spawn(data_loader, ls)); },
+        tracker);
+    core.loaders.push_back(caf::actor_cast<loader_actor>(child.current));
     loader_children.push_back(std::move(child));
   }
   for (int64_t k = 0; k < sw.stages; ++k) {
@@ -249,17 +251,18 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   // Restarted workers have new handles: ask the tracker who serves now. Every end-of-run
   // request has a deadline: a frozen node's worker must not hold the end of the run forever
   // (what it does not answer in time is left out of the result).
-  const auto small = std::chrono::seconds(10), large = std::chrono::seconds(60);
+  const auto small = model::as_duration(ctx->config.supervision.query_timeout_s);
+  const auto large = model::as_duration(ctx->config.supervision.state_timeout_s);
   messages::Membership now = membership;
-  self->request(core.tracker, small, members_atom::value)
+  self->request(core.tracker, small, ask_members_atom::value)
       .receive([&](const messages::Membership& m) { now = m; }, [&](const caf::error&) {});
   for (const auto& sup : core.supervisors)
-    self->request(sup, std::chrono::seconds(10), faults_atom::value)
+    self->request(sup, small, faults_atom::value)
         .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
-  self->request(core.tracker, std::chrono::seconds(10), faults_atom::value)
+  self->request(core.tracker, small, faults_atom::value)
       .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
   if (core.chaos)
-    self->request(core.chaos, std::chrono::seconds(10), faults_atom::value)
+    self->request(core.chaos, small, faults_atom::value)
         .receive([&](uint64_t n) { result.kills = n; }, [&](const caf::error&) {});
   for (const auto& store : core.group_stores) {
     result.applied_rounds.emplace_back();

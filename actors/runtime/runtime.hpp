@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/diloco/diloco_group.hpp"
+#include "actors/loader/data_loader.hpp"
 #include "actors/runtime/context.hpp"
 #include "actors/stage/stage_worker.hpp"
 #include "messages/types.hpp"
@@ -76,7 +77,7 @@ void configure_actor_system(caf::actor_system_config& cfg);
 struct CoreActors {
   caf::actor sink;
   caf::actor tracker;
-  std::vector<caf::actor> loaders;
+  std::vector<loader_actor> loaders;
   std::vector<caf::actor> averagers;  // one per stage, invalid where the mode has none
   std::vector<caf::actor> groups;     // one per stage, invalid where the mode has none
   std::vector<GroupStorePtr> group_stores;

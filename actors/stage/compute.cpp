@@ -278,7 +278,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   s.accumulated.clear();
   for (auto it = s.min_attempt.begin(); it != s.min_attempt.end();)
     it = it->first.first <= step ? s.min_attempt.erase(it) : std::next(it);
-  if (!ctx.diloco() || !s.replica.start_round(self, step, s.module, s.faults))
+  if (!ctx.diloco() || !s.replica.start_round(self, step, s.module))
     self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
 }
 

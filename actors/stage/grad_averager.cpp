@@ -121,7 +121,7 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::act
       },
       // A restarted tracker opens `step` again: the sum of it so far is dropped (the workers
       // have dropped their gradients and send new ones).
-      [=](reset_atom, uint64_t step) {
+      [=](reset_atom, uint64_t step, uint32_t /* attempt floor: the workers' concern */) {
         auto& s = self->state;
         if (s.step == step) {
           s.reported.clear();

@@ -23,9 +23,10 @@ std::string listen_host() {
 
 }  // namespace
 
-void PeerLinks::configure(std::string who, std::string mode, std::string device, double timeout_s) {
+void PeerLinks::configure(std::string who, model::Links mode, std::string device,
+                          double timeout_s) {
   who_ = std::move(who);
-  mode_ = std::move(mode);
+  mode_ = mode;
   device_ = std::move(device);
   options_.timeout_s = timeout_s;
   options_.device = is_cuda(device_) ? std::stoi(device_.substr(device_.find(':') + 1)) : -1;
@@ -38,10 +39,10 @@ transport::CommOptions PeerLinks::comm_options() const {
 }
 
 std::string PeerLinks::backend_for(const std::string& peer_device) const {
-  if (mode_ == "frames") return "";
+  if (mode_ == model::Links::frames) return "";
   if (is_cuda(device_) && is_cuda(peer_device) && transport::comm_backend_built("nccl"))
     return "nccl";
-  return mode_ == "comm" ? "tcp" : "";
+  return mode_ == model::Links::comm ? "tcp" : "";
 }
 
 bool PeerLinks::send(caf::local_actor* self, const caf::actor& to, const std::string* peer_device,

@@ -37,8 +37,13 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
                     cfg.transport.comm_timeout_s);
   if (s.setup.ctx->diloco()) {
+    const auto inner_steps = static_cast<uint64_t>(cfg.diloco.inner_steps);
+    auto poison = [faults = &s.faults, inner_steps](uint64_t step, std::vector<at::Tensor>& ts) {
+      if (faults->poisons_round(step, inner_steps)) WorkerFaults::poison(ts);
+    };
+    // The replica holds the group's handle from here on and follows its restarts.
     s.replica.configure({s.setup.ctx, s.setup.id, s.setup.stage, s.setup.tracker, s.setup.group,
-                         s.device, s.links.comm_options()});
+                         s.device, s.links.comm_options(), poison});
     s.replica.set_anchor(s.module);
   }
   // A worker may start in a swarm that is already training (a restart, a late join, a
@@ -46,8 +51,10 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   // of a fresh run the state handed out is the initialization it already holds.
   // The tracker hands out a live peer's state, the DiLoCo group's θ or a checkpoint's.
   if (s.setup.tracker && s.setup.take_state) {
-    self->request(s.setup.tracker, std::chrono::minutes(10), state_atom::value, s.setup.stage,
-                  s.setup.id)
+    self->request(
+            s.setup.tracker, model::as_duration(cfg.supervision.start_timeout_s),
+            start_state_atom::value,
+            messages::StateRequest{s.setup.stage, s.setup.id, caf::actor_cast<caf::actor>(self)})
         .await(
             [=](const messages::WorkerState& st) { load_state(self, st); },
             [=](const caf::error& e) {
@@ -106,12 +113,12 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](group_comm_atom, uint64_t epoch, const std::string& backend,
           const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids) {
         auto& s = self->state;
-        s.replica.on_group_comm(self, epoch, backend, handles, ids, s.faults);
+        s.replica.on_group_comm(self, epoch, backend, handles, ids);
       },
       [=](group_join_atom, uint64_t epoch, const std::string& backend,
           const std::vector<uint8_t>& id, int32_t rank, const std::vector<uint32_t>& ids) {
         auto& s = self->state;
-        s.replica.on_group_join(self, epoch, backend, id, rank, ids, s.faults);
+        s.replica.on_group_join(self, epoch, backend, id, rank, ids);
       },
       // A peer in another process opened a communicator link to this worker.
       [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {
@@ -140,11 +147,11 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       // The group's answer for a round held for it: all-reduce, or send this worker's own.
       [=](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
         auto& s = self->state;
-        s.replica.on_go(self, round, epoch, go, s.faults);
+        s.replica.on_go(self, round, epoch, go);
       },
       [=](go_timer_atom, uint64_t round, uint64_t epoch) {
         auto& s = self->state;
-        s.replica.on_go_timer(self, round, epoch, s.faults);
+        s.replica.on_go_timer(self, round, epoch);
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
       // Answers whether this worker holds the micro-batch's gradient of this step.
@@ -164,17 +171,16 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](replaced_atom, const std::string& kind, uint32_t stage, const caf::actor& handle) {
         auto& s = self->state;
         if (stage != s.setup.stage) return;
-        if (kind == "group") {
-          s.setup.group = handle;
-          s.replica.on_group_replaced(self, handle, s.faults);
-        }
+        if (kind == "group") s.replica.on_group_replaced(self, handle);
         if (kind == "averager") {
           s.setup.averager = handle;
           // The dead averager's partial sum is gone: the new one needs this gradient again.
           if (s.sum_pending) send_gradient(self);
         }
       },
-      [=](slow_atom, double factor) { self->state.faults.set_slow_factor(factor); },
+      [=](slow_atom, const std::string&, double factor) {
+        self->state.faults.set_slow_factor(factor);
+      },
       [=](last_grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;

@@ -34,7 +34,7 @@ struct WorkerSetup {
   uint32_t stage = 0;
   caf::actor tracker;
   caf::actor averager;         // set in grad-sync modes with several workers per stage
-  caf::actor group;            // set in DiLoCo modes
+  caf::actor group;            // DiLoCo modes: handed to the replica, which follows restarts
   double slow_factor = 1.0;    // fault injection: compute takes this many times longer
   int64_t nan_at_step = 0;     // fault injection: sends of this step carry a NaN (0: never)
   bool keep_grads = false;     // keep the last reduced gradient for inspection
@@ -66,7 +66,7 @@ struct worker_state {
   model::GPT module{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::vector<torch::Tensor> params;
-  policy::Wiring next{"throughput"};
+  policy::Wiring next;
   std::unordered_map<uint32_t, caf::actor> by_id;
   std::vector<uint32_t> next_ids;
   std::map<Key, InFlight> inflight;

@@ -16,9 +16,9 @@ void close_step(Self* self) {
   auto& s = self->state;
   enter(self, Phase::reducing);
   s.sqnorms.clear();
-  s.samples.clear();
+  s.outcome.samples.clear();
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
-  tell_chaos(self, "reduce");
+  tell_chaos(self, model::KillPhase::reduce);
 }
 
 // Each micro-batch's counted attempt names one worker per stage (its route); each of those
@@ -29,15 +29,15 @@ void account_samples(tracker_state& s) {
     const int64_t n = m.batch.tensors.empty() ? 0 : m.batch.tensors[0].size(0);
     for (uint32_t w : m.route) expected[w] += n;
   }
-  s.extra_samples = s.missing_samples = 0;
-  for (const auto& [id, got] : s.samples) {
+  s.outcome.extra_samples = s.outcome.missing_samples = 0;
+  for (const auto& [id, got] : s.outcome.samples) {
     const int64_t want = expected[id];
-    s.extra_samples += std::max<int64_t>(0, got - want);
-    s.missing_samples += std::max<int64_t>(0, want - got);
+    s.outcome.extra_samples += std::max<int64_t>(0, got - want);
+    s.outcome.missing_samples += std::max<int64_t>(0, want - got);
   }
-  if (s.extra_samples > 0 || s.missing_samples > 0)
+  if (s.outcome.extra_samples > 0 || s.outcome.missing_samples > 0)
     spdlog::error("step {}: workers backpropagated {} sample(s) twice and missed {}", s.step,
-                  s.extra_samples, s.missing_samples);
+                  s.outcome.extra_samples, s.outcome.missing_samples);
 }
 
 void maybe_apply(Self* self) {
@@ -56,11 +56,11 @@ void maybe_apply(Self* self) {
     coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
   }
   account_samples(s);
-  s.step_loss = 0;
-  for (const auto& m : s.micro) s.step_loss += m.loss;
-  s.step_loss /= static_cast<double>(s.micro.size());
-  s.step_completed = static_cast<int64_t>(s.micro.size());
-  s.coef = coef;
+  s.outcome.loss = 0;
+  for (const auto& m : s.micro) s.outcome.loss += m.loss;
+  s.outcome.loss /= static_cast<double>(s.micro.size());
+  s.outcome.completed = static_cast<int64_t>(s.micro.size());
+  s.outcome.coef = coef;
   // Written before any worker takes the step: a restarted tracker sends this apply again.
   record(self, TrackerStore::Phase::applying);
   send_apply(self);
@@ -71,8 +71,8 @@ void send_apply(Self* self) {
   enter(self, Phase::applying);
   s.applied.clear();
   for (const auto& [id, handle] : s.by_id)
-    self->send(handle, apply_atom::value, s.step, s.lr, s.coef);
-  tell_chaos(self, "apply");
+    self->send(handle, apply_atom::value, s.step, s.outcome.lr, s.outcome.coef);
+  tell_chaos(self, model::KillPhase::apply);
 }
 
 void maybe_finish_step(Self* self) {
@@ -85,41 +85,41 @@ void finish_step(Self* self) {
   const auto& cfg = s.setup.ctx->config;
   const auto now = tracker_state::Clock::now();
   const double secs = std::chrono::duration<double>(now - s.step_start).count();
-  const double loss = s.step_loss;
+  const double loss = s.outcome.loss;
   s.report.losses.push_back(loss);
   s.report.step_seconds.push_back(secs);
-  s.report.completed.push_back(s.step_completed);
-  s.report.duplicates.push_back(s.duplicates);
-  s.report.extra_samples.push_back(s.extra_samples);
-  s.report.missing_samples.push_back(s.missing_samples);
+  s.report.completed.push_back(s.outcome.completed);
+  s.report.duplicates.push_back(s.outcome.duplicates);
+  s.report.extra_samples.push_back(s.outcome.extra_samples);
+  s.report.missing_samples.push_back(s.outcome.missing_samples);
 
   const int64_t tokens_per_step = cfg.tokens_per_step();
   const double elapsed = std::chrono::duration<double>(now - s.run_start).count();
   nlohmann::json stages = nlohmann::json::array();
   for (int64_t k = 0; k < cfg.swarm.stages; ++k) {
     int64_t n = 0;
-    for (const auto& [id, samples] : s.samples)
+    for (const auto& [id, samples] : s.outcome.samples)
       if (s.stage_of[id] == k) n += samples;
     stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
   }
   write_metrics(self, {{"event", "step"},
                        {"step", s.step},
                        {"loss", loss},
-                       {"lr", s.lr},
+                       {"lr", s.outcome.lr},
                        {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
                        {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
                        {"time_s", elapsed},
                        {"stages", stages},
-                       {"duplicates", s.duplicates},
-                       {"extra_samples", s.extra_samples},
-                       {"missing_samples", s.missing_samples},
+                       {"duplicates", s.outcome.duplicates},
+                       {"extra_samples", s.outcome.extra_samples},
+                       {"missing_samples", s.outcome.missing_samples},
                        {"bytes", s.setup.ctx->bytes->to_json()}});
   if (s.setup.progress &&
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
     const double eta = elapsed / static_cast<double>(s.step) *
                        static_cast<double>(cfg.train.steps - static_cast<int64_t>(s.step));
     spdlog::info("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | ETA {}", s.step,
-                 cfg.train.steps, loss, s.lr, static_cast<double>(tokens_per_step) / secs,
+                 cfg.train.steps, loss, s.outcome.lr, static_cast<double>(tokens_per_step) / secs,
                  model::format_duration(eta));
   }
   if (s.fault_at) {

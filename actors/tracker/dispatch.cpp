@@ -101,13 +101,13 @@ void start_step(Self* self) {
 void open_step(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
-  tell_chaos(self, "start");
+  tell_chaos(self, model::KillPhase::start);
   enter(self, Phase::running);
   s.step_start = tracker_state::Clock::now();
-  s.lr = model::lr_at(static_cast<int64_t>(s.step), cfg.train);
+  s.outcome.lr = model::lr_at(static_cast<int64_t>(s.step), cfg.train);
   s.micro.assign(static_cast<size_t>(cfg.train.micro_batches), {});
   for (auto& m : s.micro) m.attempt = s.attempt_base;
-  s.duplicates = 0;
+  s.outcome.duplicates = 0;
   s.waiting.clear();
   for (uint32_t mb = 0; mb < s.micro.size(); ++mb) request_batch(self, mb);
 }
@@ -116,7 +116,7 @@ void request_batch(Self* self, uint32_t mb) {
   auto& s = self->state;
   const uint64_t step = s.step;
   const auto& loader = s.setup.loaders[mb % s.setup.loaders.size()];
-  self->request(loader, std::chrono::seconds(60), batch_atom::value, step, mb)
+  self->request(loader, state_timeout(s), batch_atom::value, step, mb)
       .then(
           [=](const messages::TensorList& batch) {
             auto& s = self->state;
@@ -135,7 +135,7 @@ void request_batch(Self* self, uint32_t mb) {
             if (s.step != step) return;
             spdlog::warn("micro-batch {} of step {}: loader did not answer ({}); asking again", mb,
                          step, self->system().render(e));
-            self->delayed_send(self, std::chrono::milliseconds(100), batch_atom::value, step, mb);
+            self->delayed_send(self, retry_pause(s), batch_atom::value, step, mb);
           });
 }
 

@@ -21,7 +21,7 @@ void start_saving(Self* self) {
   const uint64_t step = s.step;
   for (const auto& [id, handle] : s.by_id) {
     const uint32_t wid = id;
-    self->request(handle, std::chrono::seconds(60), state_atom::value)
+    self->request(handle, state_timeout(s), state_atom::value)
         .then(
             [=](const messages::WorkerState& st) {
               auto& s = self->state;

@@ -27,7 +27,7 @@ void serve_state_requests(Self* self) {
       continue;
     }
     auto promise = r.promise;
-    self->request(peer, std::chrono::seconds(60), state_atom::value)
+    self->request(peer, state_timeout(self->state), state_atom::value)
         .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
               [=](const caf::error& e) mutable { promise.deliver(e); });
   }
@@ -36,15 +36,14 @@ void serve_state_requests(Self* self) {
 // θ and the round from stage `stage`'s DiLoCo group; a group lost on the way is being
 // restarted by its supervisor, so the tracker asks its successor a little later.
 void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tries) {
-  self->request(self->state.setup.groups[stage], std::chrono::seconds(60), state_atom::value)
+  self->request(self->state.setup.groups[stage], state_timeout(self->state), state_atom::value)
       .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
             [=](const caf::error& e) mutable {
               if (tries >= 100) return promise.deliver(e);
               auto& s = self->state;
               const uint64_t key = s.next_ask++;
               s.asks.emplace(key, std::make_pair(stage, promise));
-              self->delayed_send(self, std::chrono::milliseconds(100), ask_group_timer_atom::value,
-                                 key, tries + 1);
+              self->delayed_send(self, retry_pause(s), ask_group_timer_atom::value, key, tries + 1);
             });
 }
 

@@ -35,15 +35,26 @@ inline void write_metrics(Self* self, nlohmann::json record) {
   messages::send_metrics(self, self->state.setup.metrics, std::move(record));
 }
 
+// The tracker's waits (supervision.*): a micro-batch's round trip, a peer's state or a
+// loader's batch, a worker's answer to cancel or reset, the pause before asking again.
 inline std::chrono::milliseconds microbatch_timeout(const tracker_state& s) {
-  return std::chrono::milliseconds(
-      static_cast<int64_t>(s.setup.ctx->config.supervision.microbatch_timeout_s * 1000));
+  return model::as_duration(s.setup.ctx->config.supervision.microbatch_timeout_s);
+}
+inline std::chrono::milliseconds state_timeout(const tracker_state& s) {
+  return model::as_duration(s.setup.ctx->config.supervision.state_timeout_s);
+}
+inline std::chrono::milliseconds reply_timeout(const tracker_state& s) {
+  return model::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
+}
+inline std::chrono::milliseconds retry_pause(const tracker_state& s) {
+  return model::as_duration(s.setup.ctx->config.supervision.retry_ms / 1000);
 }
 
 // Fault injection at named points of a step (chaos.kill_at_step, chaos.kill_at_phase).
-inline void tell_chaos(Self* self, const char* phase) {
+inline void tell_chaos(Self* self, model::KillPhase phase) {
   auto& s = self->state;
-  if (s.setup.chaos) self->send(s.setup.chaos, atoms::step_atom::value, s.step, std::string(phase));
+  if (s.setup.chaos)
+    self->send(s.setup.chaos, atoms::step_atom::value, s.step, model::name_of(phase));
 }
 
 // step_tracker.cpp: sets the phase and the behaviour that goes with it.

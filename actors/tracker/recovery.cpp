@@ -42,7 +42,7 @@ void rerun(Self* self, uint32_t mb) {
   for (const auto& [id, handle] : s.by_id) m.awaiting.insert(id);
   for (const auto& [id, handle] : s.by_id) {
     const uint32_t wid = id;
-    self->request(handle, std::chrono::seconds(30), cancel_atom::value, step, mb, attempt)
+    self->request(handle, reply_timeout(s), cancel_atom::value, step, mb, attempt)
         .then([=](bool held) { on_cancelled(self, step, mb, attempt, wid, held); },
               [=](const caf::error&) { on_cancelled(self, step, mb, attempt, wid, false); });
   }

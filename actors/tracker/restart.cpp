@@ -20,15 +20,7 @@ void record(Self* self, TrackerStore::Phase phase) {
   st.run_start = s.run_start;
   st.step_start = s.step_start;
   if (phase == TrackerStore::Phase::closed) st.report = s.report;
-  if (phase == TrackerStore::Phase::applying) {
-    st.lr = s.lr;
-    st.loss = s.step_loss;
-    st.completed = s.step_completed;
-    st.duplicates = s.duplicates;
-    st.extra_samples = s.extra_samples;
-    st.missing_samples = s.missing_samples;
-    st.samples = s.samples;
-  }
+  if (phase == TrackerStore::Phase::applying) st.outcome = s.outcome;
 }
 
 // A tracker started by its supervisor after its predecessor was lost takes the run's
@@ -45,16 +37,7 @@ void restore(Self* self) {
   s.run_start = st.run_start;
   s.step_start = st.step_start;
   s.report = st.report;
-  if (st.phase == TrackerStore::Phase::applying) {
-    s.lr = st.lr;
-    s.coef = st.coef;
-    s.step_loss = st.loss;
-    s.step_completed = st.completed;
-    s.duplicates = st.duplicates;
-    s.extra_samples = st.extra_samples;
-    s.missing_samples = st.missing_samples;
-    s.samples = st.samples;
-  }
+  if (st.phase == TrackerStore::Phase::applying) s.outcome = st.outcome;
 }
 
 // Continues the run where the lost tracker was (see TrackerStore).
@@ -103,7 +86,7 @@ void reset_averagers(Self* self) {
   };
   for (const auto& a : s.setup.averagers)
     if (a)
-      self->request(a, std::chrono::seconds(30), reset_atom::value, step)
+      self->request(a, reply_timeout(s), reset_atom::value, step, s.attempt_base)
           .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
 }
 
@@ -128,7 +111,7 @@ void reset_workers(Self* self) {
       if (s.phase != Phase::resetting || s.step != step || s.resetting.erase(wid) == 0) return;
       maybe_reset_done(self);
     };
-    self->request(handle, std::chrono::seconds(30), reset_atom::value, step, s.attempt_base)
+    self->request(handle, reply_timeout(s), reset_atom::value, step, s.attempt_base)
         .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
   }
   maybe_reset_done(self);

@@ -43,13 +43,16 @@ caf::message_handler always(Self* self) {
       // A supervisor restarted a core actor: loader k, or stage k's group or averager.
       [=](replaced_atom, const std::string& kind, uint32_t k, const caf::actor& handle) {
         auto& s = self->state;
-        std::vector<caf::actor>* list = kind == "loader"     ? &s.setup.loaders
-                                        : kind == "group"    ? &s.setup.groups
+        if (kind == "loader") {
+          if (k < s.setup.loaders.size())
+            s.setup.loaders[k] = caf::actor_cast<loader_actor>(handle);
+          return;
+        }
+        std::vector<caf::actor>* list = kind == "group"      ? &s.setup.groups
                                         : kind == "averager" ? &s.setup.averagers
                                                              : nullptr;
         if (!list || k >= list->size()) return;
         (*list)[k] = handle;
-        if (kind == "loader") return;
         self->send(handle, members_atom::value, s.members);
         for (const auto& [id, w] : s.by_id) self->send(w, replaced_atom::value, kind, k, handle);
         if (kind == "averager" && s.phase == Phase::reducing)
@@ -59,12 +62,8 @@ caf::message_handler always(Self* self) {
         auto& s = self->state;
         if (s.step == step && mb < s.micro.size() && !s.micro[mb].ready) request_batch(self, mb);
       },
-      [=](state_atom, uint32_t stage, uint32_t id) {
-        return state_for(self, stage, id, caf::actor_cast<caf::actor_addr>(self->current_sender()));
-      },
-      // The same, asked by the tracker supervisor for worker `who`.
-      [=](state_atom, uint32_t stage, uint32_t id, const caf::actor& who) {
-        return state_for(self, stage, id, who.address());
+      [=](start_state_atom, const messages::StateRequest& r) {
+        return state_for(self, r.stage, r.id, r.who.address());
       },
       [=](ask_group_timer_atom, uint64_t key, int tries) {
         auto& s = self->state;
@@ -74,7 +73,7 @@ caf::message_handler always(Self* self) {
         s.asks.erase(it);
         ask_group(self, stage, std::move(promise), tries);
       },
-      [=](members_atom) { return self->state.members; },
+      [=](ask_members_atom) { return self->state.members; },
       [=](watch_atom, const caf::actor& supervisor) {
         self->state.watched.insert(supervisor.address());
         self->monitor(supervisor);
@@ -104,7 +103,7 @@ caf::message_handler always(Self* self) {
         if (step != s.step || mb >= s.micro.size() || attempt != s.micro[mb].attempt) return;
         auto& m = s.micro[mb];
         if (m.has_loss) {
-          ++s.duplicates;
+          ++s.outcome.duplicates;
           return;
         }
         m.has_loss = true;
@@ -118,7 +117,7 @@ caf::message_handler always(Self* self) {
         if (step != s.step || mb >= s.micro.size() || attempt != s.micro[mb].attempt) return;
         auto& m = s.micro[mb];
         if (m.done) {
-          ++s.duplicates;
+          ++s.outcome.duplicates;
           return;
         }
         m.done = true;
@@ -182,7 +181,7 @@ caf::message_handler reducing(Self* self) {
         if (step != s.step) return;
         (void)stage;
         s.sqnorms[worker] = sqnorm;
-        s.samples[worker] = samples;
+        s.outcome.samples[worker] = samples;
         maybe_apply(self);
       },
   };

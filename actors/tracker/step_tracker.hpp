@@ -27,6 +27,7 @@
 #include <set>
 
 #include "actors/diloco/diloco_group.hpp"
+#include "actors/loader/data_loader.hpp"
 #include "actors/runtime/context.hpp"
 #include "messages/types.hpp"
 #include "model/data.hpp"
@@ -41,6 +42,18 @@ namespace swarmrt::actors {
 // A tracker lost while a step runs or reduces opens that step again from its first
 // micro-batch (no worker has applied it); one lost while the workers apply sends the same
 // apply again (taken once by each worker); one lost after closing a step does what follows it.
+// What a step counted and decided, as its record will say: kept together so that a restarted
+// tracker takes all of it from the store (see TrackerStore).
+struct StepOutcome {
+  double lr = 0;
+  double coef = -1;        // the step's clip coefficient (-1: each replica clips its own)
+  double loss = 0;         // mean micro-batch loss of the step
+  int64_t completed = 0;   // its micro-batches
+  int64_t duplicates = 0;  // completions seen again (see RunReport)
+  int64_t extra_samples = 0, missing_samples = 0;
+  std::map<uint32_t, int64_t> samples;  // per worker, samples it backpropagated
+};
+
 struct TrackerStore {
   using Clock = std::chrono::steady_clock;
   enum class Phase { none, opened, applying, closed };
@@ -53,15 +66,13 @@ struct TrackerStore {
   messages::RunReport report;  // through the last closed step
   // The apply of `step` (phase applying): what the workers are told and what the step's record
   // will say.
-  double lr = 0, coef = -1, loss = 0;
-  int64_t completed = 0, duplicates = 0, extra_samples = 0, missing_samples = 0;
-  std::map<uint32_t, int64_t> samples;
+  StepOutcome outcome;
 };
 using TrackerStorePtr = std::shared_ptr<TrackerStore>;
 
 struct TrackerSetup {
   ContextPtr ctx;
-  std::vector<caf::actor> loaders;
+  std::vector<loader_actor> loaders;
   std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
   std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
   caf::actor metrics;                 // optional metrics sink
@@ -100,7 +111,7 @@ struct tracker_state {
   };
 
   TrackerSetup setup;
-  policy::Wiring stage0{"throughput"};
+  policy::Wiring stage0;
   messages::Membership members;
   std::optional<messages::Membership> pending;  // adopted when the next step starts
   std::map<uint32_t, caf::actor> by_id;
@@ -110,15 +121,9 @@ struct tracker_state {
   Clock::time_point run_start, step_start;
   std::vector<Micro> micro;
   std::deque<uint32_t> waiting;  // micro-batches waiting for a free stage-0 slot
-  int64_t duplicates = 0;
   std::map<uint32_t, double> sqnorms;
-  std::map<uint32_t, int64_t> samples;
-  int64_t extra_samples = 0, missing_samples = 0;  // see RunReport
   std::set<uint32_t> applied;
-  double lr = 0;
-  double coef = -1;            // the step's clip coefficient (-1: each replica clips its own)
-  double step_loss = 0;        // mean micro-batch loss of the step being applied
-  int64_t step_completed = 0;  // its micro-batches
+  StepOutcome outcome;  // of the open step
   // One behaviour per phase (tracker::enter):
   //
   //           run                  all micro-batches back        every norm

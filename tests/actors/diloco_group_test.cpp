@@ -123,7 +123,7 @@ std::tuple<int64_t, uint64_t, bool> answer(
 TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere) {
   swarmrt::testing::TestSystem ts;
   auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.transport.links = "comm";
+  ctx->config.transport.links = model::Links::comm;
   caf::scoped_actor a{*ts.sys}, b{*ts.sys}, c{*ts.sys};
   auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
                              uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},

@@ -69,7 +69,7 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   config.diloco.inner_steps = 5;
   // Seeded uniform wiring with a slot for every micro-batch: the clean run routes the same way
   // every time, and so does the faulty one outside the killed worker's step.
-  config.swarm.wiring = "uniform";
+  config.swarm.wiring = model::WiringPolicy::uniform;
   config.swarm.max_inflight = config.train.micro_batches;
   const auto clean = run(config);
 
@@ -116,7 +116,7 @@ TEST_P(NanContribution, IsRefusedAndTheRunGoesOn) {
   const auto mode = GetParam();
   auto config = micro_run(mode, 2, 2, 9);
   config.diloco.inner_steps = 3;
-  config.swarm.wiring = "uniform";
+  config.swarm.wiring = model::WiringPolicy::uniform;
   config.swarm.max_inflight = config.train.micro_batches;
   const auto clean = run(config);
   config.chaos.nan_worker = actors::worker_id(1, 0);
@@ -182,7 +182,7 @@ TEST_P(TrackerKilled, RunIsUnchanged) {
   const auto clean = run(config);
   config.chaos.kill = "tracker";
   config.chaos.kill_at_step = 3;
-  config.chaos.kill_at_phase = GetParam();
+  config.chaos.kill_at_phase = model::parse_choice<model::KillPhase>(GetParam());
   TempDir dir;
   model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
   actors::RuntimeOptions o;
@@ -229,12 +229,12 @@ TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
   // tracker's wiring starts its seeded draws anew, so the routes after the kill differ from
   // the clean run's, the same way every time: the last loss measured 0.69% lower in 10 of 10
   // runs (4.9785 against 5.0132), well inside the 2% bound.
-  config.swarm.wiring = "uniform";
+  config.swarm.wiring = model::WiringPolicy::uniform;
   config.swarm.max_inflight = config.train.micro_batches;
   const auto clean = run(config);
   config.chaos.kill = "tracker";
   config.chaos.kill_at_step = 4;
-  config.chaos.kill_at_phase = "apply";
+  config.chaos.kill_at_phase = model::KillPhase::apply;
   const auto faulty = run(config);
   EXPECT_EQ(faulty.kills, 1u);
   EXPECT_GE(faulty.restarts, 1u);
@@ -311,7 +311,7 @@ TEST(Faults, GroupKilledDuringARoundAppliesItOnce) {
 TEST(Faults, WorkerKilledAtARoundWithAGroupCommunicator) {
   auto config = micro_run("diloco", 1, 3, 6);
   config.diloco.inner_steps = 3;
-  config.transport.links = "comm";
+  config.transport.links = model::Links::comm;
   config.chaos.kill = "worker:2";
   config.chaos.kill_at_step = 3;
   const auto result = run(config);
@@ -333,7 +333,7 @@ TEST(Faults, WorkerKilledAtARoundWithAGroupCommunicator) {
 TEST(Faults, GroupKilledAtARoundWithAGroupCommunicator) {
   auto config = micro_run("diloco-swarm", 2, 2, 6);
   config.diloco.inner_steps = 3;
-  config.transport.links = "comm";
+  config.transport.links = model::Links::comm;
   config.chaos.kill = "group:0";
   config.chaos.kill_at_step = 3;
   const auto result = run(config);

@@ -16,7 +16,7 @@ TEST(Quality, DilocoSwarmWithinFivePercentOfSingle) {
   c.train.micro_batches = 4;
   c.train.lr = 2e-3;
   c.train.min_lr = 2e-4;
-  c.train.schedule = "cosine";
+  c.train.schedule = model::Schedule::cosine;
   c.train.eval_every = 0;
   c.train.eval_batches = 16;
   c.diloco.inner_steps = 25;
@@ -25,7 +25,7 @@ TEST(Quality, DilocoSwarmWithinFivePercentOfSingle) {
   o.progress = false;
   const double single = model::train_single(c, corpus, o).val_loss;
 
-  c.swarm.mode = "diloco-swarm";
+  c.swarm.mode = model::Mode::diloco_swarm;
   c.swarm.stages = 2;
   c.swarm.workers_per_stage = 2;
   actors::RuntimeOptions ro;

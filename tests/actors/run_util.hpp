@@ -33,7 +33,7 @@ inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64
   c.train.lr = 2e-3;
   c.train.eval_every = 0;
   c.train.eval_batches = 2;
-  c.swarm.mode = mode;
+  c.swarm.mode = model::parse_choice<model::Mode>(mode);
   c.swarm.stages = stages;
   c.swarm.workers_per_stage = workers;
   model::validate(c, "test");

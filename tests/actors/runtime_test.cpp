@@ -29,7 +29,7 @@ class PipelineReproducesSingle : public ::testing::TestWithParam<int64_t> {};
 TEST_P(PipelineReproducesSingle, LossesMatchFor20Steps) {
   auto config = micro_run("pp", GetParam(), 1, 20);
   const auto pp = run(config).report.losses;
-  config.swarm.mode = "single";
+  config.swarm.mode = model::Mode::single;
   config.swarm.stages = 1;
   const auto single = single_losses(config);
   ASSERT_EQ(pp.size(), 20u);
@@ -112,7 +112,7 @@ TEST(Runtime, ThroughputWiringFavoursTheFasterWorker) {
     auto config = micro_run("swarm", 1, 2, 8);
     config.train.micro_batches = 12;
     config.swarm.max_inflight = 16;
-    config.swarm.wiring = wiring;
+    config.swarm.wiring = model::parse_choice<model::WiringPolicy>(wiring);
     const uint32_t slow_id = actors::worker_id(0, 1);
     actors::RuntimeOptions o;
     o.wiring_measure = [slow_id](uint32_t id, double samples, double) {
@@ -160,10 +160,10 @@ TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
 TEST(Runtime, DilocoGroupAllReduceAppliesTheSameRounds) {
   auto config = micro_run("diloco", 1, 3, 6);
   config.diloco.inner_steps = 3;
-  config.swarm.wiring = "uniform";
+  config.swarm.wiring = model::WiringPolicy::uniform;
   config.swarm.max_inflight = 8;
   auto frames = run(config);
-  config.transport.links = "comm";
+  config.transport.links = model::Links::comm;
   auto reduced = run(config);
   EXPECT_EQ(frames.group_reduces, 0u);
   EXPECT_EQ(reduced.group_reduces, 2u * 3u);  // 2 rounds, 3 workers

@@ -71,23 +71,36 @@ struct TrackerFixture : ::testing::Test {
     ls.block_size = ctx->config.model.block_size;
     ls.micro_batch = ctx->config.train.micro_batch;
     ls.micro_batches = ctx->config.train.micro_batches;
-    loader = sys->spawn(actors::data_loader, ls);
+    loader = caf::actor_cast<caf::actor>(sys->spawn(actors::data_loader, ls));
+    tracker = sys->spawn(actors::step_tracker, make_setup());
+    w0 = sys->spawn(puppet, log0);
+    w1 = sys->spawn(puppet, log1);
+    caf::anon_send(tracker, members_atom::value, membership());
+    caf::anon_send(tracker, run_atom::value);
+    sched->run();
+  }
+
+  // Every tracker of the fixture shares one store, as the tracker supervisor's successive
+  // trackers do: a new one continues where its predecessor was lost.
+  actors::TrackerStorePtr store = std::make_shared<actors::TrackerStore>();
+
+  actors::TrackerSetup make_setup() {
     actors::TrackerSetup setup;
     setup.ctx = ctx;
-    setup.loaders = {loader};
+    setup.loaders = {caf::actor_cast<actors::loader_actor>(loader)};
     setup.averagers = {caf::actor(), caf::actor()};
     setup.groups = {caf::actor(), caf::actor()};
     setup.corpus = corpus;
     setup.progress = false;
-    tracker = sys->spawn(actors::step_tracker, std::move(setup));
-    w0 = sys->spawn(puppet, log0);
-    w1 = sys->spawn(puppet, log1);
+    setup.store = store;
+    return setup;
+  }
+
+  messages::Membership membership() const {
     messages::Membership m;
     m.version = 1;
     m.stages = {{{id0, 0, w0, "", "cpu"}}, {{id1, 1, w1, "", "cpu"}}};
-    caf::anon_send(tracker, members_atom::value, m);
-    caf::anon_send(tracker, run_atom::value);
-    sched->run();
+    return m;
   }
 
   void TearDown() override {
@@ -180,6 +193,42 @@ TEST_F(TrackerFixture, AWorkerLostMidStepHasTheMicroBatchesThroughItReRun) {
       reruns += messages::open_frame(m.get_as<messages::Frame>(1)).attempt == 1 ? 1 : 0;
   EXPECT_EQ(reruns, 2u);
   EXPECT_EQ((count<reduce_atom, uint64_t>(log0)), 0u);  // the step is not closed
+}
+
+// A tracker lost while the workers apply a step: its successor sends the same apply again
+// (a worker that took it ignores it), so a worker that had not taken it yet must be told the
+// same learning rate and the same global clip coefficient, or its replica's step would differ.
+TEST_F(TrackerFixture, ATrackerLostWhileApplyingHasItsSuccessorSendTheSameApply) {
+  complete_step(1);
+  // Norms large enough that the step is clipped (train.grad_clip = 1).
+  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 100.0, int64_t{2});
+  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{1}, id1, 300.0, int64_t{2});
+  sched->run();
+  auto applies = [&] {
+    std::vector<std::pair<double, double>> out;  // (lr, coef)
+    for (const auto& m : *log1)
+      if (m.match_elements<apply_atom, uint64_t, double, double>())
+        out.emplace_back(m.get_as<double>(2), m.get_as<double>(3));
+    return out;
+  };
+  ASSERT_EQ(applies().size(), 1u);
+  const auto first = applies()[0];
+  ASSERT_GT(first.second, 0.0);
+  ASSERT_LT(first.second, 1.0);
+  caf::anon_send_exit(tracker, caf::exit_reason::kill);
+  sched->run();
+  tracker = sys->spawn(actors::step_tracker, make_setup());
+  caf::anon_send(tracker, members_atom::value, membership());
+  caf::anon_send(tracker, run_atom::value);
+  sched->run();
+  ASSERT_EQ(applies().size(), 2u);
+  EXPECT_EQ(applies()[1].first, first.first);
+  EXPECT_EQ(applies()[1].second, first.second);
+  // Both workers report the step applied: the successor opens step 2.
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
+  sched->run();
+  EXPECT_EQ(frames_for(2), 2u);
 }
 
 }  // namespace

@@ -49,7 +49,9 @@ timeout 300 "$bin" train "${args[@]}" -o "$tmp/single" --sample-tokens 0 >"$tmp/
 single=$(final_loss "$tmp/single.log")
 echo "final validation loss: multi-process $multi, in-process $single"
 awk -v a="$multi" -v b="$single" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d <= 0.005) }' \
-  || fail "multi-process loss $multi is not within 0.5% of in-process $single"
+  || fail "multi-process loss $multi is not within 0.5% of in-process $single; what the" \
+          "multi-process run reported beyond info lines:" \
+          "$(grep -vE '\] \[info\] ' "$tmp/multi.log" | head -40)"
 # The model the coordinator wrote samples like any other run's.
 "$bin" sample --checkpoint "$tmp/multi" --tokens 20 >"$tmp/sample.log" 2>&1 || fail "sample: $(cat "$tmp/sample.log")"
 echo "ok"

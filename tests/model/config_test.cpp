@@ -18,7 +18,7 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
 TEST(Config, DefaultsAndPresets) {
   auto c = parse_config("", "empty.toml");
   EXPECT_EQ(c.model.n_layer, 4);
-  EXPECT_EQ(c.swarm.mode, "single");
+  EXPECT_EQ(c.swarm.mode, Mode::single);
   auto g = parse_config("[model]\npreset = \"gpt2-small\"\n", "g.toml");
   EXPECT_EQ(g.model.n_layer, 12);
   EXPECT_EQ(g.model.n_embd, 768);
@@ -53,7 +53,13 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(msg.find("model.n_layer (4)"), std::string::npos) << msg;
   EXPECT_NE(error_of("[model]\nn_embd = 130\n").find("multiple of model.n_head"),
             std::string::npos);
-  EXPECT_NE(error_of("[swarm]\nmode = \"ring\"\n").find("expected one of"), std::string::npos);
+  EXPECT_NE(
+      error_of("[swarm]\nmode = \"ring\"\n")
+          .find("swarm.mode: must be single, pp, dp, swarm, diloco or diloco-swarm, not 'ring'"),
+      std::string::npos);
+  EXPECT_NE(error_of("[swarm]\nwiring = \"random\"\n")
+                .find("swarm.wiring: must be throughput or uniform, not 'random'"),
+            std::string::npos);
   EXPECT_NE(error_of("[data]\nval_fraction = 1.5\n").find("data.val_fraction"), std::string::npos);
   EXPECT_NE(error_of("[model]\npreset = \"huge\"\n").find("unknown model preset"),
             std::string::npos);
@@ -71,7 +77,7 @@ TEST(Config, Overrides) {
                         {"train.steps=7", "swarm.mode=pp", "swarm.stages=2", "train.lr=0.5",
                          "data.path=\"a b.txt\""});
   EXPECT_EQ(c.train.steps, 7);
-  EXPECT_EQ(c.swarm.mode, "pp");
+  EXPECT_EQ(c.swarm.mode, Mode::pp);
   EXPECT_EQ(c.swarm.stages, 2);
   EXPECT_EQ(c.train.lr, 0.5);
   EXPECT_EQ(c.data.path, "a b.txt");
@@ -86,8 +92,8 @@ TEST(Config, EffectiveConfigRoundTrips) {
   auto back = parse_config(to_toml(c), "effective");
   EXPECT_EQ(to_toml(back), to_toml(c));
   EXPECT_EQ(back.train.lr, 0.00123);
-  EXPECT_EQ(back.train.schedule, "cosine");
-  EXPECT_EQ(back.swarm.wiring, "uniform");
+  EXPECT_EQ(back.train.schedule, Schedule::cosine);
+  EXPECT_EQ(back.swarm.wiring, WiringPolicy::uniform);
 }
 
 // TOML allows inf and nan; no swarmrt key means either. Before, `round_timeout_s = inf` was
@@ -110,4 +116,35 @@ TEST(Config, MaxMessageIsDerivedFromTheModelOrGiven) {
   EXPECT_EQ(c.max_message_bytes(), uint64_t{512} << 20);
   EXPECT_NE(error_of("[transport]\nmax_message_mib = -1\n").find("transport.max_message_mib"),
             std::string::npos);
+}
+
+// Each key's row says what it admits; the message is made from the row, so every key of a
+// kind reads the same, and a value at a closed end of a range is admitted.
+TEST(Config, EachKeyIsCheckedByItsRow) {
+  EXPECT_NE(error_of("[supervision]\nstate_timeout_s = 0\n")
+                .find("supervision.state_timeout_s: must be > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("[supervision]\nretry_ms = 70000\n")
+                .find("supervision.retry_ms: must be between 0 and 60000"),
+            std::string::npos);
+  EXPECT_NE(error_of("[train]\nbeta2 = 1\n").find("train.beta2: must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nvocab_size = 512\n").find("model.vocab_size: must be 256"),
+            std::string::npos);
+  EXPECT_NE(error_of("[transport]\nencrypt = \"maybe\"\n")
+                .find("transport.encrypt: must be auto, on or off, not 'maybe'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[data]\npath = \"\"\n").find("data.path: must name a file or directory"),
+            std::string::npos);
+  auto c = parse_config("[chaos]\ndrop_fraction = 0.5\n[supervision]\nretry_ms = 0\n", "x");
+  EXPECT_EQ(c.chaos.drop_fraction, 0.5);
+  EXPECT_EQ(c.supervision.retry_ms, 0.0);
+  // Choices are enums from here on, and written back by name.
+  c = parse_config("[transport]\nlinks = \"comm\"\nencrypt = \"auto\"\n", "x");
+  EXPECT_EQ(c.transport.links, Links::comm);
+  EXPECT_EQ(c.transport.encrypt, Encrypt::automatic);
+  const auto back = parse_config(to_toml(c), "effective");
+  EXPECT_EQ(back.transport.links, Links::comm);
+  EXPECT_EQ(back.transport.encrypt, Encrypt::automatic);
+  EXPECT_NE(to_toml(c).find("comm"), std::string::npos);
 }

@@ -7,7 +7,7 @@ using namespace swarmrt::model;
 
 TEST(Schedule, WarmupThenConstant) {
   TrainConfig t;
-  t.lr = 1e-3, t.warmup_steps = 10, t.schedule = "constant", t.steps = 100;
+  t.lr = 1e-3, t.warmup_steps = 10, t.schedule = Schedule::constant, t.steps = 100;
   EXPECT_DOUBLE_EQ(lr_at(1, t), 1e-4);
   EXPECT_DOUBLE_EQ(lr_at(5, t), 5e-4);
   EXPECT_DOUBLE_EQ(lr_at(10, t), 1e-3);
@@ -17,7 +17,7 @@ TEST(Schedule, WarmupThenConstant) {
 
 TEST(Schedule, WarmupThenCosineToFloor) {
   TrainConfig t;
-  t.lr = 1e-3, t.min_lr = 1e-4, t.warmup_steps = 10, t.schedule = "cosine", t.steps = 110;
+  t.lr = 1e-3, t.min_lr = 1e-4, t.warmup_steps = 10, t.schedule = Schedule::cosine, t.steps = 110;
   EXPECT_DOUBLE_EQ(lr_at(10, t), 1e-3);
   EXPECT_NEAR(lr_at(60, t), 1e-4 + 0.5 * 9e-4, 1e-12);  // halfway: cos(pi/2) = 0
   EXPECT_NEAR(lr_at(110, t), 1e-4, 1e-12);
@@ -27,7 +27,7 @@ TEST(Schedule, WarmupThenCosineToFloor) {
 
 TEST(Schedule, NoWarmup) {
   TrainConfig t;
-  t.lr = 2e-3, t.warmup_steps = 0, t.schedule = "constant";
+  t.lr = 2e-3, t.warmup_steps = 0, t.schedule = Schedule::constant;
   EXPECT_DOUBLE_EQ(lr_at(1, t), 2e-3);
 }
 
