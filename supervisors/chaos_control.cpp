@@ -76,8 +76,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
   s.rng.seed(static_cast<uint64_t>(s.setup.config.seed));
   const auto& c = s.setup.config;
   if (!c.kill.empty() && c.kill_every_s > 0)
-    self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
-                       chaos_timer_atom::value);
+    self->delayed_send(self, model::as_duration(c.kill_every_s), chaos_timer_atom::value);
   return {
       // Registered as "chaos": reachable by name from any peer that asks this process's
       // registry. Only this process (its node agent, the directory, its own schedule, a test)
@@ -122,9 +121,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         const auto before = s.kills;
         kill(self, c.kill, "chaos.kill_every_s");
         if (s.kills > before || c.kill == "node") ++s.timed;
-        self->delayed_send(self,
-                           std::chrono::milliseconds(static_cast<int64_t>(c.kill_every_s * 1000)),
-                           chaos_timer_atom::value);
+        self->delayed_send(self, model::as_duration(c.kill_every_s), chaos_timer_atom::value);
       },
       [=](faults_atom) { return self->state.kills; },
   };

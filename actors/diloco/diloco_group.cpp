@@ -243,9 +243,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
   if (!s.timer_armed) {
     s.timer_armed = true;
-    self->delayed_send(self,
-                       std::chrono::milliseconds(
-                           static_cast<int64_t>(s.ctx->config.diloco.round_timeout_s * 1000)),
+    self->delayed_send(self, model::as_duration(s.ctx->config.diloco.round_timeout_s),
                        round_timer_atom::value, s.round);
   }
 }

@@ -56,9 +56,8 @@ bool DilocoReplica::start_round(Self* self, uint64_t step, const model::GPT& mod
     return true;
   }
   awaiting_go_ = AwaitingGo{round_, epoch_, step, std::move(delta)};
-  self->delayed_send(
-      self, std::chrono::milliseconds(static_cast<int64_t>(cfg.transport.comm_timeout_s * 1000)),
-      go_timer_atom::value, round_, epoch_);
+  self->delayed_send(self, model::as_duration(cfg.transport.comm_timeout_s), go_timer_atom::value,
+                     round_, epoch_);
   return true;
 }
 

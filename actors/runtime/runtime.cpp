@@ -36,7 +36,8 @@ std::vector<caf::actor> CoreActors::all() const {
   for (const auto& a : {sink, tracker, chaos})
     if (a) out.push_back(a);
   for (const auto& a : supervisors) out.push_back(a);
-  for (const auto& a : loaders) out.push_back(caf::actor_cast<caf::actor>(a));
+  for (const auto& a : loaders)
+    if (a) out.push_back(caf::actor_cast<caf::actor>(a));
   for (const auto* list : {&averagers, &groups})
     for (const auto& a : *list)
       if (a) out.push_back(a);

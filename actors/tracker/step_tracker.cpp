@@ -154,8 +154,8 @@ caf::message_handler running(Self* self) {
         if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) return;
         const double timeout = s.setup.ctx->config.supervision.microbatch_timeout_s;
         if (s.paused) {  // nothing comes back while a stage is empty: wait again
-          self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
-                             microbatch_timer_atom::value, step, mb, attempt);
+          self->delayed_send(self, microbatch_timeout(s), microbatch_timer_atom::value, step, mb,
+                             attempt);
           return;
         }
         spdlog::warn("micro-batch {} of step {} (attempt {}) not back after {} s: re-running it",
