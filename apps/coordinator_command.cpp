@@ -15,6 +15,7 @@
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
+#include "inspect/probe.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data.hpp"
 #include "model/fingerprint.hpp"
@@ -132,9 +133,26 @@ int run_coordinator(const CoordinatorArgs& args) {
     // Frames to and from the nodes go over a TCP link of their own beside CAF's.
     const std::string endpoint =
         args.frames_over_caf ? std::string() : transport::start_bulk_server(listen.host);
-    actors::DirectorySetup ds{
-        ctx, model::to_toml(config), model::fingerprint_text(config), secret, endpoint, core};
-    auto dir = sys.spawn(actors::directory, ds);
+    actors::DirectorySetup ds;
+    ds.ctx = ctx;
+    ds.config_toml = model::to_toml(config);
+    ds.fingerprint_text = model::fingerprint_text(config);
+    ds.secret = secret;
+    ds.endpoint = endpoint;
+    ds.core = core;
+    // The console's entry: a console asks the directory for it, then sends it commands.
+    actors::InspectorSetup is;
+    is.roster = core.roster;
+    is.nodes = ds.nodes;
+    is.metrics = core.sink;
+    is.config_toml = ds.config_toml;
+    is.query_timeout_s = config.supervision.query_timeout_s;
+    auto inspector = inspect::spawn_probed(sys, actors::inspector, is);
+    core.roster->put("inspector", "inspector", inspector);
+    actors::register_inspector(inspector);
+    ds.inspector = inspector;
+    auto dir = inspect::spawn_probed(sys, actors::directory, ds);
+    core.roster->put("directory", "directory", dir);
     *co.forward_kills = dir;  // kills of workers and nodes go to the nodes
     {
       std::lock_guard<std::mutex> lock(handles_mutex);
@@ -151,6 +169,7 @@ int run_coordinator(const CoordinatorArgs& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       for (auto& a : core.all()) self->send_exit(a, caf::exit_reason::user_shutdown);
       self->send_exit(dir, caf::exit_reason::user_shutdown);
+      self->send_exit(inspector, caf::exit_reason::user_shutdown);
     };
     const char* host = listen.host == "0.0.0.0" ? nullptr : listen.host.c_str();
     // Over mutual TLS only: a peer without the cluster's certificate gets no handle.

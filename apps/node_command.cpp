@@ -12,10 +12,12 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/console/inspector.hpp"
 #include "actors/membership/node_agent.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
+#include "inspect/probe.hpp"
 #include "model/fingerprint.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
@@ -178,6 +180,15 @@ int run_node(const NodeArgs& args) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  // The node's inspector exists before the join: the directory hands it to consoles.
+  auto roster = std::make_shared<supervisors::Roster>();
+  actors::InspectorSetup inspector_setup;
+  inspector_setup.coordinator = false;
+  inspector_setup.roster = roster;
+  inspector_setup.coordinator_node = dir.node();
+  auto inspector = inspect::spawn_probed(sys, actors::inspector, inspector_setup);
+  actors::register_inspector(inspector);
+  request.inspector = inspector;
   messages::JoinReply reply;
   std::string refusal;
   self->request(dir, std::chrono::seconds(30), join_atom::value, request)
@@ -210,7 +221,8 @@ int run_node(const NodeArgs& args) {
   setup.index = reply.node_index;
   // One supervisor per stage this node serves: it restarts a dead worker (same id) and tells
   // the directory, which announces the new handle.
-  auto roster = std::make_shared<supervisors::Roster>();
+  roster->set_node("node" + std::to_string(reply.node_index));
+  roster->put("inspector", "inspector", inspector);
   std::map<uint32_t, std::vector<actors::WorkerSetup>> by_stage;
   for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
     auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
@@ -227,9 +239,11 @@ int run_node(const NodeArgs& args) {
   chaos.roster = roster;
   // A node kill is a crash: no goodbye to anyone, as a SIGKILL would leave it.
   chaos.kill_self = [] { std::_Exit(137); };
-  setup.chaos = sys.spawn(supervisors::chaos_control, chaos);
+  setup.chaos = inspect::spawn_probed(sys, supervisors::chaos_control, chaos);
   supervisors::register_chaos(setup.chaos);
-  auto agent = sys.spawn(actors::node_agent, setup);
+  roster->put("chaos", "chaos", setup.chaos);
+  auto agent = inspect::spawn_probed(sys, actors::node_agent, setup);
+  roster->put("agent", "agent", agent);
   {
     std::lock_guard<std::mutex> lock(agent_mutex);
     agent_handle = agent;

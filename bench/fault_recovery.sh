@@ -65,7 +65,7 @@ in_process() {
   local at
   at=$(python3 -c "print(11 + 0.37 * $r % 1)")
   build/bin/swarmrt train -c configs/tiny.toml -o "$tmp/in$r" --overwrite "${common[@]}" \
-    --set chaos.kill=worker:1001 --set chaos.kill_every_s="$at" --set chaos.kill_limit=1 \
+    --set chaos.kill=stage1/worker1 --set chaos.kill_every_s="$at" --set chaos.kill_limit=1 \
     >"$tmp/in$r.log" 2>&1 || { tail -20 "$tmp/in$r.log"; exit 1; }
   analyse "$tmp/in$r/metrics.jsonl" in-process "$r" >>"$out"
 }

@@ -51,6 +51,17 @@ using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0
 using group_ready_atom = caf::atom_constant<caf::atom("grpready")>;
 using group_go_atom = caf::atom_constant<caf::atom("grpgo")>;
 
+// The console (architecture §9, `swarmrt ctl`). A console asks the directory for the
+// coordinator's inspector (inspector_atom -> caf::actor), then sends it commands
+// (console_atom, ConsoleRequest) -> std::string (JSON); that inspector runs each command's
+// part in every process (inspect_atom, ConsoleRequest) -> std::string.
+using inspector_atom = caf::atom_constant<caf::atom("inspector")>;
+using console_atom = caf::atom_constant<caf::atom("console")>;
+using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;      // () -> std::string: JSON about you
+using events_atom = caf::atom_constant<caf::atom("events")>;  // (since) -> JSON: events after it
+using drop_atom = caf::atom_constant<caf::atom("drop")>;  // (name, fraction): lose a worker's hops
+
 // Frames of another process that arrived on a frame link (transport/bulk.hpp): the receiver's
 // inbox is told one came (bulk_ready_atom) and takes it by id (bulk_atom, id).
 using bulk_atom = caf::atom_constant<caf::atom("bulk")>;
@@ -70,6 +81,8 @@ using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
 // Step tracker: ask stage k's DiLoCo group for a worker's state again (its supervisor is
 // restarting it): (key, tries).
 using ask_group_timer_atom = caf::atom_constant<caf::atom("asktimer")>;
+// Inspector: a trace of (id) has run its time.
+using trace_timer_atom = caf::atom_constant<caf::atom("tracetimer")>;
 // Supervisors: child i's restart after its backoff: (i).
 using restart_timer_atom = caf::atom_constant<caf::atom("rsttimer")>;
 }  // namespace swarmrt::atoms

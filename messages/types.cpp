@@ -30,6 +30,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<StateRequest>("swarmrt::StateRequest");
   cfg.add_message_type<WorkerStats>("swarmrt::WorkerStats");
   cfg.add_message_type<GroupStats>("swarmrt::GroupStats");
+  cfg.add_message_type<ConsoleRequest>("swarmrt::ConsoleRequest");
 }
 
 }  // namespace swarmrt::messages

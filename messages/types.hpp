@@ -53,7 +53,8 @@ struct JoinRequest {
   std::string node_name;
   uint32_t workers = 1;
   std::string device = "cpu";
-  uint64_t run_id = 0;  // the run this node was started for (launch knows it); 0: any run
+  uint64_t run_id = 0;   // the run this node was started for (launch knows it); 0: any run
+  caf::actor inspector;  // the node's inspector: the console reaches the node through it
 };
 
 struct JoinReply {
@@ -116,6 +117,14 @@ struct WorkerStats {
   uint64_t group_failures = 0;   // all-reduces that failed, answers that never came
 };
 
+// One console command: its words ("kill", "stage1/*"), who sends it (for the event log), and
+// whether a destructive command may touch more than one actor.
+struct ConsoleRequest {
+  std::vector<std::string> args;
+  std::string console;  // "ctl user@host pid 123"
+  bool yes = false;
+};
+
 // A DiLoCo group's counters (stats_atom).
 struct GroupStats {
   int64_t last_applied = -1;   // the last round applied
@@ -164,7 +173,12 @@ typename Inspector::result_type inspect(Inspector& f, TensorList& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JoinRequest& x) {
   return f(caf::meta::type_name("swarmrt::JoinRequest"), x.protocol, x.fingerprint, x.secret,
-           x.node_name, x.workers, x.device, x.run_id);
+           x.node_name, x.workers, x.device, x.run_id, x.inspector);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ConsoleRequest& x) {
+  return f(caf::meta::type_name("swarmrt::ConsoleRequest"), x.args, x.console, x.yes);
 }
 
 template <class Inspector>

@@ -1,5 +1,6 @@
 // The configuration's one table: every key with its scope, the values it admits and its help
 // (torchtitan keeps its job config the same way). Reading TOML is config_toml.cpp's job.
+#include <regex>
 #include <set>
 
 #include "model/config.hpp"
@@ -13,18 +14,15 @@ std::string not_empty(const std::string& v) {
   return v.empty() ? "must name a file or directory" : "";
 }
 
-// chaos.kill: a kind of actor, "node", or one actor by name (kind:number).
+// chaos.kill: a kind of actor, "node", or one actor by its name (the console's names:
+// stageK/workerR, stageK/diloco, stageK/averager, loader/I, tracker).
 std::string kill_target(const std::string& k) {
   static const std::set<std::string> kinds = {"",         "worker",  "group", "loader",
                                               "averager", "tracker", "any",   "node"};
-  static const std::set<std::string> named = {"worker", "group", "loader", "averager"};
-  const auto colon = k.find(':');
-  const bool by_name = colon != std::string::npos && colon + 1 < k.size() &&
-                       named.count(k.substr(0, colon)) &&
-                       k.find_first_not_of("0123456789", colon + 1) == std::string::npos;
-  if (kinds.count(k) || by_name) return "";
+  static const std::regex named(R"(stage\d+/(worker\d+|diloco|averager)|loader/\d+)");
+  if (kinds.count(k) || std::regex_match(k, named)) return "";
   return "must be worker, group, loader, averager, tracker, any, node or a name such as "
-         "worker:1001, not '" +
+         "stage1/worker1, stage0/diloco, stage0/averager or loader/0, not '" +
          k + "'";
 }
 
@@ -101,7 +99,8 @@ const std::vector<Field>& fields() {
       SWARMRT_NUMBER(chaos, nan_at_step, node, at_least(0),
                      "step of chaos.nan_worker's poisoned sends, 0 = never"),
       SWARMRT_FIELD(chaos, kill, node, any(), kill_target,
-                    "actor name (worker:1001, tracker), kind (worker, group, loader, averager, "
+                    "actor name (stage1/worker1, stage0/diloco, tracker), kind (worker, group, "
+                    "loader, averager, "
                     "tracker, any) or node"),
       SWARMRT_NUMBER(chaos, kill_at_step, node, at_least(0),
                      "kill chaos.kill in this step (see kill_at_phase), 0 = never"),

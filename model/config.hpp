@@ -134,9 +134,9 @@ struct ChaosConfig {
   // (the receiver must refuse them), -1: none. Its own parameters stay as they are.
   int64_t nan_worker = -1;
   int64_t nan_at_step = 0;
-  // What to kill: an actor by name ("worker:1001", "group:0", "loader:0", "averager:0",
-  // "tracker"), a random actor of a kind ("worker", "group", "loader", "averager", "tracker",
-  // "any"), or "node" (a random node process, coordinator side).
+  // What to kill: an actor by name ("stage1/worker1", "stage0/diloco", "loader/0",
+  // "stage0/averager", "tracker"), a random actor of a kind ("worker", "group", "loader",
+  // "averager", "tracker", "any"), or "node" (a random node process, coordinator side).
   std::string kill;
   int64_t kill_at_step = 0;  // once, in this step; 0: never
   // Where in that step: "start" (as it starts dispatching), "reduce" (every micro-batch has

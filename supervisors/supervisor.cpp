@@ -39,7 +39,7 @@ void restart(Self* self, size_t i) {
     return;
   }
   self->monitor(child.current);
-  if (s.setup.roster) s.setup.roster->put(child.name, child.kind, child.current);
+  if (s.setup.roster) s.setup.roster->put(child.name, child.kind, child.current, child.stage);
   if (child.on_restart) child.on_restart(child.current);
   ++s.restarts;
   const double took =
@@ -59,7 +59,7 @@ caf::behavior supervisor(Self* self, SupervisorSetup setup) {
   s.died_at.resize(s.setup.children.size());
   for (const auto& child : s.setup.children) {
     self->monitor(child.current);
-    if (s.setup.roster) s.setup.roster->put(child.name, child.kind, child.current);
+    if (s.setup.roster) s.setup.roster->put(child.name, child.kind, child.current, child.stage);
   }
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;

@@ -21,8 +21,9 @@
 namespace swarmrt::supervisors {
 
 struct ChildSpec {
-  std::string name;                                   // "worker:1001", "group:0", "loader:1"
-  std::string kind;                                   // "worker", "group", "loader"
+  std::string name;    // "stage1/worker1", "stage0/diloco", "loader/1" (supervisors/roster.hpp)
+  std::string kind;    // "worker", "group", "loader"
+  int64_t stage = -1;  // the stage it serves, -1: none
   std::function<caf::actor()> start;                  // spawns a fresh instance
   std::function<void(const caf::actor&)> on_restart;  // announces the new instance
   caf::actor current;                                 // the running instance

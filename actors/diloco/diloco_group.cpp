@@ -346,6 +346,18 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
                                     static_cast<uint64_t>(s.contributions.size())};
       },
       [=](params_atom) { return to_list(self->state.outer->theta(), /*clone=*/true); },
+      // What the console's `info` shows of a group.
+      [=](info_atom) {
+        auto& s = self->state;
+        return nlohmann::json{{"stage", s.stage},
+                              {"round", s.round},
+                              {"last_applied", s.last_applied},
+                              {"contributions", s.contributions.size()},
+                              {"members", s.members.size()},
+                              {"rejected", s.rejected},
+                              {"communicator", s.comm_backend.empty() ? "none" : s.comm_backend}}
+            .dump();
+      },
       // The state a restarted or joining worker of this stage starts from: θ and the next round.
       [=](state_atom) {
         auto& s = self->state;

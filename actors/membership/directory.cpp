@@ -112,6 +112,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
                  st.end());
         if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
       }
+    s.setup.nodes->lost(it->second.index);
     s.nodes.erase(it);
     ++s.membership.version;
     self->send(s.setup.core.tracker, members_atom::value, s.membership);
@@ -145,6 +146,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
               fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i], reply.stages[i]);
         spdlog::info("node '{}' joined as node {} ({}): workers {}", r.node_name, reply.node_index,
                      r.device, ids);
+        s.setup.nodes->put({r.node_name, reply.node_index, r.inspector, reply.worker_ids, true});
         return reply;
       },
       [=](workers_atom, const std::string& node_name, uint32_t node_index,
@@ -215,6 +217,8 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         return p;
       },
       [=](ask_members_atom) { return self->state.membership; },
+      // A console (any holder of the cluster credential) asks where to send its commands.
+      [=](inspector_atom) { return self->state.setup.inspector; },
       [=](stop_atom) {
         auto& s = self->state;
         // Stopping the swarm is the coordinator's own decision (its signal handler, its end

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "actors/console/inspector.hpp"
 #include "actors/runtime/context.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "messages/types.hpp"
@@ -25,6 +26,10 @@ struct DirectorySetup {
   std::string secret;            // what joiners must present; empty: none
   std::string endpoint;          // this process's bulk frame link; empty: frames over CAF
   CoreActors core;
+  // The console's view: the directory enters each node it admits (with the node's inspector)
+  // and marks it gone; it hands a console the coordinator's inspector (inspector_atom).
+  std::shared_ptr<NodeBook> nodes = std::make_shared<NodeBook>();
+  caf::actor inspector;
 };
 
 struct directory_state {

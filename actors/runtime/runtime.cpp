@@ -11,6 +11,7 @@
 #include "actors/stage/grad_averager.hpp"
 #include "actors/tracker/step_tracker.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"
+#include "inspect/probe.hpp"
 #include "model/gpt.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
@@ -53,8 +54,12 @@ supervisors::ChildSpec core_child(const std::string& kind, int64_t k,
                                   std::function<caf::actor()> start,
                                   const std::shared_ptr<caf::actor>& tracker) {
   supervisors::ChildSpec child;
-  child.name = kind + ":" + std::to_string(k);
+  const auto index = static_cast<uint32_t>(k);
+  child.name = kind == "loader"  ? supervisors::loader_name(index)
+               : kind == "group" ? supervisors::group_name(index)
+                                 : supervisors::averager_name(index);
   child.kind = kind;
+  if (kind != "loader") child.stage = k;
   child.start = std::move(start);
   child.on_restart = [tracker, kind, k](const caf::actor& h) {
     caf::anon_send(*tracker, replaced_atom::value, kind, static_cast<uint32_t>(k), h);
@@ -83,7 +88,10 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
     spdlog::info("resuming from {} at step {}", resume->first,
                  swarm_checkpoint_step(resume->second, resume->first));
   }
-  if (run) core.sink = sys.spawn(metrics_sink, &run->metrics());
+  if (run) {
+    core.sink = inspect::spawn_probed(sys, metrics_sink, &run->metrics());
+    core.roster->put("metrics", "metrics", core.sink);
+  }
   // Supervisors announce restarts to the tracker, which is spawned last.
   auto tracker = std::make_shared<caf::actor>();
   std::vector<supervisors::ChildSpec> loader_children, group_children, averager_children;
@@ -96,7 +104,11 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
                    static_cast<uint64_t>(config.train.seed),
                    config.train.micro_batches};
     auto child = core_child(
-        "loader", k, [&sys, ls] { return caf::actor_cast<caf::actor>(sys.spawn(data_loader, ls)); },
+        "loader", k,
+        [&sys, ls] {
+          return caf::actor_cast<caf::actor>(
+              inspect::spawn_probed_typed<loader_actor, loader_state>(sys, data_loader, ls));
+        },
         tracker);
     core.loaders.push_back(caf::actor_cast<loader_actor>(child.current));
     loader_children.push_back(std::move(child));
@@ -108,7 +120,8 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
       auto child = core_child(
           "averager", k,
           [&sys, ctx, k, sink = core.sink] {
-            return sys.spawn(grad_averager, ContextPtr(ctx), static_cast<uint32_t>(k), sink);
+            return inspect::spawn_probed(sys, grad_averager, ContextPtr(ctx),
+                                         static_cast<uint32_t>(k), sink);
           },
           tracker);
       averager = child.current;
@@ -126,8 +139,8 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
       auto child = core_child(
           "group", k,
           [&sys, ctx, k, theta, store, sink = core.sink] {
-            return sys.spawn(diloco_group, ContextPtr(ctx), static_cast<uint32_t>(k), theta, store,
-                             sink);
+            return inspect::spawn_probed(sys, diloco_group, ContextPtr(ctx),
+                                         static_cast<uint32_t>(k), theta, store, sink);
           },
           tracker);
       group = child.current;
@@ -138,27 +151,27 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
     core.group_stores.push_back(store);
   }
   const auto& policy = config.supervision;
-  core.supervisors.push_back(
-      sys.spawn(supervisors::supervisor,
-                supervisors::SupervisorSetup{"loader supervisor", policy,
-                                             std::move(loader_children), core.sink, core.roster}));
+  auto supervise = [&](const std::string& name, const std::string& what,
+                       std::vector<supervisors::ChildSpec> children) {
+    auto sup = inspect::spawn_probed(
+        sys, supervisors::supervisor,
+        supervisors::SupervisorSetup{what, policy, std::move(children), core.sink, core.roster});
+    core.roster->put(name, "supervisor", sup);
+    core.supervisors.push_back(sup);
+  };
+  supervise("supervisor/loaders", "loader supervisor", std::move(loader_children));
   if (!averager_children.empty())
-    core.supervisors.push_back(sys.spawn(
-        supervisors::supervisor,
-        supervisors::SupervisorSetup{"averager supervisor", policy, std::move(averager_children),
-                                     core.sink, core.roster}));
+    supervise("supervisor/averagers", "averager supervisor", std::move(averager_children));
   if (!group_children.empty())
-    core.supervisors.push_back(
-        sys.spawn(supervisors::supervisor,
-                  supervisors::SupervisorSetup{"group supervisor", policy,
-                                               std::move(group_children), core.sink, core.roster}));
+    supervise("supervisor/groups", "group supervisor", std::move(group_children));
   supervisors::ChaosSetup cs;
   cs.config = config.chaos;
   cs.roster = core.roster;
   cs.metrics = core.sink;
   if (options.forward_kills) cs.forward = options.forward_kills;
-  core.chaos = sys.spawn(supervisors::chaos_control, cs);
+  core.chaos = inspect::spawn_probed(sys, supervisors::chaos_control, cs);
   supervisors::register_chaos(core.chaos);
+  core.roster->put("chaos", "chaos", core.chaos);
 
   TrackerSetup ts;
   ts.ctx = ctx;
@@ -180,10 +193,11 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   // the same handle, and continues the run from the store.
   supervisors::TrackerSupervisorSetup tss;
   tss.policy = policy;
-  tss.start = [&sys, ts] { return sys.spawn(step_tracker, ts); };
+  tss.start = [&sys, ts] { return inspect::spawn_probed(sys, step_tracker, ts); };
   tss.metrics = core.sink;
   tss.roster = core.roster;
-  core.tracker = sys.spawn(supervisors::tracker_supervisor, tss);
+  core.tracker = inspect::spawn_probed(sys, supervisors::tracker_supervisor, tss);
+  core.roster->put("supervisor/tracker", "supervisor", core.tracker);
   *tracker = core.tracker;
   for (const auto& sup : core.supervisors) caf::anon_send(core.tracker, watch_atom::value, sup);
   return core;
@@ -198,8 +212,9 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
   std::vector<supervisors::ChildSpec> children;
   for (const auto& ws : setups) {
     supervisors::ChildSpec child;
-    child.name = "worker:" + std::to_string(ws.id);
+    child.name = supervisors::worker_name(ws.id);
     child.kind = "worker";
+    child.stage = ws.stage;
     child.start = [&sys, ws] { return spawn_worker(sys, ws); };
     // The restarted worker keeps its id; it takes its stage's state before it takes work.
     child.on_restart = [announce, ws, endpoint](const caf::actor& h) {
@@ -211,9 +226,13 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
     children.push_back(std::move(child));
   }
   (void)ctx;
-  return sys.spawn(supervisors::supervisor,
-                   supervisors::SupervisorSetup{name, ctx->config.supervision, std::move(children),
-                                                metrics, roster});
+  auto sup =
+      inspect::spawn_probed(sys, supervisors::supervisor,
+                            supervisors::SupervisorSetup{name, ctx->config.supervision,
+                                                         std::move(children), metrics, roster});
+  if (roster && !setups.empty())
+    roster->put("supervisor/stage" + std::to_string(setups.front().stage), "supervisor", sup);
+  return sup;
 }
 
 WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
@@ -234,7 +253,7 @@ WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
 }
 
 caf::actor spawn_worker(caf::actor_system& sys, const WorkerSetup& setup) {
-  return sys.spawn<caf::detached>(stage_worker, setup);
+  return inspect::spawn_probed<caf::detached>(sys, stage_worker, setup);
 }
 
 RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,

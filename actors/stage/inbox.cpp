@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/stage/worker_internal.hpp"
+#include "inspect/probe.hpp"
 #include "transport/bulk.hpp"
 
 namespace swarmrt::actors::worker {
@@ -34,6 +35,13 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     spdlog::warn("worker {} rejected a frame: {}", s.setup.id, e.what());
     return;
   }
+  // A traced worker's trace says which hop this frame was.
+  if (inspect::any_traced())
+    inspect::annotate(fmt::format("{} step {} mb {} attempt {}",
+                                  h.direction == Direction::forward    ? "forward"
+                                  : h.direction == Direction::backward ? "backward"
+                                                                       : "eval",
+                                  h.step, h.micro_batch, h.attempt));
   if (h.direction != Direction::eval) {
     auto cancelled = s.min_attempt.find({h.step, h.micro_batch});
     if (cancelled != s.min_attempt.end() && h.attempt < cancelled->second) {

@@ -2,10 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/runtime/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
 #include "model/optim.hpp"
 #include "model/threads.hpp"
+#include "supervisors/entitled.hpp"
 #include "transport/bulk.hpp"
 
 namespace swarmrt::actors {
@@ -179,7 +182,36 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         }
       },
       [=](slow_atom, const std::string&, double factor) {
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "worker", "slow");
         self->state.faults.set_slow_factor(factor);
+      },
+      [=](drop_atom, double fraction) {
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "worker", "drop");
+        self->state.faults.set_drop_fraction(fraction);
+      },
+      // What the console's `info` shows of a worker.
+      [=](info_atom) {
+        auto& s = self->state;
+        double checksum = 0;
+        for (const auto& p : s.params) checksum += p.detach().sum().item<double>();
+        return nlohmann::json{{"id", s.setup.id},
+                              {"stage", s.setup.stage},
+                              {"device", s.setup.device},
+                              {"step", s.step},
+                              {"applied_step", s.applied_step},
+                              {"inflight", s.inflight.size()},
+                              {"outbox", s.outbox.size()},
+                              {"forwards", s.forwards},
+                              {"rejected", s.rejected},
+                              {"stale", s.stale},
+                              {"dropped", s.faults.dropped()},
+                              {"slow_factor", s.faults.slow_factor()},
+                              {"drop_fraction", s.faults.drop_fraction()},
+                              {"round", s.replica.round()},
+                              {"param_checksum", checksum}}
+            .dump();
       },
       [=](last_grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {

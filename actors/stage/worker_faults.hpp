@@ -25,6 +25,10 @@ class WorkerFaults {
   // Sleeps so that the compute begun at `started` takes slow_factor times as long.
   void slow_down(Clock::time_point started) const;
   void set_slow_factor(double factor) { slow_factor_ = factor; }
+  double slow_factor() const { return slow_factor_; }
+  // The console's `drop`: from now on this fraction of the hops it sends is lost.
+  void set_drop_fraction(double fraction) { drop_fraction_ = fraction; }
+  double drop_fraction() const { return drop_fraction_; }
 
   // Whether gradients of `step` carry a NaN; and a round's pseudo-gradient sent at `step`
   // (any of the H steps from nan_at_step on, so the round that follows it is poisoned).

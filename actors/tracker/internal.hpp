@@ -19,6 +19,27 @@ namespace swarmrt::actors::tracker {
 using Self = caf::stateful_actor<tracker_state>;
 using Phase = tracker_state::Phase;
 
+// The phase as the console shows it.
+inline const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::idle:
+      return "idle";
+    case Phase::resetting:
+      return "resetting";
+    case Phase::running:
+      return "running";
+    case Phase::reducing:
+      return "reducing";
+    case Phase::applying:
+      return "applying";
+    case Phase::saving:
+      return "saving";
+    case Phase::evaluating:
+      return "evaluating";
+  }
+  return "?";
+}
+
 inline size_t worker_count(const tracker_state& s) {
   return s.by_id.size();
 }

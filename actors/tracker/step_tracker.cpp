@@ -74,6 +74,21 @@ caf::message_handler always(Self* self) {
         ask_group(self, stage, std::move(promise), tries);
       },
       [=](ask_members_atom) { return self->state.members; },
+      // What the console's `info` shows of the tracker.
+      [=](info_atom) {
+        auto& s = self->state;
+        size_t pending = 0;
+        for (const auto& m : s.micro) pending += m.done && m.has_loss ? 0 : 1;
+        return nlohmann::json{{"step", s.step},
+                              {"steps", s.setup.ctx->config.train.steps},
+                              {"phase", phase_name(s.phase)},
+                              {"pending_microbatches", pending},
+                              {"waiting_microbatches", s.waiting.size()},
+                              {"paused", s.paused},
+                              {"membership_version", s.members.version},
+                              {"workers", s.by_id.size()}}
+            .dump();
+      },
       [=](watch_atom, const caf::actor& supervisor) {
         self->state.watched.insert(supervisor.address());
         self->monitor(supervisor);

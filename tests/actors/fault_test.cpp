@@ -73,7 +73,7 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   config.swarm.max_inflight = config.train.micro_batches;
   const auto clean = run(config);
 
-  config.chaos.kill = "worker:1001";
+  config.chaos.kill = "stage1/worker1";
   config.chaos.kill_at_step = 5;  // the chaos actor kills it as step 5 starts dispatching
   TempDir dir;
   model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
@@ -100,7 +100,8 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   EXPECT_FALSE(lines_with(metrics, R"("kind":"injected")").empty());
   EXPECT_FALSE(lines_with(metrics, R"("kind":"worker_lost")").empty());
   EXPECT_FALSE(
-      lines_with(metrics, R"("actor":"worker:1001","event":"recovered","kind":"restart")").empty());
+      lines_with(metrics, R"("actor":"stage1/worker1","event":"recovered","kind":"restart")")
+          .empty());
   EXPECT_FALSE(lines_with(metrics, R"("event":"recovered","kind":"step")").empty());
 }
 
@@ -289,7 +290,7 @@ TEST(Faults, DroppedHopsAreReRunAndCountedOnce) {
 TEST(Faults, GroupKilledDuringARoundAppliesItOnce) {
   auto config = micro_run("diloco-swarm", 2, 2, 6);
   config.diloco.inner_steps = 3;
-  config.chaos.kill = "group:0";
+  config.chaos.kill = "stage0/diloco";
   config.chaos.kill_at_step = 3;
   const auto result = run(config);
   EXPECT_GE(result.restarts, 1u);
@@ -312,7 +313,7 @@ TEST(Faults, WorkerKilledAtARoundWithAGroupCommunicator) {
   auto config = micro_run("diloco", 1, 3, 6);
   config.diloco.inner_steps = 3;
   config.transport.links = model::Links::comm;
-  config.chaos.kill = "worker:2";
+  config.chaos.kill = "stage0/worker2";
   config.chaos.kill_at_step = 3;
   const auto result = run(config);
   ASSERT_EQ(result.report.losses.size(), 6u);
@@ -334,7 +335,7 @@ TEST(Faults, GroupKilledAtARoundWithAGroupCommunicator) {
   auto config = micro_run("diloco-swarm", 2, 2, 6);
   config.diloco.inner_steps = 3;
   config.transport.links = model::Links::comm;
-  config.chaos.kill = "group:0";
+  config.chaos.kill = "stage0/diloco";
   config.chaos.kill_at_step = 3;
   const auto result = run(config);
   EXPECT_GE(result.restarts, 1u);
@@ -478,7 +479,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, ResumeMatches,
 // and the supervisor gives up; the run fails with that reason instead of restarting forever.
 TEST(Faults, RestartIntensityExceededEndsTheRun) {
   auto config = micro_run("diloco-swarm", 2, 2, 400);
-  config.chaos.kill = "worker:1";
+  config.chaos.kill = "stage0/worker1";
   config.chaos.kill_every_s = 0.02;
   config.supervision.max_restarts = 3;
   config.supervision.restart_window_s = 60;

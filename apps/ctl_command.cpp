@@ -1,0 +1,387 @@
+// swarmrt ctl HOST:PORT [COMMAND [ARGS...]] [--json] [--yes] [--secret-file F]
+// The console of a live swarm (architecture §9): it connects to the coordinator's control port
+// over the same mutual TLS as any node (the cluster credential is required), asks the
+// directory for the coordinator's inspector and sends it commands. With a COMMAND it runs that
+// one and exits 0 (ok), 1 (error) or 2 (usage); without, it is interactive: line editing,
+// history and tab completion of commands, actor and node names (readline).
+#include <poll.h>
+#include <pwd.h>
+#include <readline/history.h>
+#include <readline/readline.h>
+#include <spdlog/spdlog.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/commands.hpp"
+#include "apps/ctl_format.hpp"
+#include "apps/net.hpp"
+#include "messages/types.hpp"
+
+namespace swarmrt::apps {
+namespace {
+using namespace swarmrt::atoms;
+using json = nlohmann::json;
+
+struct CtlArgs {
+  std::string target;
+  bool json = false;
+  bool yes = false;
+  double timeout_s = 30;
+  NetOptions net;
+};
+
+// The answer to one command: exit code (0 ok, 1 error, 2 usage) and the JSON.
+struct Answer {
+  int code = 0;
+  json body;
+};
+
+class Console {
+ public:
+  Console(caf::actor_system& sys, caf::actor inspector, std::string target, double timeout_s)
+      : self_(sys),
+        inspector_(std::move(inspector)),
+        target_(std::move(target)),
+        timeout_s_(timeout_s) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    const passwd* pw = getpwuid(getuid());
+    who_ = fmt::format("ctl {}@{} pid {}", pw ? pw->pw_name : std::to_string(getuid()), host,
+                       getpid());
+    self_->monitor(inspector_);
+  }
+
+  Answer ask(const std::vector<std::string>& args, bool yes, double extra_s = 0) {
+    Answer out;
+    self_
+        ->request(inspector_,
+                  std::chrono::milliseconds(static_cast<int64_t>((timeout_s_ + extra_s) * 1e3)),
+                  console_atom::value, messages::ConsoleRequest{args, who_, yes})
+        .receive(
+            [&](const std::string& answer) {
+              out.body = json::parse(answer);
+              if (!out.body.value("ok", false))
+                out.code =
+                    out.body.value("usage", false) || out.body.value("confirm", false) ? 2 : 1;
+            },
+            [&](const caf::error& e) {
+              gone_ = e == caf::sec::request_receiver_down || gone_check();
+              out.code = 1;
+              out.body = {{"ok", false},
+                          {"error", gone_ ? "the coordinator at " + target_ + " is gone"
+                                          : self_->system().render(e)}};
+            });
+    return out;
+  }
+  bool gone() const { return gone_; }
+
+ private:
+  // Whether a down message for the coordinator's inspector has arrived.
+  bool gone_check() {
+    bool down = false;
+    self_->receive([&](const caf::down_msg&) { down = true; },
+                   caf::after(std::chrono::milliseconds(0)) >> [] {});
+    return down;
+  }
+  caf::scoped_actor self_;
+  caf::actor inspector_;
+  std::string target_;
+  double timeout_s_;
+  std::string who_;
+  bool gone_ = false;
+};
+
+// Seconds a command may take beyond the usual reply time (a trace runs its time first).
+double extra_time(const std::vector<std::string>& args) {
+  if (args.size() >= 3 && args[0] == "trace") {
+    try {
+      return std::stod(args[2]);
+    } catch (const std::exception&) {
+    }
+  }
+  return args.size() >= 1 && args[0] == "trace" ? 5 : 0;
+}
+
+// Terminal in non-canonical mode while a refreshing view runs, so one key ends it.
+class KeyWatch {
+ public:
+  KeyWatch() : tty_(isatty(STDIN_FILENO)) {
+    if (tty_ && tcgetattr(STDIN_FILENO, &saved_) == 0) {
+      termios raw = saved_;
+      raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+      tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+      restore_ = true;
+    }
+  }
+  ~KeyWatch() {
+    if (restore_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  // Waits up to `seconds`; true once a key was pressed (consumed) or stdin closed.
+  bool stop_within(double seconds) {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(seconds * 1e3)) <= 0) return false;
+    char c;
+    return read(STDIN_FILENO, &c, 1) >= 0;
+  }
+
+ private:
+  bool tty_;
+  bool restore_ = false;
+  termios saved_{};
+};
+
+void print(const std::vector<std::string>& args, const Answer& a, bool as_json) {
+  if (as_json) {
+    std::cout << a.body.dump() << std::endl;
+  } else if (a.code != 0) {
+    std::cerr << "error: " << a.body.value("error", std::string("failed")) << std::endl;
+  } else {
+    std::cout << ctl::render(args, a.body) << std::flush;
+  }
+}
+
+// Runs one command line; returns its exit code. `interactive`: a multi-actor kill asks.
+int run_line(Console& console, std::vector<std::string> args, bool as_json, bool yes,
+             bool interactive) {
+  if (args.empty()) return 0;
+  // --yes and --json may come anywhere on the line.
+  for (auto it = args.begin(); it != args.end();) {
+    if (*it == "--yes" || *it == "-y") {
+      yes = true;
+      it = args.erase(it);
+    } else if (*it == "--json") {
+      as_json = true;
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const std::string cmd = args[0];
+  if (cmd == "help") {
+    const auto text = ctl::help_text(args.size() > 1 ? args[1] : "");
+    if (text.empty()) {
+      std::cerr << "error: no command '" << args[1] << "' (try `help`)" << std::endl;
+      return 2;
+    }
+    std::cout << text;
+    return 0;
+  }
+  if (cmd == "top" || cmd == "watch" ||
+      (cmd == "events" && args.size() == 2 && args[1] == "--follow")) {
+    double every = 1;
+    if (cmd == "watch" && args.size() == 2) {
+      try {
+        every = std::stod(args[1]);
+      } catch (const std::exception&) {
+        every = -1;
+      }
+      if (!(every >= 0.1 && every <= 3600)) {
+        std::cerr << "error: usage: watch [SECONDS], SECONDS in [0.1, 3600]" << std::endl;
+        return 2;
+      }
+    } else if (cmd != "events" && args.size() != 1) {
+      std::cerr << "error: usage: " << cmd << (cmd == "top" ? "" : " [SECONDS]") << std::endl;
+      return 2;
+    }
+    KeyWatch keys;
+    uint64_t since = 0;
+    const bool tty = isatty(STDOUT_FILENO) && !as_json;
+    do {
+      std::vector<std::string> ask =
+          cmd == "top"     ? std::vector<std::string>{"actors"}
+          : cmd == "watch" ? std::vector<std::string>{"stats"}
+                           : std::vector<std::string>{"events", std::to_string(since)};
+      auto a = console.ask(ask, false);
+      if (a.code != 0) {
+        print(ask, a, as_json);
+        return a.code;
+      }
+      if (cmd == "events") {
+        since = a.body["next"].get<uint64_t>();
+        print({"events"}, a, as_json);
+      } else {
+        if (tty) std::cout << "\033[H\033[2J";  // a refreshing view, like top
+        if (as_json)
+          print({cmd}, a, true);
+        else
+          std::cout << (cmd == "top" ? ctl::render_top(a.body["actors"], 30)
+                                     : ctl::render({"stats"}, a.body))
+                    << (tty ? "(any key stops)\n" : "") << std::flush;
+      }
+    } while (!keys.stop_within(every));
+    return 0;
+  }
+  auto a = console.ask(args, yes, extra_time(args));
+  if (a.code == 2 && a.body.value("confirm", false) && interactive) {
+    std::cout << a.body.value("error", std::string()) << "\n";
+    for (const auto& m : a.body["matches"]) std::cout << "  " << m.get<std::string>() << "\n";
+    std::unique_ptr<char, decltype(&free)> reply(readline("kill them all? [y/N] "), &free);
+    if (!reply || (std::string(reply.get()) != "y" && std::string(reply.get()) != "yes")) {
+      std::cout << "nothing killed\n";
+      return 1;
+    }
+    a = console.ask(args, true);
+  }
+  print(args, a, as_json);
+  return a.code;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// Tab completion: the first word is a command; later words are actor or node names, as the
+// last `actors` and `nodes` answers gave them.
+std::vector<std::string> g_names;
+char* complete_word(const char* text, int state) {
+  static size_t index = 0;
+  static std::vector<std::string> candidates;
+  if (state == 0) {
+    index = 0;
+    candidates.clear();
+    const bool first =
+        rl_point == 0 || std::string(rl_line_buffer, rl_point).find(' ') == std::string::npos;
+    const std::string prefix(text);
+    if (first) {
+      for (const auto& c : ctl::commands())
+        if (c.name.rfind(prefix, 0) == 0) candidates.push_back(c.name);
+    } else {
+      for (const auto& n : g_names)
+        if (n.rfind(prefix, 0) == 0) candidates.push_back(n);
+    }
+  }
+  if (index >= candidates.size()) return nullptr;
+  return strdup(candidates[index++].c_str());
+}
+
+char** complete(const char* text, int, int) {
+  rl_attempted_completion_over = 1;  // no file names
+  return rl_completion_matches(text, complete_word);
+}
+
+void refresh_names(Console& console) {
+  std::vector<std::string> names;
+  auto actors = console.ask({"actors"}, false);
+  if (actors.code == 0)
+    for (const auto& r : actors.body["actors"]) names.push_back(r["name"].get<std::string>());
+  auto nodes = console.ask({"nodes"}, false);
+  if (nodes.code == 0)
+    for (const auto& n : nodes.body["nodes"]) {
+      names.push_back(n["node"].get<std::string>());
+      names.push_back(n["name"].get<std::string>());
+    }
+  g_names = std::move(names);
+}
+
+int interactive(Console& console, const std::string& target, bool as_json) {
+  rl_attempted_completion_function = complete;
+  rl_completer_word_break_characters = const_cast<char*>(" \t");
+  refresh_names(console);
+  std::cout << "swarmrt console on " << target << " (help: commands, quit: leave)" << std::endl;
+  while (true) {
+    std::unique_ptr<char, decltype(&free)> line(readline("swarmrt> "), &free);
+    if (!line) {
+      std::cout << std::endl;
+      return 0;  // end of input
+    }
+    auto words = split(line.get());
+    if (words.empty()) continue;
+    add_history(line.get());
+    if (words[0] == "quit" || words[0] == "exit") return 0;
+    run_line(console, words, as_json, false, true);
+    if (console.gone()) return 1;
+    if (words[0] == "kill" || words[0] == "actors" || words[0] == "nodes") refresh_names(console);
+  }
+}
+
+int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
+  HostPort target;
+  std::string secret;
+  try {
+    target = parse_host_port(args.target, false);
+    secret = resolve_secret(args.net);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 2;
+  }
+  if (secret.empty()) {
+    std::cerr << "error: no cluster secret: the coordinator admits only its holders; give "
+                 "--secret-file FILE (<run dir>/secret) or SWARMRT_SECRET"
+              << std::endl;
+    return 2;
+  }
+  // Only errors from CAF and the planes: the console prints its own answers.
+  spdlog::set_level(spdlog::level::err);
+  caf::actor_system_config cfg;
+  TlsFilesGuard tls{configure_network(cfg, args.net, secret, "ctl")};
+  caf::actor_system sys{cfg};
+  auto dir = caf::openssl::remote_actor(sys, target.host, target.port);
+  if (!dir) {
+    const auto why = sys.render(dir.error());
+    if (why.find("ip_connect failed") == std::string::npos &&
+        tcp_port_open(target.host, target.port))
+      std::cerr << "error: the coordinator at " << args.target
+                << " refused this console: the TLS handshake failed, the two do not hold the "
+                   "same cluster credential"
+                << std::endl;
+    else
+      std::cerr << "error: cannot reach the coordinator at " << args.target << ": " << why
+                << std::endl;
+    return 1;
+  }
+  caf::actor inspector;
+  {
+    caf::scoped_actor self{sys};
+    self->request(*dir, std::chrono::seconds(10), inspector_atom::value)
+        .receive([&](const caf::actor& a) { inspector = a; },
+                 [&](const caf::error& e) {
+                   std::cerr << "error: the coordinator at " << args.target
+                             << " has no console: " << sys.render(e) << std::endl;
+                 });
+  }
+  if (!inspector) return 1;
+  int code = 0;
+  {
+    Console console(sys, inspector, args.target, args.timeout_s);
+    code = command.empty() ? interactive(console, args.target, args.json)
+                           : run_line(console, command, args.json, args.yes, false);
+  }
+  // As a node does: the process ends here, without waiting for CAF's teardown of the
+  // connection.
+  std::fflush(nullptr);
+  transport::remove_cluster_tls(tls.files);
+  _exit(code);
+}
+
+}  // namespace
+
+void add_ctl_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<CtlArgs>();
+  auto* cmd = app.add_subcommand(
+      "ctl",
+      "inspect and steer a live swarm through its coordinator (interactive without COMMAND)");
+  cmd->add_option("target", args->target, "the coordinator's HOST:PORT")->required();
+  cmd->add_flag("--json", args->json, "print the answer as JSON (one object per answer)");
+  cmd->add_flag("--yes,-y", args->yes, "a kill may match more than one actor");
+  cmd->add_option("--timeout-s", args->timeout_s, "wait this long for an answer")
+      ->capture_default_str();
+  add_net_options(*cmd, args->net);
+  // COMMAND [ARGS...] is whatever follows; its own options (--stage, --kind, --follow) pass
+  // through untouched.
+  cmd->allow_extras();
+  cmd->footer("commands:\n" + ctl::help_text(""));
+  cmd->callback([args, cmd, &exit_code] { exit_code = run_ctl(*args, cmd->remaining()); });
+}
+
+}  // namespace swarmrt::apps

@@ -1,0 +1,226 @@
+// The console's eyes (architecture §9): the probe every actor is spawned with, and the
+// inspector driven through its console messages against a live run in one process — list,
+// kill with restarts, a group's round, a worker's trace, events — with every micro-batch still
+// counted once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "actors/console/inspector.hpp"
+#include "inspect/probe.hpp"
+#include "model/run_dir.hpp"
+#include "run_util.hpp"
+
+using namespace swarmrt;
+using json = nlohmann::json;
+using swarmrt::testing::micro_run;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct blocker_state {
+  static inline const char* name = "blocker";
+};
+
+// Says it `entered` and waits on `gate` while handling an atom: the messages sent meanwhile wait
+// in its mailbox.
+caf::behavior blocker(caf::stateful_actor<blocker_state>*, std::shared_future<void> gate,
+                      std::shared_ptr<std::promise<void>> entered) {
+  return {
+      [=](caf::atom_value) {
+        entered->set_value();
+        gate.wait();
+      },
+      [=](int) { inspect::annotate("an int"); },
+  };
+}
+
+}  // namespace
+
+TEST(Probe, CountsWaitingAndHandledMessagesOfABusyActor) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::promise<void> open;
+  auto entered = std::make_shared<std::promise<void>>();
+  auto a = inspect::spawn_probed(sys, blocker, open.get_future().share(), entered);
+  auto* probe = inspect::probe_of(a);
+  ASSERT_NE(probe, nullptr);
+  caf::anon_send(a, caf::atom("hold"));
+  // The actor is stuck in its first message; what comes now waits.
+  entered->get_future().wait();
+  for (int i = 0; i < 5; ++i) caf::anon_send(a, i);
+  EXPECT_GE(probe->waiting(), 5u);
+  EXPECT_EQ(probe->handled(), 0u);
+  probe->start_trace(100, inspect::ActorProbe::Clock::now() + std::chrono::seconds(30));
+  open.set_value();
+  for (int i = 0; i < 1000 && probe->handled() < 6; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(probe->handled(), 6u);
+  EXPECT_EQ(probe->waiting(), 0u);
+  const auto trace = probe->take_trace();
+  // The five ints were taken while traced (the atom began before the trace).
+  ASSERT_EQ(trace.size(), 5u);
+  for (const auto& t : trace) {
+    EXPECT_EQ(t.dir, "in");
+    EXPECT_EQ(t.kind, "@i32");  // CAF's name of int32_t
+    EXPECT_EQ(t.detail, "an int");
+  }
+  EXPECT_FALSE(probe->tracing());
+  EXPECT_FALSE(inspect::any_traced());
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST(Probe, ATraceStopsItselfAtItsLimit) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::promise<void> open;
+  open.set_value();
+  auto a = inspect::spawn_probed(sys, blocker, open.get_future().share(),
+                                 std::make_shared<std::promise<void>>());
+  auto* probe = inspect::probe_of(a);
+  probe->start_trace(3, inspect::ActorProbe::Clock::now() + std::chrono::seconds(30));
+  for (int i = 0; i < 10; ++i) caf::anon_send(a, i);
+  for (int i = 0; i < 1000 && probe->handled() < 10; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(probe->tracing());  // full: it stopped by itself
+  EXPECT_EQ(probe->take_trace().size(), 3u);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// What the console script below saw.
+struct Seen {
+  json actors, confirm, killed, group, trace, restarted, events, unknown, healed;
+  std::vector<json> slowed;
+  std::string error;
+};
+
+// A console in the same process: a detached blocking actor (the system waits for it) that
+// sends the inspector what `swarmrt ctl` would, then stops the inspector.
+void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared_ptr<Seen> seen) {
+  auto ask = [&](std::vector<std::string> args, bool yes = false) {
+    json out;
+    self->request(inspector, std::chrono::seconds(30), atoms::console_atom::value,
+                  messages::ConsoleRequest{args, "test console", yes})
+        .receive([&](const std::string& s) { out = json::parse(s); },
+                 [&](const caf::error& e) {
+                   out = {{"ok", false}, {"error", to_string(e)}};
+                 });
+    return out;
+  };
+  auto wait_for = [&](auto&& done) {
+    for (int i = 0; i < 600; ++i) {
+      if (done()) return true;
+      self->receive(caf::after(std::chrono::milliseconds(100)) >> [] {});
+    }
+    return false;
+  };
+  if (!wait_for([&] {
+        auto s = ask({"stats"});
+        return s.value("ok", false) && !s["last_step"].is_null() && s["last_step"]["step"] >= 3;
+      }))
+    seen->error = "the run never reached step 3";
+  // Slowed down, the run outlasts this script by far: every command below sees it alive.
+  for (const auto* w : {"stage0/worker0", "stage0/worker1", "stage1/worker0", "stage1/worker1"})
+    seen->slowed.push_back(ask({"slow", w, "10"}));
+  seen->actors = ask({"actors", "--kind", "worker"});
+  seen->unknown = ask({"launch-missiles"});
+  seen->confirm = ask({"kill", "stage1/worker*"});
+  seen->killed = ask({"kill", "stage1/worker*"}, true);
+  seen->group = ask({"info", "stage0/diloco"});
+  wait_for([&] {
+    seen->restarted = ask({"actors", "stage1/*", "--kind", "worker"});
+    size_t back = 0;
+    for (const auto& r : seen->restarted["actors"]) back += r["restarts"] == 1 ? 1 : 0;
+    return back == 2;
+  });
+  seen->events = ask({"events"});
+  seen->trace = ask({"trace", "stage1/worker0", "1"});
+  seen->healed = ask({"heal", "all"});
+  self->send_exit(inspector, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace
+
+// Test of the console issue against a live run in one process.
+TEST(Inspector, ListsKillsRestartsTracesAndRecordsALiveRun) {
+  auto config = micro_run("diloco-swarm", 2, 2, 300);
+  config.diloco.inner_steps = 5;
+  const auto dir = fs::temp_directory_path() / ("swarmrt-inspector-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  model::RunDir rd(dir.string(), config, model::RunStart::fresh);
+  auto seen = std::make_shared<Seen>();
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  o.on_core = [&](caf::actor_system& sys, const actors::CoreActors& core) {
+    actors::InspectorSetup is;
+    is.roster = core.roster;
+    is.nodes = std::make_shared<actors::NodeBook>();
+    is.metrics = core.sink;
+    auto inspector = inspect::spawn_probed(sys, actors::inspector, is);
+    sys.spawn<caf::detached>(console_script, inspector, seen);
+  };
+  const auto result = swarmrt::testing::run(config, o);
+  fs::remove_all(dir);
+  ASSERT_EQ(seen->error, "");
+
+  // Every worker is listed with its name, kind, stage and mailbox.
+  ASSERT_TRUE(seen->actors["ok"]) << seen->actors.dump();
+  std::set<std::string> names;
+  for (const auto& r : seen->actors["actors"]) {
+    names.insert(r["name"].get<std::string>());
+    EXPECT_EQ(r["kind"], "worker");
+    EXPECT_TRUE(r.contains("mailbox") && r.contains("handled")) << r.dump();
+    EXPECT_EQ(r["stage"], r["name"].get<std::string>()[5] - '0') << r.dump();
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"stage0/worker0", "stage0/worker1", "stage1/worker0",
+                                          "stage1/worker1"}));
+  for (const auto& s : seen->slowed) EXPECT_TRUE(s["ok"]) << s.dump();
+  EXPECT_EQ(seen->healed["healed"].size(), 4u) << seen->healed.dump();
+  EXPECT_FALSE(seen->unknown["ok"]);
+  EXPECT_TRUE(seen->unknown["usage"]);
+
+  // A kill of more than one actor needs confirming; confirmed, both die and come back.
+  EXPECT_TRUE(seen->confirm["confirm"]) << seen->confirm.dump();
+  EXPECT_EQ(seen->confirm["matches"].size(), 2u);
+  ASSERT_TRUE(seen->killed["ok"]) << seen->killed.dump();
+  EXPECT_EQ(seen->killed["killed"].size(), 2u);
+  ASSERT_EQ(seen->restarted["actors"].size(), 2u) << seen->restarted.dump();
+  for (const auto& r : seen->restarted["actors"]) EXPECT_EQ(r["restarts"], 1) << r.dump();
+
+  // The group reports its round.
+  ASSERT_TRUE(seen->group["ok"]) << seen->group.dump();
+  EXPECT_TRUE(seen->group["actor"]["info"].contains("round")) << seen->group.dump();
+
+  // The trace of a stage-1 worker shows forward and backward hops.
+  ASSERT_TRUE(seen->trace["ok"]) << seen->trace.dump();
+  bool forward = false, backward = false;
+  for (const auto& t : seen->trace["trace"]) {
+    const auto d = t["detail"].get<std::string>();
+    forward = forward || d.rfind("forward", 0) == 0;
+    backward = backward || t["dir"] == "out";  // its input gradient goes back to stage 0
+  }
+  EXPECT_TRUE(forward) << seen->trace.dump();
+  EXPECT_TRUE(backward) << seen->trace.dump();
+
+  // The kill is an event with the console's name.
+  bool recorded = false;
+  for (const auto& e : seen->events["events"])
+    recorded = recorded || (e["event"] == "console" && e["console"] == "test console" &&
+                            e["command"] == "kill stage1/worker*");
+  EXPECT_TRUE(recorded) << seen->events.dump();
+
+  // The run completed with every micro-batch counted once.
+  ASSERT_EQ(result.report.losses.size(), 300u);
+  for (size_t i = 0; i < result.report.completed.size(); ++i) {
+    EXPECT_EQ(result.report.completed[i], config.train.micro_batches) << "step " << i + 1;
+    EXPECT_EQ(result.report.duplicates[i], 0) << "step " << i + 1;
+    EXPECT_EQ(result.report.missing_samples[i], 0) << "step " << i + 1;
+    EXPECT_EQ(result.report.extra_samples[i], 0) << "step " << i + 1;
+  }
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The console issue's tests against a swarm of real processes: a coordinator and two nodes on
+# 127.0.0.1, and `swarmrt ctl` as a user runs it — one-shot commands with --json and exit codes,
+# a kill of two workers that their supervisors restart, a group's round, a worker's trace, a
+# node killed from the console, the credential refused, and the interactive console through a
+# pseudo-terminal (console_pty.py). The run must still complete. Processes are stopped by pid.
+set -u
+bin=$1 root=$2
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
+py() { python3 -c "$1" "${@:2}"; }
+
+"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
+  --set "data.path=$root/data/brown.txt" --set train.steps=150 --set train.eval_every=0 \
+  --set train.eval_batches=4 --set diloco.inner_steps=5 >"$tmp/coord.log" 2>&1 &
+coord=$!
+pids+=("$coord")
+port=""
+for _ in $(seq 1 100); do
+  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
+  [ -n "$port" ] && break
+  sleep 0.2
+done
+[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+target=127.0.0.1:$port
+for name in a b; do
+  "$bin" node --join "$target" --secret-file "$tmp/run/secret" -w 2 --name "$name" "${net[@]}" \
+    >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 1 600); do grep -q "step 3/150" "$tmp/coord.log" && break; sleep 0.1; done
+grep -q "step 3/150" "$tmp/coord.log" || fail "the run did not reach step 3: $(tail -5 "$tmp/coord.log")"
+# Slowed down, the run outlasts every command below (healed before the node kill).
+ctl() { "$bin" ctl "$target" --secret-file "$tmp/run/secret" "$@"; }
+for w in stage0/worker0 stage0/worker1 stage1/worker0 stage1/worker1; do
+  ctl slow "$w" 3 >/dev/null || fail "slow $w"
+done
+
+# Without the credential: refused, with the reason.
+out=$("$bin" ctl "$target" nodes 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "no cluster secret" <<<"$out" || fail "no secret: rc $rc, $out"
+out=$(SWARMRT_SECRET=not-this-cluster "$bin" ctl "$target" nodes 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "refused this console" <<<"$out" || fail "wrong secret: rc $rc, $out"
+
+# Interactive, through a pseudo-terminal.
+python3 "$root/tests/cli/console_pty.py" "$bin" "$target" "$tmp/run/secret" live || exit 1
+
+# actors --json: every actor with name, kind, stage, node and mailbox; four workers.
+ctl actors --json >"$tmp/actors.json" || fail "actors: $(cat "$tmp/actors.json")"
+py '
+import json, sys
+a = json.load(open(sys.argv[1]))["actors"]
+for r in a:
+    for k in ("name", "kind", "stage", "node", "mailbox", "handled", "restarts"):
+        assert k in r, (k, r)
+workers = sorted(r["name"] for r in a if r["kind"] == "worker")
+assert len(workers) == 4 and all("@node" in w for w in workers), workers
+assert {r["stage"] for r in a if r["kind"] == "worker"} == {0, 1}
+assert {"tracker", "directory", "stage0/diloco", "stage1/diloco"} <= {r["name"] for r in a}
+' "$tmp/actors.json" || fail "actors --json: $(cat "$tmp/actors.json")"
+
+# Usage errors exit 2, errors exit 1, with a one-line message.
+out=$(ctl frobnicate 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "unknown command 'frobnicate'" <<<"$out" || fail "unknown command: rc $rc, $out"
+out=$(ctl info stage9/nobody 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "no actor 'stage9/nobody'" <<<"$out" || fail "unknown actor: rc $rc, $out"
+
+# A kill of more than one actor needs --yes; with it both workers die and come back.
+out=$(ctl kill 'stage1/worker*' 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "matches 2 actors" <<<"$out" || fail "kill without --yes: rc $rc, $out"
+ctl kill 'stage1/worker*' --yes --json >"$tmp/kill.json" || fail "kill: $(cat "$tmp/kill.json")"
+py 'import json,sys; assert len(json.load(open(sys.argv[1]))["killed"]) == 2' "$tmp/kill.json" \
+  || fail "kill --yes: $(cat "$tmp/kill.json")"
+restarted=""
+for _ in $(seq 1 100); do
+  ctl actors 'stage1/worker*' --json >"$tmp/back.json" 2>/dev/null
+  if py 'import json,sys; a=json.load(open(sys.argv[1]))["actors"]; assert len(a)==2 and all(r["restarts"]==1 for r in a)' "$tmp/back.json" 2>/dev/null; then
+    restarted=yes
+    break
+  fi
+  sleep 0.2
+done
+[ -n "$restarted" ] || fail "the killed workers were not listed restarted: $(cat "$tmp/back.json")"
+
+# A group's round; a stage-0 worker's trace has forward and backward hops.
+ctl info stage0/diloco --json >"$tmp/group.json" || fail "info: $(cat "$tmp/group.json")"
+py 'import json,sys; i=json.load(open(sys.argv[1]))["actor"]["info"]; assert i["round"] >= 0, i' \
+  "$tmp/group.json" || fail "info stage0/diloco: $(cat "$tmp/group.json")"
+ctl trace stage0/worker0 2 --json >"$tmp/trace.json" || fail "trace: $(cat "$tmp/trace.json")"
+py '
+import json, sys
+t = json.load(open(sys.argv[1]))["trace"]
+details = " ".join(e["detail"] for e in t)
+assert "forward" in details and "backward" in details, details
+' "$tmp/trace.json" || fail "trace stage0/worker0: $(head -c 2000 "$tmp/trace.json")"
+ctl heal all >/dev/null || fail "heal"
+
+# A node killed from the console: its commands then fail with a clear message.
+ctl kill-node node1 >/dev/null || fail "kill-node"
+for _ in $(seq 1 100); do
+  ctl nodes --json 2>/dev/null | grep -q '"alive":false' && break
+  sleep 0.2
+done
+out=$(ctl freeze node1 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "node 'node1' is gone" <<<"$out" || fail "command to a dead node: rc $rc, $out"
+
+# The events: every command that changed the swarm, with the console's name.
+ctl events --json >"$tmp/events.json" || fail "events"
+py '
+import json, sys
+e = [x for x in json.load(open(sys.argv[1]))["events"] if x["event"] == "console"]
+cmds = [x["command"] for x in e]
+assert "kill stage1/worker*" in cmds and "kill-node node1" in cmds, cmds
+assert all(x["console"].startswith("ctl ") for x in e)
+' "$tmp/events.json" || fail "events: $(cat "$tmp/events.json")"
+
+# The run completes.
+for _ in $(seq 1 600); do kill -0 "$coord" 2>/dev/null || break; sleep 0.2; done
+wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
+grep -q "final validation loss" "$tmp/coord.log" || fail "the run did not complete: $(tail -20 "$tmp/coord.log")"
+grep -q '"event":"console"' "$tmp/run/metrics.jsonl" || fail "no console event in metrics.jsonl"
+
+# A console whose coordinator goes away says so and exits non-zero: a second coordinator (it
+# waits for nodes that never come) is killed while a console is open on it.
+"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run2" "${net[@]}" \
+  --set "data.path=$root/data/brown.txt" >"$tmp/coord2.log" 2>&1 &
+coord2=$!
+pids+=("$coord2")
+port2=""
+for _ in $(seq 1 100); do
+  port2=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord2.log")
+  [ -n "$port2" ] && break
+  sleep 0.2
+done
+[ -n "$port2" ] || fail "the second coordinator did not listen: $(cat "$tmp/coord2.log")"
+python3 "$root/tests/cli/console_pty.py" "$bin" "127.0.0.1:$port2" "$tmp/run2/secret" gone "$coord2" \
+  || exit 1
+echo "ok: console commands against 1 coordinator + 2 nodes"
