@@ -34,6 +34,7 @@ struct CtlArgs {
   std::string target;
   bool json = false;
   bool yes = false;
+  bool timing = false;
   double timeout_s = 30;
   NetOptions net;
 };
@@ -46,11 +47,13 @@ struct Answer {
 
 class Console {
  public:
-  Console(caf::actor_system& sys, caf::actor inspector, std::string target, double timeout_s)
+  Console(caf::actor_system& sys, caf::actor inspector, std::string target, double timeout_s,
+          bool timing)
       : self_(sys),
         inspector_(std::move(inspector)),
         target_(std::move(target)),
-        timeout_s_(timeout_s) {
+        timeout_s_(timeout_s),
+        timing_(timing) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
     const passwd* pw = getpwuid(getuid());
@@ -61,6 +64,7 @@ class Console {
 
   Answer ask(const std::vector<std::string>& args, bool yes, double extra_s = 0) {
     Answer out;
+    const auto started = std::chrono::steady_clock::now();
     self_
         ->request(inspector_,
                   std::chrono::milliseconds(static_cast<int64_t>((timeout_s_ + extra_s) * 1e3)),
@@ -79,6 +83,11 @@ class Console {
                           {"error", gone_ ? "the coordinator at " + target_ + " is gone"
                                           : self_->system().render(e)}};
             });
+    if (timing_)
+      std::cerr << fmt::format(
+          "answered in {:.2f} ms\n",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+              .count());
     return out;
   }
   bool gone() const { return gone_; }
@@ -95,6 +104,7 @@ class Console {
   caf::actor inspector_;
   std::string target_;
   double timeout_s_;
+  bool timing_;
   std::string who_;
   bool gone_ = false;
 };
@@ -353,7 +363,7 @@ int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
   if (!inspector) return 1;
   int code = 0;
   {
-    Console console(sys, inspector, args.target, args.timeout_s);
+    Console console(sys, inspector, args.target, args.timeout_s, args.timing);
     code = command.empty() ? interactive(console, args.target, args.json)
                            : run_line(console, command, args.json, args.yes, false);
   }
@@ -374,6 +384,8 @@ void add_ctl_command(CLI::App& app, int& exit_code) {
   cmd->add_option("target", args->target, "the coordinator's HOST:PORT")->required();
   cmd->add_flag("--json", args->json, "print the answer as JSON (one object per answer)");
   cmd->add_flag("--yes,-y", args->yes, "a kill may match more than one actor");
+  cmd->add_flag("--timing", args->timing,
+                "print how long each answer took (stderr): what the console's benchmark reads");
   cmd->add_option("--timeout-s", args->timeout_s, "wait this long for an answer")
       ->capture_default_str();
   add_net_options(*cmd, args->net);

@@ -189,6 +189,10 @@ int run_node(const NodeArgs& args) {
   auto inspector = inspect::spawn_probed(sys, actors::inspector, inspector_setup);
   actors::register_inspector(inspector);
   request.inspector = inspector;
+  // A node that returns early (refused, unreachable) stops it, or the actor system's
+  // destructor would wait for it forever.
+  AtScopeExit stop_inspector{
+      [&] { caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown); }};
   messages::JoinReply reply;
   std::string refusal;
   self->request(dir, std::chrono::seconds(30), join_atom::value, request)

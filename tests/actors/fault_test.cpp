@@ -153,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, NanContribution, ::testing::Values("swarm", "dil
 TEST(Faults, AveragerKilledIsRestartedAndTheRunIsUnchanged) {
   auto config = micro_run("swarm", 2, 2, 8);
   const auto clean = run(config);
-  config.chaos.kill = "averager:1";
+  config.chaos.kill = "stage1/averager";
   config.chaos.kill_at_step = 3;
   const auto faulty = run(config);
   EXPECT_GE(faulty.restarts, 1u);

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# What the console costs and how fast it answers (the console issue's two figures).
+#  1. Overhead: configs/tiny.toml (diloco-swarm 2x2) across a coordinator and two nodes. The
+#     same run alternates windows of WINDOW_S seconds with no console and with one console
+#     polling `stats` every 100 ms (`swarmrt ctl ... watch 0.1`); tokens/s per window from the
+#     step records' wall clock in metrics.jsonl. Ratio = polled / quiet (median of the pairs).
+#  2. Latency: a swarm of 64 workers in 4 node processes (2 stages x 32); one console session
+#     asks `actors` REPEAT times; the median answer time (ctl --timing), the first left out.
+# Usage: bench/console.sh [PAIRS] [WINDOW_S] [REPEAT] -> table + bench/results/console.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+install_deps
+build
+scripts/fetch_data.sh
+pairs=${1:-4} window=${2:-10} repeat=${3:-21}
+export OPENBLAS_NUM_THREADS=1
+bin=build/bin/swarmrt
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+net=(--heartbeat-ms 250 --connection-timeout-ms 5000)
+
+# Starts a coordinator with "$@" as extra options; sets $port.
+start_coordinator() {
+  local dir=$1
+  shift
+  "$bin" coordinator -c configs/tiny.toml --listen 127.0.0.1:0 -o "$tmp/$dir" "${net[@]}" "$@" \
+    >"$tmp/$dir.log" 2>&1 &
+  pids+=($!)
+  port=""
+  for _ in $(seq 1 200); do
+    port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$dir.log")
+    [ -n "$port" ] && return 0
+    sleep 0.1
+  done
+  echo "the coordinator did not start: $(tail -5 "$tmp/$dir.log")" >&2
+  exit 1
+}
+start_node() {  # DIR NAME WORKERS
+  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/$1/secret" -w "$3" --name "$2" \
+    "${net[@]}" >"$tmp/$1-$2.log" 2>&1 &
+  pids+=($!)
+}
+
+echo "1/2 overhead: $pairs pairs of ${window} s windows (quiet, polled every 100 ms)" >&2
+start_coordinator overhead --set train.steps=100000 --set train.eval_every=0 \
+  --set checkpoint.every_steps=0
+start_node overhead a 2
+start_node overhead b 2
+for _ in $(seq 1 600); do grep -q "step 10/" "$tmp/overhead.log" && break; sleep 0.1; done
+marks=()
+for i in $(seq 1 "$pairs"); do
+  # The order inside a pair alternates, so a drift in speed does not favour either.
+  for what in $([ $((i % 2)) -eq 1 ] && echo "quiet polled" || echo "polled quiet"); do
+    start=$(date +%s.%N)
+    if [ "$what" = polled ]; then
+      sleep "$window" | "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/overhead/secret" \
+        watch 0.1 --json >"$tmp/polls.jsonl"
+    else
+      sleep "$window"
+    fi
+    marks+=("$what $start $(date +%s.%N) $(wc -l <"$tmp/polls.jsonl" 2>/dev/null || echo 0)")
+    echo "  pair $i: $what window done" >&2
+  done
+done
+printf '%s\n' "${marks[@]}" >"$tmp/marks"
+
+echo "2/2 latency: 64 workers in 4 node processes, $repeat x actors" >&2
+start_coordinator latency --set swarm.workers_per_stage=32 --set train.steps=100000 \
+  --set train.eval_every=0 --set checkpoint.every_steps=0
+for n in 1 2 3 4; do start_node latency "n$n" 16; done
+for _ in $(seq 1 1200); do grep -q "swarm is full" "$tmp/latency.log" && break; sleep 0.1; done
+grep -q "swarm is full" "$tmp/latency.log" || { echo "64 workers never joined" >&2; exit 1; }
+sleep 5
+for _ in $(seq 1 "$repeat"); do echo "actors --json"; done |
+  "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/latency/secret" --timing \
+    >"$tmp/actors.out" 2>"$tmp/timing.txt"
+
+python3 - "$tmp/overhead/metrics.jsonl" "$tmp/marks" "$tmp/timing.txt" "$tmp/actors.out" \
+  "$(bench/machine.sh)" "$window" <<'PY'
+import json, statistics, sys
+steps = [json.loads(l) for l in open(sys.argv[1])]
+steps = [s for s in steps if s.get("event") == "step"]
+def rate(t0, t1):
+    inside = [s for s in steps if t0 <= s["wall"] <= t1]
+    if len(inside) < 2:
+        return float("nan")
+    return (inside[-1]["tokens"] - inside[0]["tokens"]) / (inside[-1]["wall"] - inside[0]["wall"])
+windows = []
+for line in open(sys.argv[2]):
+    what, t0, t1, polls = line.split()
+    windows.append({"what": what, "tokens_per_s": rate(float(t0), float(t1)), "polls": int(polls)})
+ratios = [w["tokens_per_s"] for w in windows if w["what"] == "polled"]
+quiet = [w["tokens_per_s"] for w in windows if w["what"] == "quiet"]
+pair_ratios = [p / q for p, q in zip(ratios, quiet)]
+times = [float(l.split()[2]) for l in open(sys.argv[3]) if l.startswith("answered in")][1:]
+listed = [len(json.loads(l)["actors"]) for l in open(sys.argv[4]) if l.startswith("{")]
+result = {
+    "machine": json.loads(sys.argv[5]),
+    "overhead": {"window_s": float(sys.argv[6]), "windows": windows,
+                 "polled_over_quiet": pair_ratios,
+                 "median_ratio": statistics.median(pair_ratios)},
+    "latency": {"workers": 64, "processes": 5, "actors_listed": listed[-1] if listed else 0,
+                "answers_ms": times, "median_ms": statistics.median(times)},
+}
+json.dump(result, open("bench/results/console.json", "w"), indent=1)
+print(f"| figure | measured | goal |")
+print(f"|---|---|---|")
+print(f"| tokens/s with a console polling `stats` every 100 ms / without (median of {len(pair_ratios)} pairs) "
+      f"| {result['overhead']['median_ratio']:.3f} ({', '.join(f'{r:.3f}' for r in pair_ratios)}) | >= 0.98 |")
+print(f"| `actors` over 64 workers in 4 node processes ({listed[-1] if listed else 0} actors), median of {len(times)} "
+      f"| {result['latency']['median_ms']:.1f} ms | <= 100 ms |")
+print(f"machine: {result['machine']['cpu']}, {result['machine']['cores']} cores")
+PY
