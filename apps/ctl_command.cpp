@@ -297,7 +297,9 @@ void refresh_names(Console& console) {
 int interactive(Console& console, const std::string& target, bool as_json) {
   rl_attempted_completion_function = complete;
   rl_completer_word_break_characters = const_cast<char*>(" \t");
-  refresh_names(console);
+  // Names for tab completion; commands piped in need none (and a script's timing stays clean).
+  const bool keyboard = isatty(STDIN_FILENO);
+  if (keyboard) refresh_names(console);
   std::cout << "swarmrt console on " << target << " (help: commands, quit: leave)" << std::endl;
   while (true) {
     std::unique_ptr<char, decltype(&free)> line(readline("swarmrt> "), &free);
@@ -311,7 +313,8 @@ int interactive(Console& console, const std::string& target, bool as_json) {
     if (words[0] == "quit" || words[0] == "exit") return 0;
     run_line(console, words, as_json, false, true);
     if (console.gone()) return 1;
-    if (words[0] == "kill" || words[0] == "actors" || words[0] == "nodes") refresh_names(console);
+    if (keyboard && (words[0] == "kill" || words[0] == "actors" || words[0] == "nodes"))
+      refresh_names(console);
   }
 }
 

@@ -6,6 +6,8 @@
 #     step records' wall clock in metrics.jsonl. Ratio = polled / quiet (median of the pairs).
 #  2. Latency: a swarm of 64 workers in 4 node processes (2 stages x 32); one console session
 #     asks `actors` REPEAT times; the median answer time (ctl --timing), the first left out.
+#  3. The CPU one console process takes: to start and answer one `stats`, and over 30 s of
+#     polling every 100 ms (getrusage of the child, /usr/bin/time).
 # Usage: bench/console.sh [PAIRS] [WINDOW_S] [REPEAT] -> table + bench/results/console.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,19 +59,32 @@ marks=()
 for i in $(seq 1 "$pairs"); do
   # The order inside a pair alternates, so a drift in speed does not favour either.
   for what in $([ $((i % 2)) -eq 1 ] && echo "quiet polled" || echo "polled quiet"); do
-    start=$(date +%s.%N)
+    # A polled window starts once the console is up and polling: what is measured is the
+    # standing cost of a console, not its start (loading the executable's libraries takes
+    # about a second of CPU, measured apart below).
     if [ "$what" = polled ]; then
-      sleep "$window" | "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/overhead/secret" \
-        watch 0.1 --json >"$tmp/polls.jsonl"
-    else
-      sleep "$window"
+      (sleep $((window + 4)) | "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/overhead/secret" \
+        watch 0.1 --json >"$tmp/polls.jsonl") &
+      poller=$!
+      for _ in $(seq 1 100); do [ -s "$tmp/polls.jsonl" ] && break; sleep 0.1; done
+      sleep 1
     fi
-    marks+=("$what $start $(date +%s.%N) $(wc -l <"$tmp/polls.jsonl" 2>/dev/null || echo 0)")
+    start=$(date +%s.%N)
+    before=$(wc -l <"$tmp/polls.jsonl" 2>/dev/null || echo 0)
+    sleep "$window"
+    after=$(wc -l <"$tmp/polls.jsonl" 2>/dev/null || echo 0)
+    marks+=("$what $start $(date +%s.%N) $((after - before))")
+    [ "$what" = polled ] && wait "$poller"
+    rm -f "$tmp/polls.jsonl"
     echo "  pair $i: $what window done" >&2
   done
 done
 printf '%s\n' "${marks[@]}" >"$tmp/marks"
 
+/usr/bin/time -f "%U %S" -o "$tmp/cpu_one" "$bin" ctl "127.0.0.1:$port" \
+  --secret-file "$tmp/overhead/secret" stats >/dev/null
+sleep 30 | /usr/bin/time -f "%U %S" -o "$tmp/cpu_watch" "$bin" ctl "127.0.0.1:$port" \
+  --secret-file "$tmp/overhead/secret" watch 0.1 --json >/dev/null
 echo "2/2 latency: 64 workers in 4 node processes, $repeat x actors" >&2
 start_coordinator latency --set swarm.workers_per_stage=32 --set train.steps=100000 \
   --set train.eval_every=0 --set checkpoint.every_steps=0
@@ -82,7 +97,7 @@ for _ in $(seq 1 "$repeat"); do echo "actors --json"; done |
     >"$tmp/actors.out" 2>"$tmp/timing.txt"
 
 python3 - "$tmp/overhead/metrics.jsonl" "$tmp/marks" "$tmp/timing.txt" "$tmp/actors.out" \
-  "$(bench/machine.sh)" "$window" <<'PY'
+  "$(bench/machine.sh)" "$window" "$(cat "$tmp/cpu_one")" "$(cat "$tmp/cpu_watch")" <<'PY'
 import json, statistics, sys
 steps = [json.loads(l) for l in open(sys.argv[1])]
 steps = [s for s in steps if s.get("event") == "step"]
@@ -105,6 +120,8 @@ result = {
     "overhead": {"window_s": float(sys.argv[6]), "windows": windows,
                  "polled_over_quiet": pair_ratios,
                  "median_ratio": statistics.median(pair_ratios)},
+    "console_cpu_s": {"start_and_one_stats": sum(map(float, sys.argv[7].split())),
+                      "polling_30_s": sum(map(float, sys.argv[8].split()))},
     "latency": {"workers": 64, "processes": 5, "actors_listed": listed[-1] if listed else 0,
                 "answers_ms": times, "median_ms": statistics.median(times)},
 }
@@ -115,5 +132,7 @@ print(f"| tokens/s with a console polling `stats` every 100 ms / without (median
       f"| {result['overhead']['median_ratio']:.3f} ({', '.join(f'{r:.3f}' for r in pair_ratios)}) | >= 0.98 |")
 print(f"| `actors` over 64 workers in 4 node processes ({listed[-1] if listed else 0} actors), median of {len(times)} "
       f"| {result['latency']['median_ms']:.1f} ms | <= 100 ms |")
+print(f"| CPU of one console process: start + one `stats` / 30 s of `watch 0.1` "
+      f"| {result['console_cpu_s']['start_and_one_stats']:.2f} s / {result['console_cpu_s']['polling_30_s']:.2f} s | |")
 print(f"machine: {result['machine']['cpu']}, {result['machine']['cores']} cores")
 PY
