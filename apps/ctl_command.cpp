@@ -15,7 +15,6 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/remote_actor.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -36,7 +35,16 @@ struct CtlArgs {
   bool yes = false;
   bool timing = false;
   double timeout_s = 30;
-  NetOptions net;
+  NetOptions net = console_net();
+
+  // A console is often started on a machine whose cores all train, where its handshake can
+  // span several heartbeat ticks (20 consoles started at once on 2 busy cores: 13 of 20
+  // handshakes dropped as timed out, none retried). It tries again for this long.
+  static NetOptions console_net() {
+    NetOptions n;
+    n.connection_timeout_ms = 15000;
+    return n;
+  }
 };
 
 // The answer to one command: exit code (0 ok, 1 error, 2 usage) and the JSON.
@@ -117,6 +125,7 @@ double extra_time(const std::vector<std::string>& args) {
     } catch (const std::exception&) {
     }
   }
+  if (args.size() >= 1 && args[0] == "checkpoint") return messages::kCheckpointWaitS;
   return args.size() >= 1 && args[0] == "trace" ? 5 : 0;
 }
 
@@ -187,18 +196,18 @@ int run_line(Console& console, std::vector<std::string> args, bool as_json, bool
   if (cmd == "top" || cmd == "watch" ||
       (cmd == "events" && args.size() == 2 && args[1] == "--follow")) {
     double every = 1;
-    if (cmd == "watch" && args.size() == 2) {
+    if (cmd != "events" && args.size() == 2) {
       try {
         every = std::stod(args[1]);
       } catch (const std::exception&) {
         every = -1;
       }
       if (!(every >= 0.1 && every <= 3600)) {
-        std::cerr << "error: usage: watch [SECONDS], SECONDS in [0.1, 3600]" << std::endl;
+        std::cerr << "error: usage: " << cmd << " [SECONDS], SECONDS in [0.1, 3600]" << std::endl;
         return 2;
       }
     } else if (cmd != "events" && args.size() != 1) {
-      std::cerr << "error: usage: " << cmd << (cmd == "top" ? "" : " [SECONDS]") << std::endl;
+      std::cerr << "error: usage: " << cmd << " [SECONDS]" << std::endl;
       return 2;
     }
     KeyWatch keys;
@@ -339,24 +348,33 @@ int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
   caf::actor_system_config cfg;
   TlsFilesGuard tls{configure_network(cfg, args.net, secret, "ctl")};
   caf::actor_system sys{cfg};
-  auto dir = caf::openssl::remote_actor(sys, target.host, target.port);
-  if (!dir) {
-    const auto why = sys.render(dir.error());
-    if (why.find("ip_connect failed") == std::string::npos &&
-        tcp_port_open(target.host, target.port))
+  // A coordinator that is not there is said at once; a handshake that spanned a heartbeat
+  // tick (a busy machine) is tried again within --connection-timeout-ms.
+  const auto reached = reach_coordinator(
+      sys, target,
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(args.net.connection_timeout_ms),
+      false, nullptr, nullptr);
+  if (!reached.directory) {
+    if (reached.refused)
       std::cerr << "error: the coordinator at " << args.target
                 << " refused this console: the TLS handshake failed, the two do not hold the "
                    "same cluster credential"
                 << std::endl;
+    else if (reached.error.find("connection_timeout") != std::string::npos)
+      std::cerr << "error: the coordinator at " << args.target
+                << " did not finish the handshake within --connection-timeout-ms ("
+                << args.net.connection_timeout_ms << " ms): busy, frozen or not a coordinator"
+                << std::endl;
     else
-      std::cerr << "error: cannot reach the coordinator at " << args.target << ": " << why
+      std::cerr << "error: cannot reach the coordinator at " << args.target << ": " << reached.error
                 << std::endl;
     return 1;
   }
+  const caf::actor dir = reached.directory;
   caf::actor inspector;
   {
     caf::scoped_actor self{sys};
-    self->request(*dir, std::chrono::seconds(10), inspector_atom::value)
+    self->request(dir, std::chrono::seconds(10), inspector_atom::value)
         .receive([&](const caf::actor& a) { inspector = a; },
                  [&](const caf::error& e) {
                    std::cerr << "error: the coordinator at " << args.target

@@ -13,7 +13,8 @@ const std::vector<CommandHelp>& commands() {
       {"actors", "actors [PATTERN] [--stage K] [--kind KIND]",
        "every actor (glob PATTERN: 'stage1/*'): kind, stage, node, mailbox, messages, restarts"},
       {"info", "info NAME", "one actor: its figures and what it says of itself (step, round, ...)"},
-      {"top", "top", "actors by mailbox length, then busy time, refreshed until a key"},
+      {"top", "top [SECONDS]",
+       "actors by mailbox length, then busy time, every SECONDS (default 1) until a key"},
       {"stats", "stats", "the last step: loss, tokens/s, samples/s per stage, bytes by kind"},
       {"watch", "watch [SECONDS]", "stats every SECONDS (default 1) until a key"},
       {"trace", "trace NAME [SECONDS]",
@@ -26,7 +27,10 @@ const std::vector<CommandHelp>& commands() {
       {"slow", "slow NAME FACTOR", "a worker computes FACTOR times slower"},
       {"drop", "drop NAME FRACTION", "a worker loses FRACTION of the hops it sends"},
       {"delay", "delay NODE MS", "every frame a process sends waits MS first"},
-      {"heal", "heal [NAME|all]", "undo slow, drop (and, for all, delay)"},
+      {"partition", "partition NODE_A NODE_B",
+       "frames between two processes are lost, both ways, until `heal all`"},
+      {"heal", "heal [NAME|all]", "undo slow, drop (and, for all, delay and partitions)"},
+      {"checkpoint", "checkpoint", "save the swarm once the open step closes; prints the path"},
       {"config", "config", "the run's effective configuration"},
       {"help", "help [COMMAND]", "this list, or one command's usage"},
       {"quit", "quit", "leave the console (the swarm goes on)"},
@@ -93,13 +97,19 @@ std::string render_top(const json& actors, size_t rows) {
 std::string render(const std::vector<std::string>& args, const json& a) {
   const std::string cmd = args.empty() ? "" : args[0];
   if (cmd == "nodes") {
-    std::string out = fmt::format("{:<12} {:<24} {:<6} {:>7} {:>8} {:>7} {:>8} {:>8}\n", "NODE",
-                                  "NAME", "ALIVE", "WORKERS", "PID", "THREADS", "RSS_MB", "CPU_S");
-    for (const auto& n : a["nodes"])
-      out += fmt::format("{:<12} {:<24} {:<6} {:>7} {:>8} {:>7} {:>8} {:>8}\n", str(n["node"]),
+    std::string out =
+        fmt::format("{:<12} {:<24} {:<6} {:>7} {:>8} {:>7} {:>8} {:>8}  {}\n", "NODE", "NAME",
+                    "ALIVE", "WORKERS", "PID", "THREADS", "RSS_MB", "CPU_S", "PARTITIONED_FROM");
+    for (const auto& n : a["nodes"]) {
+      std::string cut;
+      for (const auto& p : n.value("partitioned_from", json::array()))
+        cut += (cut.empty() ? "" : ",") + p.get<std::string>();
+      out += fmt::format("{:<12} {:<24} {:<6} {:>7} {:>8} {:>7} {:>8} {:>8}  {}\n", str(n["node"]),
                          str(n["name"]), n["alive"].get<bool>() ? "yes" : "no", str(n["workers"]),
                          str(n.value("pid", json())), str(n.value("threads", json())),
-                         str(n.value("rss_mb", json())), str(n.value("cpu_s", json())));
+                         str(n.value("rss_mb", json())), str(n.value("cpu_s", json())),
+                         cut.empty() ? "-" : cut);
+    }
     return out;
   }
   if (cmd == "actors" || cmd == "top") {
@@ -147,6 +157,12 @@ std::string render(const std::vector<std::string>& args, const json& a) {
     return out;
   }
   if (cmd == "config") return a["config"].get<std::string>();
+  if (cmd == "checkpoint")
+    return fmt::format("checkpoint of step {}: {} ({} workers)\n", str(a["step"]), str(a["path"]),
+                       str(a["workers"]));
+  if (cmd == "partition")
+    return fmt::format("{} and {} are partitioned: frames between them are lost until `heal all`\n",
+                       str(a["partitioned"][0]), str(a["partitioned"][1]));
   json rest = a;
   rest.erase("ok");
   return rest.dump() + "\n";

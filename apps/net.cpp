@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -59,6 +60,39 @@ bool tcp_port_open(const std::string& host, uint16_t port) {
   }
   freeaddrinfo(res);
   return open;
+}
+
+Reached reach_coordinator(caf::actor_system& sys, const HostPort& at,
+                          std::chrono::steady_clock::time_point deadline, bool retry_unreachable,
+                          const std::function<bool()>& give_up,
+                          const std::function<void()>& on_slow) {
+  Reached out;
+  bool slow_told = false;
+  for (;;) {
+    auto found = caf::openssl::remote_actor(sys, at.host, at.port);
+    if (found) {
+      out.directory = *found;
+      return out;
+    }
+    out.error = sys.render(found.error());
+    // CAF 0.17's heartbeat tick drops a connection whose BASP handshake has not arrived yet
+    // (its last-seen time is still zero) and reports connection_timeout: on a slow link, or
+    // while either side is busy, the handshake spans a tick.
+    if (found.error() == caf::sec::connection_timeout) {
+      if (!slow_told && on_slow) on_slow();
+      slow_told = true;
+    } else if (out.error.find("ip_connect failed") == std::string::npos &&
+               tcp_port_open(at.host, at.port)) {
+      // A TCP connect that failed says nothing about the credential, even when the port is
+      // open a moment later (the coordinator was still starting): only this is a refusal.
+      out.refused = true;
+      return out;
+    } else if (!retry_unreachable) {
+      return out;
+    }
+    if ((give_up && give_up()) || std::chrono::steady_clock::now() > deadline) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 void add_net_options(CLI::App& cmd, NetOptions& net) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <functional>
@@ -28,6 +30,21 @@ HostPort parse_host_port(const std::string& text, bool allow_zero);
 bool is_loopback(const std::string& host);
 // Whether a TCP connection to host:port opens within a second (then closed at once).
 bool tcp_port_open(const std::string& host, uint16_t port);
+
+// The coordinator's directory over the control plane (mutual TLS). A handshake that spanned
+// a heartbeat tick is tried again (CAF 0.17 drops such a connection as timed out, which says
+// nothing about the credential; `on_slow` is told the first time), and so is a port not open
+// yet when `retry_unreachable`, until `deadline` or `give_up()`. A port that accepts TCP but
+// fails the TLS handshake holds another credential: `refused` is set and nothing is retried.
+struct Reached {
+  caf::actor directory;  // null when not reached
+  bool refused = false;
+  std::string error;  // what CAF said last
+};
+Reached reach_coordinator(caf::actor_system& sys, const HostPort& at,
+                          std::chrono::steady_clock::time_point deadline, bool retry_unreachable,
+                          const std::function<bool()>& give_up,
+                          const std::function<void()>& on_slow);
 
 struct NetOptions {
   int64_t heartbeat_ms = 250;            // middleman.heartbeat-interval

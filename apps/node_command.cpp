@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/remote_actor.hpp>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -139,47 +138,27 @@ int run_node(const NodeArgs& args) {
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
-  caf::actor dir;
-  std::string last_error;
-  bool slow_handshake_logged = false;
-  while (!dir) {
-    auto found = caf::openssl::remote_actor(sys, coord.host, coord.port);
-    if (found) {
-      dir = *found;
-      break;
-    }
-    last_error = sys.render(found.error());
-    // CAF 0.17's heartbeat tick drops a connection whose BASP handshake has not arrived yet
-    // (its last-seen time is still zero) and reports connection_timeout: on a slow link, or
-    // while the coordinator is busy, the handshake spans a tick. That says nothing about the
-    // credential: try again.
-    if (found.error() == caf::sec::connection_timeout) {
-      if (!slow_handshake_logged) {
+  const auto reached = reach_coordinator(
+      sys, coord, deadline, true, [&] { return signals.fired(); },
+      [&] {
         spdlog::warn(
             "the control-plane handshake with {} took longer than one heartbeat interval "
             "({} ms) and was dropped; trying again (on a slow link, raise --heartbeat-ms)",
             args.join, args.net.heartbeat_ms);
-        slow_handshake_logged = true;
-      }
-    } else if (last_error.find("ip_connect failed") == std::string::npos &&
-               tcp_port_open(coord.host, coord.port)) {
-      // A port that accepts TCP but fails the TLS handshake holds another credential: say so
-      // (CAF reports it only as a failed connection) and stop, trying again changes nothing.
-      // A TCP connect that failed says nothing about the credential, even when the port is
-      // open a moment later (the coordinator was still starting): that is tried again.
-      spdlog::error(
-          "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
-          "hold the same cluster credential (wrong secret, or a certificate of another "
-          "cluster); CAF said: {}",
-          args.join, last_error);
-      return 3;
-    }
-    if (signals.fired() || std::chrono::steady_clock::now() > deadline) {
-      spdlog::error("cannot reach the coordinator at {}: {}", args.join, last_error);
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      });
+  if (reached.refused) {
+    spdlog::error(
+        "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
+        "hold the same cluster credential (wrong secret, or a certificate of another "
+        "cluster); CAF said: {}",
+        args.join, reached.error);
+    return 3;
   }
+  if (!reached.directory) {
+    spdlog::error("cannot reach the coordinator at {}: {}", args.join, reached.error);
+    return 1;
+  }
+  caf::actor dir = reached.directory;
   // The node's inspector exists before the join: the directory hands it to consoles.
   auto roster = std::make_shared<supervisors::Roster>();
   actors::InspectorSetup inspector_setup;

@@ -61,6 +61,8 @@ using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;      // () -> std::string: JSON about you
 using events_atom = caf::atom_constant<caf::atom("events")>;  // (since) -> JSON: events after it
 using drop_atom = caf::atom_constant<caf::atom("drop")>;  // (name, fraction): lose a worker's hops
+// Step tracker: () -> std::string (JSON): save a swarm checkpoint once the open step closes.
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 
 // Frames of another process that arrived on a frame link (transport/bulk.hpp): the receiver's
 // inbox is told one came (bulk_ready_atom) and takes it by id (bulk_atom, id).

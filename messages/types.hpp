@@ -124,6 +124,9 @@ struct ConsoleRequest {
   std::string console;  // "ctl user@host pid 123"
   bool yes = false;
 };
+// How long a console's `checkpoint` waits for the swarm to save: the open step must close
+// first, and a step of a slowed or recovering swarm may take this long.
+constexpr double kCheckpointWaitS = 120;
 
 // A DiLoCo group's counters (stats_atom).
 struct GroupStats {

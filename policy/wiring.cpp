@@ -7,7 +7,6 @@
 
 namespace swarmrt::policy {
 namespace {
-constexpr double kAlpha = 0.1;
 constexpr double kUnmeasuredSecondsPerSample = 1.0;
 }  // namespace
 
@@ -79,9 +78,7 @@ void Wiring::completed(uint32_t id, double samples, double seconds) {
   if (it == stats_.end()) return;
   auto& s = it->second;
   if (s.inflight > 0) --s.inflight;
-  if (seconds <= 0) return;
-  s.ema = kAlpha * (samples / seconds) + (1 - kAlpha) * s.ema;
-  ++s.measurements;
+  s.rate.add(samples, seconds);
 }
 
 void Wiring::release(uint32_t id) {
@@ -101,9 +98,8 @@ int Wiring::inflight(uint32_t id) const {
 
 std::optional<double> Wiring::throughput(uint32_t id) const {
   auto it = stats_.find(id);
-  if (it == stats_.end() || it->second.measurements == 0) return std::nullopt;
-  // Bias correction: the EMA starts at 0, so divide by 1 - (1 - alpha)^n.
-  return it->second.ema / (1 - std::pow(1 - kAlpha, it->second.measurements));
+  if (it == stats_.end()) return std::nullopt;
+  return it->second.rate.value();
 }
 
 }  // namespace swarmrt::policy

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/throughput.hpp"
+
 namespace swarmrt::policy {
 
 // swarm.wiring: SWARM's throughput-proportional choice, or a uniformly random one.
@@ -60,8 +62,7 @@ class Wiring {
  private:
   struct Stats {
     double key = 0;
-    double ema = 0;
-    int measurements = 0;
+    ThroughputEma rate;
     int inflight = 0;
     double tie = 0;
     Clock::time_point last_done{};

@@ -1,7 +1,10 @@
 #include "transport/transport.hpp"
 
 #include <spdlog/spdlog.h>
+#include <atomic>
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "transport/bulk.hpp"
 
@@ -31,6 +34,61 @@ void ChunkTransport::send(caf::local_actor* self, const caf::actor& to, messages
                           messages::Frame frame) {
   for (auto& chunk : messages::to_chunks(frame, kind, next_message_id(), max_chunk_))
     caf::unsafe_send_as(self, to, chunk_atom::value, std::move(chunk));
+}
+
+namespace {
+
+struct Partitions {
+  std::atomic<bool> any{false};
+  std::atomic<uint64_t> lost{0};
+  std::mutex mutex;
+  std::set<std::string> peers;
+};
+Partitions& cut() {
+  static Partitions* p = new Partitions;  // never destroyed: senders may outlive main
+  return *p;
+}
+
+}  // namespace
+
+void partition_from(const std::string& peer) {
+  auto& c = cut();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.peers.insert(peer);
+  c.any = true;
+}
+
+void heal_partitions() {
+  auto& c = cut();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.peers.clear();
+  c.any = false;
+}
+
+std::vector<std::string> partitions() {
+  auto& c = cut();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return {c.peers.begin(), c.peers.end()};
+}
+
+bool cut_off(const caf::actor& to) {
+  auto& c = cut();
+  if (!c.any.load(std::memory_order_relaxed) || !to) return false;
+  const auto node = caf::to_string(to.node());
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.peers.count(node) == 0) return false;
+  ++c.lost;
+  return true;
+}
+
+uint64_t partitioned_frames() {
+  return cut().lost.load();
+}
+
+void send_frame(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
+                messages::Frame frame) {
+  if (cut_off(to)) return;
+  for_peer(self, to).send(self, to, kind, std::move(frame));
 }
 
 Transport& for_peer(const caf::local_actor* self, const caf::actor& to) {

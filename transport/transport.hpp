@@ -46,10 +46,23 @@ class ChunkTransport final : public Transport {
 
 // The transport for a peer: local when it lives in this actor system, chunks otherwise.
 Transport& for_peer(const caf::local_actor* self, const caf::actor& to);
-inline void send_frame(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
-                       messages::Frame frame) {
-  for_peer(self, to).send(self, to, kind, std::move(frame));
-}
+// Sends over for_peer's transport, unless `to` is cut off (below): then the frame is lost.
+void send_frame(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
+                messages::Frame frame);
+
+// Fault injection (the console's `partition A B`, told to both A and B): every frame this
+// process sends to an actor of the process `peer` names (caf::to_string of its node id) is
+// lost, as on a cut network link, until heal_partitions(). Senders of micro-batch hops over
+// communicator links ask cut_off() too. Control messages still pass: the console heals
+// through them, and the coordinator sees both sides, as it would past a partition between
+// two machines it reaches by other routes.
+void partition_from(const std::string& peer);
+void heal_partitions();
+std::vector<std::string> partitions();
+// Whether a frame to `to` must be lost now (counted when it is); one atomic load while no
+// partition is set.
+bool cut_off(const caf::actor& to);
+uint64_t partitioned_frames();
 
 // The receiving side of ChunkTransport, one per actor: chunks of interleaved messages from
 // any number of senders become frames again. A refused chunk is logged with its reason and

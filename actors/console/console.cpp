@@ -104,6 +104,16 @@ void record(Self* self, const ConsoleRequest& r, const std::string& from) {
 
 using Promise = caf::typed_response_promise<std::string>;
 
+// A `done` for fan_out to one process: its answer, or why it gave none.
+std::function<void(std::vector<Part>&)> deliver_one(Promise promise) {
+  return [promise](std::vector<Part>& one) mutable {
+    if (one.empty() || !one[0].error.empty())
+      promise.deliver(failure(one.empty() ? "the node is gone" : one[0].error));
+    else
+      promise.deliver(one[0].answer.dump());
+  };
+}
+
 // Runs `part` where `actor_name` lives (found through every process's actor list) and answers
 // with that process's answer.
 void on_actor_process(Self* self, const std::string& actor_name, ConsoleRequest part,
@@ -114,15 +124,7 @@ void on_actor_process(Self* self, const std::string& actor_name, ConsoleRequest 
       if (!p.answer.is_object() || !p.answer.contains("actors")) continue;
       for (const auto& row : p.answer["actors"])
         if (matches(actor_name, row["name"].get<std::string>())) {
-          fan_out(
-              self, part, timeout_s,
-              [promise](std::vector<Part>& one) mutable {
-                if (one.empty() || !one[0].error.empty())
-                  promise.deliver(failure(one.empty() ? "the node is gone" : one[0].error));
-                else
-                  promise.deliver(one[0].answer.dump());
-              },
-              p.process);
+          fan_out(self, part, timeout_s, deliver_one(promise), p.process);
           return;
         }
     }
@@ -134,6 +136,19 @@ std::optional<NodeBook::Node> find_node(Self* self, const std::string& name) {
   for (const auto& n : self->state.setup.nodes->nodes())
     if (n.name == name || label(n) == name || std::to_string(n.index) == name) return n;
   return std::nullopt;
+}
+
+// A process a command names: "coordinator" or a node (label, name or index), with its CAF
+// node id as a string (what transport::partition_from takes); the error when there is none.
+struct Process {
+  std::string label, node_id, error;
+};
+Process find_process(Self* self, const std::string& name) {
+  if (name == "coordinator") return {"coordinator", caf::to_string(self->node()), ""};
+  auto n = find_node(self, name);
+  if (!n) return {"", "", "no node '" + name + "' (see `nodes`)"};
+  if (!n->alive || !n->inspector) return {"", "", "node '" + name + "' is gone"};
+  return {label(*n), caf::to_string(n->inspector.node()), ""};
 }
 
 }  // namespace
@@ -149,6 +164,14 @@ caf::result<std::string> run_console_command(Self* self, const ConsoleRequest& r
 
   if (cmd == "nodes") {
     if (a.size() != 1) return usage("nodes");
+    // The label of a process known by its node id (a partition's other side).
+    std::map<std::string, std::string> labels{{caf::to_string(self->node()), "coordinator"}};
+    for (const auto& n : s.setup.nodes->nodes())
+      if (n.inspector) labels[caf::to_string(n.inspector.node())] = label(n);
+    auto label_of = [labels](const json& id) {
+      auto it = labels.find(id.get<std::string>());
+      return it == labels.end() ? id.get<std::string>() : it->second;
+    };
     Promise promise = self->make_response_promise<std::string>();
     fan_out(self, {{"proc"}, r.console, false}, timeout, [=](std::vector<Part>& parts) mutable {
       json rows = json::array();
@@ -160,8 +183,12 @@ caf::result<std::string> run_console_command(Self* self, const ConsoleRequest& r
           row["alive"] = false;
           row["error"] = it->error;
         } else {
-          for (const auto& key : {"pid", "threads", "rss_mb", "cpu_s", "actors"})
+          for (const auto& key :
+               {"pid", "threads", "rss_mb", "cpu_s", "actors", "partitioned_frames"})
             row[key] = it->answer[key];
+          json cut = json::array();
+          for (const auto& id : it->answer["partitions"]) cut.push_back(label_of(id));
+          row["partitioned_from"] = cut;
         }
         return row;
       };
@@ -382,6 +409,53 @@ caf::result<std::string> run_console_command(Self* self, const ConsoleRequest& r
     return promise;
   }
 
+  if (cmd == "partition") {
+    if (a.size() != 3) return usage("partition NODE_A NODE_B");
+    const auto first = find_process(self, a[1]), second = find_process(self, a[2]);
+    if (!first.error.empty()) return failure(first.error);
+    if (!second.error.empty()) return failure(second.error);
+    if (first.label == second.label) return failure("partition: name two different processes");
+    record(self, r, from);
+    Promise promise = self->make_response_promise<std::string>();
+    // Both sides stop sending to the other: the cut holds both ways.
+    auto g = std::make_shared<std::pair<int, std::string>>(2, "");
+    auto side = [=](const Process& at, const Process& other) mutable {
+      fan_out(
+          self, {{"partition", other.node_id}, r.console, false}, timeout,
+          [=](std::vector<Part>& one) mutable {
+            if (one.empty() || !one[0].error.empty() || !one[0].answer.value("ok", false))
+              g->second = at.label + ": " +
+                          (one.empty()             ? std::string("gone")
+                           : !one[0].error.empty() ? one[0].error
+                                                   : one[0].answer.value("error", std::string()));
+            if (--g->first > 0) return;
+            promise.deliver(
+                g->second.empty()
+                    ? json{{"ok", true}, {"partitioned", {first.label, second.label}}}.dump()
+                    : failure("partition: " + g->second));
+          },
+          at.label);
+    };
+    side(first, second);
+    side(second, first);
+    return promise;
+  }
+
+  if (cmd == "checkpoint") {
+    if (a.size() != 1) return usage("checkpoint");
+    auto tracker = s.setup.roster->find("tracker");
+    if (!tracker) return failure("this swarm has no step tracker");
+    record(self, r, from);
+    Promise promise = self->make_response_promise<std::string>();
+    // The tracker saves once the open step closes: a step may take a while.
+    self->request(*tracker, model::as_duration(messages::kCheckpointWaitS), checkpoint_atom::value)
+        .then([=](const std::string& answer) mutable { promise.deliver(answer); },
+              [=](const caf::error& e) mutable {
+                promise.deliver(failure("checkpoint: " + self->system().render(e)));
+              });
+    return promise;
+  }
+
   if (cmd == "kill-node" || cmd == "freeze" || cmd == "delay") {
     const size_t want = cmd == "kill-node" ? 2 : 3;
     if (a.size() != want)
@@ -402,24 +476,12 @@ caf::result<std::string> run_console_command(Self* self, const ConsoleRequest& r
         return failure("delay: MS must be in [0, 60000]", true);
       part.args.push_back(a[2]);
     }
-    std::string process = a[1];
-    if (process != "coordinator") {
-      auto n = find_node(self, a[1]);
-      if (!n) return failure("no node '" + a[1] + "' (see `nodes`)");
-      if (!n->alive) return failure("node '" + a[1] + "' is gone");
-      process = label(*n);
-    }
+    const auto target = find_process(self, a[1]);
+    if (!target.error.empty()) return failure(target.error);
+    const std::string process = target.label;
     record(self, r, from);
     Promise promise = self->make_response_promise<std::string>();
-    fan_out(
-        self, part, timeout,
-        [promise](std::vector<Part>& one) mutable {
-          if (one.empty() || !one[0].error.empty())
-            promise.deliver(failure(one.empty() ? "the node is gone" : one[0].error));
-          else
-            promise.deliver(one[0].answer.dump());
-        },
-        process);
+    fan_out(self, part, timeout, deliver_one(promise), process);
     return promise;
   }
 

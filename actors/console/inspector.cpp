@@ -142,7 +142,9 @@ caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
                 {"threads", p.threads},
                 {"rss_mb", p.rss_mb},
                 {"cpu_s", p.cpu_s},
-                {"actors", s.setup.roster->entries().size()}}
+                {"actors", s.setup.roster->entries().size()},
+                {"partitions", transport::partitions()},
+                {"partitioned_frames", transport::partitioned_frames()}}
         .dump();
   }
   if (cmd == "actors") {
@@ -240,12 +242,24 @@ caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
       self->send(e.handle, drop_atom::value, 0.0);
       healed.push_back(display(self, e.name));
     }
-    if (a[1] == "all") transport::set_link_delay(0);
+    if (a[1] == "all") {
+      transport::set_link_delay(0);
+      if (!transport::partitions().empty()) {
+        transport::heal_partitions();
+        spdlog::warn("console: partitions healed");
+        healed.push_back(process_label(self) + " partitions");
+      }
+    }
     return json{{"ok", true}, {"healed", healed}}.dump();
   }
   if (cmd == "delay" && a.size() == 2) {
     transport::set_link_delay(std::stod(a[1]));
     return json{{"ok", true}, {"node", process_label(self)}, {"delay_ms", std::stod(a[1])}}.dump();
+  }
+  if (cmd == "partition" && a.size() == 2) {
+    transport::partition_from(a[1]);
+    spdlog::warn("console: frames to and from process {} are lost until healed", a[1]);
+    return json{{"ok", true}, {"node", process_label(self)}, {"cut_off_from", a[1]}}.dump();
   }
   if (cmd == "kill-node" && a.size() == 1) {
     if (is_coordinator(self)) return failure("the coordinator is not killed from its console");

@@ -43,6 +43,8 @@ struct ReplicaSetup {
   // What every round's tensors pass through before they leave (of the step they are sent
   // in): the worker's fault injection wraps the replica's sends here (chaos.nan_worker).
   std::function<void(uint64_t step, std::vector<at::Tensor>& tensors)> outgoing;
+  // The worker's own byte counts (the console's `info`), besides the process's in ctx.
+  std::shared_ptr<ByteCounters> sent;
 };
 
 class DilocoReplica {

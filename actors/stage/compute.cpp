@@ -18,6 +18,10 @@ using messages::MicroBatchHeader;
 
 namespace {
 
+double seconds_since(worker_state::Clock::time_point t) {
+  return std::chrono::duration<double>(worker_state::Clock::now() - t).count();
+}
+
 bool is_last(const worker_state& s) {
   return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
 }
@@ -27,11 +31,13 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   auto& s = self->state;
   // Fault injection: the hop is lost on the way; the tracker re-runs the micro-batch when it
   // does not come back (supervision.microbatch_timeout_s).
-  if (s.faults.drop_hop()) return;
-  auto& bytes = *s.setup.ctx->bytes;
-  bytes.add(kind, messages::payload_bytes(ts));
+  if (s.faults.drop_hop() || transport::cut_off(to)) return;
+  const auto payload = messages::payload_bytes(ts);
   auto frame = messages::make_frame(std::move(h), std::move(ts));
-  bytes.add(Traffic::control, frame.header.size());
+  for (auto* bytes : {s.setup.ctx->bytes.get(), s.sent.get()}) {
+    bytes->add(kind, payload);
+    bytes->add(Traffic::control, frame.header.size());
+  }
   const auto device = s.device_of.find(to.address());
   if (s.links.send(self, to, device == s.device_of.end() ? nullptr : &device->second,
                    messages::FrameKind::microbatch, frame))
@@ -142,12 +148,14 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
                loss.item<double>(), h.route);
     s.faults.slow_down(started);
+    s.rate.add(h.samples, seconds_since(started));
     finish_backward(self, h, input_grad, upstream);
     return;
   }
   const worker_state::Key key{h.step, h.micro_batch, h.attempt};
-  s.inflight[key] = {input, output, {}, h.samples, upstream, std::nullopt};
+  auto& entry = s.inflight[key] = {input, output, {}, h.samples, upstream, std::nullopt};
   s.faults.slow_down(started);
+  entry.forward_s = seconds_since(started);
   s.outbox.push_back({key, std::move(h), {output.detach(), ts[1]}});
   flush_outbox(self);
 }
@@ -173,6 +181,7 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   }
   auto input_grad = backward(self, h, it->second.output, ts[0], input);
   s.faults.slow_down(now);
+  s.rate.add(it->second.samples, it->second.forward_s + seconds_since(now));
   s.inflight.erase(it);
   finish_backward(self, h, input_grad, upstream);
   flush_outbox(self);
@@ -202,6 +211,7 @@ void send_gradient(Self* self) {
   for (auto& g : grads) g = g.to(at::kCPU);  // the averager sums in host memory
   if (s.faults.poisons_gradient(s.step)) WorkerFaults::poison(grads);
   s.setup.ctx->bytes->add(Traffic::gradients, messages::payload_bytes(grads));
+  s.sent->add(Traffic::gradients, messages::payload_bytes(grads));
   s.sum_pending = true;
   self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples,
              messages::TensorList{{}, std::move(grads), {}});

@@ -46,7 +46,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
     };
     // The replica holds the group's handle from here on and follows its restarts.
     s.replica.configure({s.setup.ctx, s.setup.id, s.setup.stage, s.setup.tracker, s.setup.group,
-                         s.device, s.links.comm_options(), poison});
+                         s.device, s.links.comm_options(), poison, s.sent});
     s.replica.set_anchor(s.module);
   }
   // A worker may start in a swarm that is already training (a restart, a late join, a
@@ -196,21 +196,24 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
         auto& s = self->state;
         double checksum = 0;
         for (const auto& p : s.params) checksum += p.detach().sum().item<double>();
-        return nlohmann::json{{"id", s.setup.id},
-                              {"stage", s.setup.stage},
-                              {"device", s.setup.device},
-                              {"step", s.step},
-                              {"applied_step", s.applied_step},
-                              {"inflight", s.inflight.size()},
-                              {"outbox", s.outbox.size()},
-                              {"forwards", s.forwards},
-                              {"rejected", s.rejected},
-                              {"stale", s.stale},
-                              {"dropped", s.faults.dropped()},
-                              {"slow_factor", s.faults.slow_factor()},
-                              {"drop_fraction", s.faults.drop_fraction()},
-                              {"round", s.replica.round()},
-                              {"param_checksum", checksum}}
+        return nlohmann::json{
+            {"id", s.setup.id},
+            {"stage", s.setup.stage},
+            {"device", s.setup.device},
+            {"step", s.step},
+            {"applied_step", s.applied_step},
+            {"inflight", s.inflight.size()},
+            {"outbox", s.outbox.size()},
+            {"forwards", s.forwards},
+            {"rejected", s.rejected},
+            {"stale", s.stale},
+            {"dropped", s.faults.dropped()},
+            {"slow_factor", s.faults.slow_factor()},
+            {"drop_fraction", s.faults.drop_fraction()},
+            {"round", s.replica.round()},
+            {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
+            {"bytes_sent", s.sent->to_json()},
+            {"param_checksum", checksum}}
             .dump();
       },
       [=](last_grads_atom) { return to_list(self->state.last_grads); },

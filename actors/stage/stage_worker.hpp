@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "actors/diloco/replica.hpp"
+#include "actors/runtime/byte_counters.hpp"
 #include "actors/runtime/context.hpp"
 #include "actors/stage/peer_links.hpp"
 #include "actors/stage/worker_faults.hpp"
@@ -55,6 +56,7 @@ struct worker_state {
     uint32_t samples = 0;
     caf::actor upstream;         // who sent the forward hop; the input gradient goes back to it
     std::optional<uint32_t> to;  // the next-stage worker it went to, once sent
+    double forward_s = 0;        // its forward's compute (slowdown included), for `rate`
   };
   struct Outgoing {
     Key key;
@@ -93,6 +95,10 @@ struct worker_state {
   model::NamedTensors last_grads;
   DilocoReplica replica;  // DiLoCo modes: θ(t-1), rounds, the group's communicator
   WorkerFaults faults;    // chaos: lost hops, slow compute, NaN sends
+  // What the console's `info` shows of this worker alone: its compute rate (samples over
+  // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.
+  policy::ThroughputEma rate;
+  std::shared_ptr<ByteCounters> sent = std::make_shared<ByteCounters>();
 
   static inline const char* name = "stage_worker";
 };

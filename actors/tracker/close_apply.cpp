@@ -144,8 +144,9 @@ void after_close(Self* self) {
   // The last step is saved with the swarm's state too, so a finished run can be extended
   // with --resume and a larger train.steps.
   const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
-  if (s.setup.run && (last || (cfg.checkpoint.every_steps > 0 &&
-                               s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0)))
+  if (s.setup.run && (last || !s.checkpoint_asks.empty() ||
+                      (cfg.checkpoint.every_steps > 0 &&
+                       s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0)))
     return start_saving(self);
   after_step(self);
 }

@@ -50,11 +50,24 @@ void write_saved(Self* self) {
     const auto path = s.setup.run->checkpoints().save(static_cast<int64_t>(s.step), ckpt,
                                                       s.setup.ctx->config.checkpoint.keep);
     spdlog::info("checkpoint {} ({} workers)", path, workers.size());
+    answer_checkpoint_asks(self, path, "");
   } catch (const std::exception& e) {
     spdlog::error("checkpoint of step {} failed: {}", s.step, e.what());
+    answer_checkpoint_asks(self, "", e.what());
   }
   s.saving.clear();
   after_step(self);
+}
+
+void answer_checkpoint_asks(Self* self, const std::string& path, const std::string& error) {
+  auto& s = self->state;
+  const auto answer = error.empty() ? nlohmann::json{{"ok", true},
+                                                     {"step", s.step},
+                                                     {"path", path},
+                                                     {"workers", s.saving.size()}}
+                                    : nlohmann::json{{"ok", false}, {"error", error}};
+  for (auto& p : s.checkpoint_asks) p.deliver(answer.dump());
+  s.checkpoint_asks.clear();
 }
 
 // Sends the validation batches not answered yet through the first worker of every stage, and

@@ -128,6 +128,8 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
 // eval_checkpoint.cpp
 void start_saving(Self* self);
 void write_saved(Self* self);
+// Answers the consoles waiting for a checkpoint: its path, or why there is none.
+void answer_checkpoint_asks(Self* self, const std::string& path, const std::string& error);
 void send_eval(Self* self);
 void start_eval(Self* self);
 

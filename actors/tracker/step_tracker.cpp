@@ -89,6 +89,15 @@ caf::message_handler always(Self* self) {
                               {"workers", s.by_id.size()}}
             .dump();
       },
+      [=](checkpoint_atom) -> caf::result<std::string> {
+        auto& s = self->state;
+        if (!s.setup.run)
+          return nlohmann::json{{"ok", false}, {"error", "this run has no run directory"}}.dump();
+        if (s.phase == Phase::idle)
+          return nlohmann::json{{"ok", false}, {"error", "the run is not training"}}.dump();
+        s.checkpoint_asks.push_back(self->make_response_promise<std::string>());
+        return s.checkpoint_asks.back();
+      },
       [=](watch_atom, const caf::actor& supervisor) {
         self->state.watched.insert(supervisor.address());
         self->monitor(supervisor);
@@ -98,6 +107,7 @@ caf::message_handler always(Self* self) {
         if (s.phase == Phase::idle) return;
         spdlog::warn("step tracker: stopped at step {}", s.step);
         enter(self, Phase::idle);
+        answer_checkpoint_asks(self, "", "the run stopped at step " + std::to_string(s.step));
         s.promise.deliver(
             caf::make_error(caf::sec::runtime_error, "stopped at step " + std::to_string(s.step)));
       },

@@ -164,6 +164,9 @@ struct tracker_state {
   uint64_t first_step = 0;                           // the step a resumed run continues after
   std::map<uint32_t, messages::WorkerState> saving;  // checkpoint being gathered
   size_t saving_wanted = 0;
+  // Consoles that asked for a checkpoint (`swarmrt ctl ... checkpoint`): the next closed step
+  // is saved and each is answered with its path.
+  std::vector<caf::typed_response_promise<std::string>> checkpoint_asks;
 
   messages::RunReport report;
   caf::response_promise promise;

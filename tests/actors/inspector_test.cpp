@@ -95,7 +95,10 @@ namespace {
 
 // What the console script below saw.
 struct Seen {
-  json actors, confirm, killed, group, trace, restarted, events, unknown, healed;
+  json actors, confirm, killed, group, trace, restarted, events, unknown, healed, saved,
+      self_cut;
+  std::vector<json> workers;
+  bool saved_file = false;
   std::vector<json> slowed;
   std::string error;
 };
@@ -105,7 +108,7 @@ struct Seen {
 void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared_ptr<Seen> seen) {
   auto ask = [&](std::vector<std::string> args, bool yes = false) {
     json out;
-    self->request(inspector, std::chrono::seconds(30), atoms::console_atom::value,
+    self->request(inspector, std::chrono::seconds(150), atoms::console_atom::value,
                   messages::ConsoleRequest{args, "test console", yes})
         .receive([&](const std::string& s) { out = json::parse(s); },
                  [&](const caf::error& e) {
@@ -139,6 +142,12 @@ void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared
     for (const auto& r : seen->restarted["actors"]) back += r["restarts"] == 1 ? 1 : 0;
     return back == 2;
   });
+  for (const auto* w : {"stage0/worker0", "stage0/worker1", "stage1/worker0", "stage1/worker1"})
+    seen->workers.push_back(ask({"info", w}));
+  seen->saved = ask({"checkpoint"});
+  seen->saved_file =
+      seen->saved.value("ok", false) && fs::exists(seen->saved["path"].get<std::string>());
+  seen->self_cut = ask({"partition", "coordinator", "coordinator"});
   seen->events = ask({"events"});
   seen->trace = ask({"trace", "stage1/worker0", "1"});
   seen->healed = ask({"heal", "all"});
@@ -208,12 +217,42 @@ TEST(Inspector, ListsKillsRestartsTracesAndRecordsALiveRun) {
   EXPECT_TRUE(forward) << seen->trace.dump();
   EXPECT_TRUE(backward) << seen->trace.dump();
 
+  // Each worker's info: its own compute rate (null until it has done a micro-batch) and the
+  // bytes it sent, by kind; the workers of stage 0 sent activations between them.
+  double rate = 0;
+  uint64_t activations = 0;
+  for (const auto& w : seen->workers) {
+    ASSERT_TRUE(w["ok"]) << w.dump();
+    const auto& info = w["actor"]["info"];
+    ASSERT_TRUE(info.contains("samples_per_s") && info.contains("bytes_sent")) << info.dump();
+    if (info["samples_per_s"].is_number()) rate += info["samples_per_s"].get<double>();
+    if (info["stage"] == 0) activations += info["bytes_sent"]["activations"].get<uint64_t>();
+  }
+  EXPECT_GT(rate, 0);
+  EXPECT_GT(activations, 0u);
+
+  // A checkpoint on demand: written once the open step closed, its file there.
+  ASSERT_TRUE(seen->saved["ok"]) << seen->saved.dump();
+  EXPECT_GE(seen->saved["step"].get<uint64_t>(), 3u) << seen->saved.dump();
+  EXPECT_EQ(seen->saved["workers"], 4) << seen->saved.dump();
+  EXPECT_TRUE(seen->saved_file) << seen->saved.dump();
+
+  // One process cannot be partitioned from itself.
+  EXPECT_FALSE(seen->self_cut["ok"]) << seen->self_cut.dump();
+  EXPECT_NE(seen->self_cut["error"].get<std::string>().find("two different processes"),
+            std::string::npos)
+      << seen->self_cut.dump();
+
   // The kill is an event with the console's name.
   bool recorded = false;
   for (const auto& e : seen->events["events"])
     recorded = recorded || (e["event"] == "console" && e["console"] == "test console" &&
                             e["command"] == "kill stage1/worker*");
   EXPECT_TRUE(recorded) << seen->events.dump();
+  bool saved = false;
+  for (const auto& e : seen->events["events"])
+    saved = saved || (e["event"] == "console" && e["command"] == "checkpoint");
+  EXPECT_TRUE(saved) << seen->events.dump();
 
   // The run completed with every micro-batch counted once.
   ASSERT_EQ(result.report.losses.size(), 300u);

@@ -8,6 +8,7 @@ set -u
 bin=$1 root=$2
 tmp=$(mktemp -d)
 pids=()
+tops=()
 cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$tmp"
@@ -19,7 +20,8 @@ py() { python3 -c "$1" "${@:2}"; }
 
 "$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
   --set "data.path=$root/data/brown.txt" --set train.steps=150 --set train.eval_every=0 \
-  --set train.eval_batches=4 --set diloco.inner_steps=5 >"$tmp/coord.log" 2>&1 &
+  --set train.eval_batches=4 --set diloco.inner_steps=5 --set supervision.microbatch_timeout_s=8 \
+  >"$tmp/coord.log" 2>&1 &
 coord=$!
 pids+=("$coord")
 port=""
@@ -93,7 +95,80 @@ done
 ctl info stage0/diloco --json >"$tmp/group.json" || fail "info: $(cat "$tmp/group.json")"
 py 'import json,sys; i=json.load(open(sys.argv[1]))["actor"]["info"]; assert i["round"] >= 0, i' \
   "$tmp/group.json" || fail "info stage0/diloco: $(cat "$tmp/group.json")"
-ctl heal all >/dev/null || fail "heal"
+
+# A worker's own figures: its compute rate and the bytes it sent, by kind.
+ctl info stage0/worker0 --json >"$tmp/worker.json" || fail "info worker: $(cat "$tmp/worker.json")"
+py '
+import json, sys
+i = json.load(open(sys.argv[1]))["actor"]["info"]
+assert "samples_per_s" in i and set(i["bytes_sent"]) >= {"activations", "control"}, i
+' "$tmp/worker.json" || fail "info stage0/worker0: $(cat "$tmp/worker.json")"
+
+# A checkpoint on demand: the path of a file that is there.
+ctl checkpoint --json >"$tmp/ckpt.json" || fail "checkpoint: $(cat "$tmp/ckpt.json")"
+py 'import json,os,sys; c=json.load(open(sys.argv[1])); assert c["step"] >= 3 and os.path.isfile(c["path"]), c' \
+  "$tmp/ckpt.json" || fail "checkpoint: $(cat "$tmp/ckpt.json")"
+
+# 20 consoles polling `top` at once: each is answered every time, and none of it reaches a
+# worker (an inspector reads the probes; it never asks a busy actor), so a trace of a worker
+# taken meanwhile shows only the pipeline's own messages.
+for i in $(seq 1 20); do
+  (while [ ! -e "$tmp/stop-top" ]; do sleep 0.2; done) |
+    "$bin" ctl "$target" --secret-file "$tmp/run/secret" top 0.2 --json >"$tmp/top$i.jsonl" 2>&1 &
+  tops+=($!)
+  pids+=($!)
+done
+for _ in $(seq 1 600); do
+  up=0
+  for i in $(seq 1 20); do [ -s "$tmp/top$i.jsonl" ] && up=$((up + 1)); done
+  [ $up -eq 20 ] && break
+  sleep 0.1
+done
+[ $up -eq 20 ] || fail "only $up of 20 consoles answered"
+ctl trace stage0/worker0 3 --json >"$tmp/busy.json" || fail "trace while polled"
+touch "$tmp/stop-top"
+i=0
+for p in "${tops[@]}"; do
+  i=$((i + 1))
+  wait "$p" || fail "console $i polling top exited with $?: $(tail -c 600 "$tmp/top$i.jsonl")"
+done
+py '
+import json, sys
+t = json.load(open(sys.argv[1]))["trace"]
+assert t, "no message traced"
+strange = [e for e in t if "inspector" in e["peer"] or e["kind"] == "info"]
+assert not strange, strange
+for f in sys.argv[2:]:
+    frames = [json.loads(l) for l in open(f)]
+    assert len(frames) >= 2 and all(fr["ok"] and fr["actors"] for fr in frames), (f, frames[:1])
+' "$tmp/busy.json" "$tmp"/top*.jsonl || fail "20 consoles polling top: $(head -c 1500 "$tmp/busy.json")"
+
+# A partition between the two nodes: frames between them are lost both ways (the run's
+# micro-batches that crossed are re-run), until `heal all`; the run stays correct (below).
+out=$(ctl partition node0 node0 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "two different processes" <<<"$out" || fail "partition with itself: rc $rc, $out"
+out=$(ctl partition node0 node9 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "no node 'node9'" <<<"$out" || fail "partition with no node: rc $rc, $out"
+ctl partition node0 node1 --json >"$tmp/cut.json" || fail "partition: $(cat "$tmp/cut.json")"
+cut_seen=""
+for _ in $(seq 1 300); do
+  ctl nodes --json >"$tmp/nodes.json" 2>/dev/null
+  if py '
+import json, sys
+n = {r["node"]: r for r in json.load(open(sys.argv[1]))["nodes"]}
+assert n["node0"]["partitioned_from"] == ["node1"] and n["node1"]["partitioned_from"] == ["node0"]
+assert n["node0"]["partitioned_frames"] + n["node1"]["partitioned_frames"] > 0
+' "$tmp/nodes.json" 2>/dev/null; then cut_seen=yes; break; fi
+  sleep 0.2
+done
+[ -n "$cut_seen" ] || fail "no frame was lost to the partition: $(cat "$tmp/nodes.json")"
+ctl heal all --json >"$tmp/heal.json" || fail "heal: $(cat "$tmp/heal.json")"
+ctl nodes --json >"$tmp/nodes.json" || fail "nodes"
+py '
+import json, sys
+assert all(not r.get("partitioned_from") for r in json.load(open(sys.argv[1]))["nodes"])
+' "$tmp/nodes.json" || fail "heal left a partition: $(cat "$tmp/nodes.json")"
+
 
 # A node killed from the console: its commands then fail with a clear message.
 ctl kill-node node1 >/dev/null || fail "kill-node"
@@ -129,6 +204,19 @@ for _ in $(seq 1 600); do kill -0 "$coord" 2>/dev/null || break; sleep 0.2; done
 wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "the run did not complete: $(tail -20 "$tmp/coord.log")"
 grep -q '"event":"console"' "$tmp/run/metrics.jsonl" || fail "no console event in metrics.jsonl"
+# Every step once, with every micro-batch counted once, partition and kills included.
+py '
+import json, sys
+steps = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") == "step":
+        steps[r["step"]] = r
+missing = [s for s in range(1, 151) if s not in steps]
+assert not missing, f"steps missing: {missing[:10]}"
+bad = [s for s, r in steps.items() if r["duplicates"] or r["extra_samples"] or r["missing_samples"]]
+assert not bad, f"steps with a micro-batch lost or counted twice: {bad[:10]}"
+' "$tmp/run/metrics.jsonl" || fail "metrics.jsonl"
 
 # A console whose coordinator goes away says so and exits non-zero: a second coordinator (it
 # waits for nodes that never come) is killed while a console is open on it.
