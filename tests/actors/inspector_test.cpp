@@ -95,8 +95,7 @@ namespace {
 
 // What the console script below saw.
 struct Seen {
-  json actors, confirm, killed, group, trace, restarted, events, unknown, healed, saved,
-      self_cut;
+  json actors, confirm, killed, group, trace, restarted, events, unknown, healed, saved, self_cut;
   std::vector<json> workers;
   bool saved_file = false;
   std::vector<json> slowed;
