@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/publish.hpp>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -37,9 +38,17 @@ struct NodeArgs {
   std::string name;
   std::string listen = "127.0.0.1";
   double connect_timeout_s = 30;
-  std::string run_id;  // hex; empty: join whatever run the coordinator runs
+  std::string run_id;   // hex; empty: join whatever run the coordinator runs
+  std::string console;  // HOST:PORT of a console port on this node; empty: none
   NetOptions net;
 };
+
+// What a console finds on a node's console port: the coordinator's inspector, which it then
+// reaches through this node's connection (BASP routes it), so `swarmrt ctl NODE_HOST:PORT`
+// sees and commands the whole swarm as through the coordinator's port.
+caf::behavior console_door(caf::event_based_actor*, caf::actor coordinator_inspector) {
+  return {[=](inspector_atom) { return coordinator_inspector; }};
+}
 
 // Why this process cannot put its workers on `device`; empty when it can.
 std::string device_problem(const std::string& device) {
@@ -68,10 +77,11 @@ int run_node(const NodeArgs& args) {
     if (system && agent_handle)
       supervisors::send_from_here(*system, agent_handle, stop_atom::value);
   });
-  HostPort coord;
+  HostPort coord, console_at;
   messages::JoinRequest request;
   try {
     coord = parse_host_port(args.join, false);
+    if (!args.console.empty()) console_at = parse_host_port(args.console, true);
     if (!args.config.empty())
       request.fingerprint =
           model::fingerprint_text(model::load_config(args.config, args.overrides));
@@ -234,6 +244,30 @@ int run_node(const NodeArgs& args) {
   }
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
                setup.workers.size(), args.join, bulk.empty() ? "none (over CAF)" : bulk);
+  caf::actor door;
+  AtScopeExit close_door{[&] {
+    if (door) caf::anon_send_exit(door, caf::exit_reason::user_shutdown);
+  }};
+  if (!args.console.empty()) {
+    caf::actor coordinator_inspector;
+    self->request(dir, std::chrono::seconds(10), inspector_atom::value)
+        .receive([&](const caf::actor& a) { coordinator_inspector = a; },
+                 [&](const caf::error& e) {
+                   spdlog::error("no console port: the coordinator has no inspector: {}",
+                                 sys.render(e));
+                 });
+    if (coordinator_inspector) {
+      door = sys.spawn(console_door, coordinator_inspector);
+      // Over mutual TLS only, like the coordinator's port: no handle without the credential.
+      auto port = caf::openssl::publish(door, console_at.port, console_at.host.c_str(), true);
+      if (port) {
+        std::printf("node console listening on %s:%u\n", console_at.host.c_str(), *port);
+        std::fflush(stdout);
+      } else {
+        spdlog::error("no console port on {}: {}", args.console, sys.render(port.error()));
+      }
+    }
+  }
   self->monitor(agent);
   bool failed = false;
   self->receive([&](const caf::down_msg& down) { failed = static_cast<bool>(down.reason); });
@@ -269,6 +303,9 @@ void add_node_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--listen", args->listen,
                   "address other processes reach this node's frame link on")
       ->capture_default_str();
+  cmd->add_option("--console", args->console,
+                  "open a console port on HOST:PORT (port 0: any): `swarmrt ctl` reaches the "
+                  "whole swarm through it, with the cluster credential as on every port");
   cmd->add_option("--connect-timeout-s", args->connect_timeout_s,
                   "keep trying to reach the coordinator this long")
       ->capture_default_str();

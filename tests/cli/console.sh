@@ -32,9 +32,12 @@ for _ in $(seq 1 100); do
 done
 [ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
 target=127.0.0.1:$port
+# Node a opens a console port too: a console reaches the whole swarm through it.
 for name in a b; do
+  extra=()
+  [ "$name" = a ] && extra=(--console 127.0.0.1:0)
   "$bin" node --join "$target" --secret-file "$tmp/run/secret" -w 2 --name "$name" "${net[@]}" \
-    >"$tmp/$name.log" 2>&1 &
+    "${extra[@]}" >"$tmp/$name.log" 2>&1 &
   pids+=($!)
 done
 for _ in $(seq 1 600); do grep -q "step 3/150" "$tmp/coord.log" && break; sleep 0.1; done
@@ -50,6 +53,21 @@ out=$("$bin" ctl "$target" nodes 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "no cluster secret" <<<"$out" || fail "no secret: rc $rc, $out"
 out=$(SWARMRT_SECRET=not-this-cluster "$bin" ctl "$target" nodes 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "refused this console" <<<"$out" || fail "wrong secret: rc $rc, $out"
+
+# Through node a's console port: the same swarm, the same credential rule.
+nport=""
+for _ in $(seq 1 100); do
+  nport=$(sed -n 's/^node console listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/a.log")
+  [ -n "$nport" ] && break
+  sleep 0.2
+done
+[ -n "$nport" ] || fail "node a opened no console port: $(tail -5 "$tmp/a.log")"
+"$bin" ctl "127.0.0.1:$nport" --secret-file "$tmp/run/secret" nodes --json >"$tmp/via-node.json" \
+  || fail "ctl through a node: $(cat "$tmp/via-node.json")"
+py 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"]; assert len(n) == 3 and all(r["alive"] for r in n), n' \
+  "$tmp/via-node.json" || fail "nodes through a node: $(cat "$tmp/via-node.json")"
+out=$(SWARMRT_SECRET=not-this-cluster "$bin" ctl "127.0.0.1:$nport" nodes 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "refused this console" <<<"$out" || fail "wrong secret at a node: rc $rc, $out"
 
 # Interactive, through a pseudo-terminal.
 python3 "$root/tests/cli/console_pty.py" "$bin" "$target" "$tmp/run/secret" live || exit 1
@@ -112,17 +130,21 @@ py 'import json,os,sys; c=json.load(open(sys.argv[1])); assert c["step"] >= 3 an
 # 20 consoles polling `top` at once: each is answered every time, and none of it reaches a
 # worker (an inspector reads the probes; it never asks a busy actor), so a trace of a worker
 # taken meanwhile shows only the pipeline's own messages.
+# They start 5 at a time: each start costs a second of CPU (the executable loads LibTorch), so 20
+# at once on 2 busy cores take longer than a console waits for its handshake.
+up=0
 for i in $(seq 1 20); do
   (while [ ! -e "$tmp/stop-top" ]; do sleep 0.2; done) |
     "$bin" ctl "$target" --secret-file "$tmp/run/secret" top 0.2 --json >"$tmp/top$i.jsonl" 2>&1 &
   tops+=($!)
   pids+=($!)
-done
-for _ in $(seq 1 600); do
-  up=0
-  for i in $(seq 1 20); do [ -s "$tmp/top$i.jsonl" ] && up=$((up + 1)); done
-  [ $up -eq 20 ] && break
-  sleep 0.1
+  [ $((i % 5)) -eq 0 ] || continue
+  for _ in $(seq 1 600); do
+    up=0
+    for j in $(seq 1 "$i"); do [ -s "$tmp/top$j.jsonl" ] && up=$((up + 1)); done
+    [ $up -eq "$i" ] && break
+    sleep 0.1
+  done
 done
 [ $up -eq 20 ] || fail "only $up of 20 consoles answered"
 ctl trace stage0/worker0 3 --json >"$tmp/busy.json" || fail "trace while polled"
