@@ -15,9 +15,12 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "apps/commands.hpp"
 #include "apps/ctl_format.hpp"
@@ -37,15 +40,42 @@ struct CtlArgs {
   double timeout_s = 30;
   NetOptions net = console_net();
 
-  // A console is often started on a machine whose cores all train, where its handshake can
-  // span several heartbeat ticks (20 consoles started at once on 2 busy cores: 13 of 20
-  // handshakes dropped as timed out when none was retried, and 1 of 20 still failed after
-  // 15 s of retries). It tries again for this long.
+  // How long a console waits for the coordinator (its handshake, on a machine whose cores
+  // all train, can take seconds) and for a silent coordinator before it gives up.
   static NetOptions console_net() {
     NetOptions n;
     n.connection_timeout_ms = 30000;
     return n;
   }
+};
+
+// Sends the coordinator's directory a harmless question every `every_ms` (its answer to an
+// anonymous sender is dropped), so that the coordinator, whose tick drops a peer silent for
+// its connection timeout, keeps a console that runs no tick of its own.
+class KeepAlive {
+ public:
+  KeepAlive(caf::actor directory, int64_t every_ms)
+      : thread_([this, directory, every_ms] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!stop_) {
+            caf::anon_send(directory, inspector_atom::value);
+            wake_.wait_for(lock, std::chrono::milliseconds(every_ms), [this] { return stop_; });
+          }
+        }) {}
+  ~KeepAlive() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // The answer to one command: exit code (0 ok, 1 error, 2 usage) and the JSON.
@@ -348,6 +378,13 @@ int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
   spdlog::set_level(spdlog::level::err);
   caf::actor_system_config cfg;
   TlsFilesGuard tls{configure_network(cfg, args.net, secret, "ctl")};
+  // No heartbeat tick in a console: CAF 0.17's tick drops an outgoing connection whose
+  // handshake has not come back by the next tick, and a console started on a busy machine
+  // spans tick after tick (20 consoles started at once beside a training run on 2 cores: a
+  // few failed even after 30 s of retries). The console keeps its connection alive itself
+  // (KeepAlive), so the coordinator still hears from it every --heartbeat-ms; a coordinator
+  // that goes away closes the connection, one that freezes lets requests time out.
+  cfg.set("middleman.heartbeat-interval", caf::timespan{0});
   caf::actor_system sys{cfg};
   // A coordinator that is not there is said at once; a handshake that spanned a heartbeat
   // tick (a busy machine) is tried again within --connection-timeout-ms.
@@ -372,6 +409,7 @@ int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
     return 1;
   }
   const caf::actor dir = reached.directory;
+  KeepAlive keep_alive{dir, args.net.heartbeat_ms};
   caf::actor inspector;
   {
     caf::scoped_actor self{sys};

@@ -80,19 +80,17 @@ for i in $(seq 1 "$pairs"); do
     if [ "$what" = crowd ]; then
       crowd=()
       rm -f "$tmp/stop-crowd"
-      # Started 5 at a time (each start costs a second of CPU: the executable loads LibTorch);
-      # a console stops at the end of its input, when the stop file appears.
+      # A console stops at the end of its input, when the stop file appears.
       for c in $(seq 1 20); do
         (while [ ! -e "$tmp/stop-crowd" ]; do sleep 0.2; done) | "$bin" ctl "127.0.0.1:$port" \
           --secret-file "$tmp/overhead/secret" top --json >"$tmp/top$c.jsonl" &
         crowd+=($!)
-        [ $((c % 5)) -eq 0 ] || continue
-        for _ in $(seq 1 600); do
-          up=0
-          for j in $(seq 1 "$c"); do [ -s "$tmp/top$j.jsonl" ] && up=$((up + 1)); done
-          [ $up -eq "$c" ] && break
-          sleep 0.1
-        done
+      done
+      for _ in $(seq 1 1200); do
+        up=0
+        for c in $(seq 1 20); do [ -s "$tmp/top$c.jsonl" ] && up=$((up + 1)); done
+        [ $up -eq 20 ] && break
+        sleep 0.1
       done
       [ $up -eq 20 ] || { echo "only $up of 20 consoles answered" >&2; exit 1; }
       sleep 2

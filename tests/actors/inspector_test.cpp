@@ -132,6 +132,11 @@ void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared
     seen->slowed.push_back(ask({"slow", w, "10"}));
   seen->actors = ask({"actors", "--kind", "worker"});
   seen->unknown = ask({"launch-missiles"});
+  // Before the kill: a worker restarted during a step joins the membership (and so the
+  // checkpoints) at the next step.
+  seen->saved = ask({"checkpoint"});
+  seen->saved_file =
+      seen->saved.value("ok", false) && fs::exists(seen->saved["path"].get<std::string>());
   seen->confirm = ask({"kill", "stage1/worker*"});
   seen->killed = ask({"kill", "stage1/worker*"}, true);
   seen->group = ask({"info", "stage0/diloco"});
@@ -143,9 +148,6 @@ void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared
   });
   for (const auto* w : {"stage0/worker0", "stage0/worker1", "stage1/worker0", "stage1/worker1"})
     seen->workers.push_back(ask({"info", w}));
-  seen->saved = ask({"checkpoint"});
-  seen->saved_file =
-      seen->saved.value("ok", false) && fs::exists(seen->saved["path"].get<std::string>());
   seen->self_cut = ask({"partition", "coordinator", "coordinator"});
   seen->events = ask({"events"});
   seen->trace = ask({"trace", "stage1/worker0", "1"});
