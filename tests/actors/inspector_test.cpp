@@ -150,7 +150,17 @@ void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared
     seen->workers.push_back(ask({"info", w}));
   seen->self_cut = ask({"partition", "coordinator", "coordinator"});
   seen->events = ask({"events"});
-  seen->trace = ask({"trace", "stage1/worker0", "1"});
+  // A slowed worker under a loaded machine may handle nothing in one short trace: traces are
+  // taken until one shows a forward hop in and a backward hop out (at most 20).
+  for (int i = 0; i < 20; ++i) {
+    seen->trace = ask({"trace", "stage1/worker0", "1"});
+    bool forward = false, backward = false;
+    for (const auto& e : seen->trace.value("trace", json::array())) {
+      forward = forward || e["detail"].get<std::string>().rfind("forward", 0) == 0;
+      backward = backward || e["dir"] == "out";
+    }
+    if (forward && backward) break;
+  }
   seen->healed = ask({"heal", "all"});
   self->send_exit(inspector, caf::exit_reason::user_shutdown);
 }

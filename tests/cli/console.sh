@@ -145,7 +145,12 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 [ $up -eq 20 ] || fail "only $up of 20 consoles answered"
-ctl trace stage0/worker0 3 --json >"$tmp/busy.json" || fail "trace while polled"
+# On a machine this loaded the worker may handle nothing in one 3 s trace: traces are taken
+# until one shows messages (at most 10), each free of the consoles' questions (checked below).
+for _ in $(seq 1 10); do
+  ctl trace stage0/worker0 3 --json >"$tmp/busy.json" || fail "trace while polled"
+  py 'import json,sys; assert json.load(open(sys.argv[1]))["trace"]' "$tmp/busy.json" 2>/dev/null && break
+done
 touch "$tmp/stop-top"
 i=0
 for p in "${tops[@]}"; do
@@ -155,7 +160,7 @@ done
 py '
 import json, sys
 t = json.load(open(sys.argv[1]))["trace"]
-assert t, "no message traced"
+assert t, "no message traced in 10 traces"
 strange = [e for e in t if "inspector" in e["peer"] or e["kind"] == "info"]
 assert not strange, strange
 for f in sys.argv[2:]:
