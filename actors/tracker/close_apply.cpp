@@ -73,6 +73,9 @@ void send_apply(Self* self) {
   for (const auto& [id, handle] : s.by_id)
     self->send(handle, apply_atom::value, s.step, s.outcome.lr, s.outcome.coef);
   tell_chaos(self, model::KillPhase::apply);
+  // With no worker left (every stage's last one lost while the step reduced), no answer
+  // would ever close the step: it closes now, and the restarted workers take the next one.
+  maybe_finish_step(self);
 }
 
 void maybe_finish_step(Self* self) {

@@ -58,7 +58,6 @@ void continue_run(Self* self) {
                    s.step);
       adopt_membership(self);
       send_apply(self);
-      maybe_finish_step(self);
       break;
     case TrackerStore::Phase::closed:
       spdlog::warn("step tracker (restarted): step {} was closed", s.step);

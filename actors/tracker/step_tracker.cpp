@@ -38,6 +38,11 @@ caf::message_handler always(Self* self) {
         if (!w.handle) return;  // its node is gone already
         messages::Membership m = s.pending ? *s.pending : s.members;
         messages::replace_member(m, w);
+        // Pending at once, not only once the message below comes back: a second restart
+        // handled before then builds on this one. (Built from the same snapshot, the later of
+        // two restarts at once dropped the earlier worker from the membership: its stage stayed
+        // empty and the pipeline paused for good, 1 run in 20.)
+        s.pending = m;
         self->send(self, members_atom::value, m);
       },
       // A supervisor restarted a core actor: loader k, or stage k's group or averager.
@@ -79,6 +84,12 @@ caf::message_handler always(Self* self) {
         auto& s = self->state;
         size_t pending = 0;
         for (const auto& m : s.micro) pending += m.done && m.has_loss ? 0 : 1;
+        // The workers of the adopted membership, by the address the console lists them with.
+        nlohmann::json members = nlohmann::json::array();
+        for (const auto& st : s.members.stages)
+          for (const auto& w : st)
+            members.push_back(
+                {{"id", w.id}, {"stage", w.stage}, {"addr", caf::to_string(w.handle.address())}});
         return nlohmann::json{{"step", s.step},
                               {"steps", s.setup.ctx->config.train.steps},
                               {"phase", phase_name(s.phase)},
@@ -86,7 +97,8 @@ caf::message_handler always(Self* self) {
                               {"waiting_microbatches", s.waiting.size()},
                               {"paused", s.paused},
                               {"membership_version", s.members.version},
-                              {"workers", s.by_id.size()}}
+                              {"workers", s.by_id.size()},
+                              {"members", members}}
             .dump();
       },
       [=](checkpoint_atom) -> caf::result<std::string> {

@@ -118,10 +118,10 @@ struct TrackerFixture : ::testing::Test {
     sched->run();
   }
 
-  // The micro-batch frames stage 0 was sent for `step`.
-  size_t frames_for(uint64_t step) {
+  // The micro-batch frames a stage-0 worker (by default the first) was sent for `step`.
+  size_t frames_for(uint64_t step, const Log& log = nullptr) {
     size_t n = 0;
-    for (const auto& m : *log0)
+    for (const auto& m : *(log ? log : log0))
       if (m.match_elements<frame_atom, messages::Frame>())
         n += messages::open_frame(m.get_as<messages::Frame>(1)).step == step ? 1 : 0;
     return n;
@@ -229,6 +229,40 @@ TEST_F(TrackerFixture, ATrackerLostWhileApplyingHasItsSuccessorSendTheSameApply)
   caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
   sched->run();
   EXPECT_EQ(frames_for(2), 2u);
+}
+
+// Both workers of a one-worker-per-stage pipeline lost while the step reduces, then restarted
+// by their supervisors one right after the other. Nothing is left to reduce or apply the step:
+// it closes without them (it waited for an apply no one would send, for good), and the two
+// restarts handled back to back both join (built from one snapshot, the second dropped the
+// first: stage 0 stayed empty and the pipeline paused for good).
+TEST_F(TrackerFixture, EveryWorkerLostWhileTheStepReducesIsReplacedByItsRestartedSuccessor) {
+  complete_step(1);
+  caf::anon_send_exit(w1, caf::exit_reason::kill);
+  caf::anon_send_exit(w0, caf::exit_reason::kill);
+  sched->run();
+  Log next0 = std::make_shared<std::vector<caf::message>>();
+  Log next1 = std::make_shared<std::vector<caf::message>>();
+  auto v0 = sys->spawn(puppet, next0);
+  auto v1 = sys->spawn(puppet, next1);
+  caf::anon_send(tracker, restarted_atom::value, messages::Member{id0, 0, v0, "", "cpu"});
+  caf::anon_send(tracker, restarted_atom::value, messages::Member{id1, 1, v1, "", "cpu"});
+  sched->run();
+  // Both successors are in the membership stage 0's new worker is told about...
+  std::optional<messages::Membership> last;
+  for (const auto& m : *next0)
+    if (m.match_elements<members_atom, messages::Membership>())
+      last = m.get_as<messages::Membership>(1);
+  ASSERT_TRUE(last);
+  ASSERT_EQ(last->stages.size(), 2u);
+  ASSERT_EQ(last->stages[0].size(), 1u);
+  ASSERT_EQ(last->stages[1].size(), 1u);
+  EXPECT_EQ(last->stages[0][0].handle, v0);
+  EXPECT_EQ(last->stages[1][0].handle, v1);
+  // ...and step 2's micro-batches go to it.
+  EXPECT_EQ(frames_for(2, next0), 2u);
+  for (const auto& a : {v0, v1}) caf::anon_send_exit(a, caf::exit_reason::kill);
+  sched->run();
 }
 
 }  // namespace

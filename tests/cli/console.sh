@@ -134,7 +134,7 @@ py 'import json,os,sys; c=json.load(open(sys.argv[1])); assert c["step"] >= 3 an
 # ticks, which a console therefore does not run (it keeps its connection alive itself).
 for i in $(seq 1 20); do
   (while [ ! -e "$tmp/stop-top" ]; do sleep 0.2; done) |
-    "$bin" ctl "$target" --secret-file "$tmp/run/secret" top 0.2 --json >"$tmp/top$i.jsonl" 2>&1 &
+    "$bin" ctl "$target" --secret-file "$tmp/run/secret" top 1 --json >"$tmp/top$i.jsonl" 2>&1 &
   tops+=($!)
   pids+=($!)
 done
