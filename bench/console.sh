@@ -58,7 +58,7 @@ start_node overhead b 2
 for _ in $(seq 1 600); do grep -q "step 10/" "$tmp/overhead.log" && break; sleep 0.1; done
 marks=()
 # Answers the consoles of the window have had so far.
-polls() { cat "$tmp/polls.jsonl" "$tmp"/top*.jsonl 2>/dev/null | wc -l; }
+polls() { cat "$tmp/polls.jsonl" "$tmp"/top*.jsonl 2>/dev/null | wc -l || true; }
 for i in $(seq 1 "$pairs"); do
   # The order inside a round rotates, so a drift in speed favours none of the three.
   case $((i % 3)) in
@@ -79,12 +79,17 @@ for i in $(seq 1 "$pairs"); do
     fi
     if [ "$what" = crowd ]; then
       crowd=()
-      rm -f "$tmp/stop-crowd"
-      # A console stops at the end of its input, when the stop file appears.
+      fds=()
+      # A console stops at the end of its input: each reads a FIFO this script holds open
+      # (nothing polls for a stop meanwhile, so the harness itself takes no CPU).
       for c in $(seq 1 20); do
-        (while [ ! -e "$tmp/stop-crowd" ]; do sleep 0.2; done) | "$bin" ctl "127.0.0.1:$port" \
-          --secret-file "$tmp/overhead/secret" top --json >"$tmp/top$c.jsonl" &
+        rm -f "$tmp/in$c"
+        mkfifo "$tmp/in$c"
+        "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/overhead/secret" top --json \
+          <"$tmp/in$c" >"$tmp/top$c.jsonl" 2>&1 &
         crowd+=($!)
+        exec {fd}>"$tmp/in$c"
+        fds+=("$fd")
       done
       for _ in $(seq 1 1200); do
         up=0
@@ -100,7 +105,7 @@ for i in $(seq 1 "$pairs"); do
     sleep "$window"
     marks+=("$what $start $(date +%s.%N) $(($(polls) - before))")
     if [ "$what" = crowd ]; then
-      touch "$tmp/stop-crowd"
+      for fd in "${fds[@]}"; do exec {fd}>&-; done
       wait "${crowd[@]}"
       rm -f "$tmp"/top*.jsonl
     fi
