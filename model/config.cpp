@@ -140,6 +140,37 @@ const std::vector<Field>& fields() {
       SWARMRT_NUMBER(transport, max_message_mib, shared, between(0, 4096),
                      "largest frame a process accepts, MiB; 0 = twice the model's parameter "
                      "bytes + 64"),
+      SWARMRT_FIELD(balancer, enabled, node, any(), nullptr,
+                    "move workers between stages where the pipeline needs them; false keeps "
+                    "placements fixed"),
+      SWARMRT_NUMBER(balancer, period_s, node, above(0),
+                     "seconds between balancer decisions (jittered by 20%)"),
+      SWARMRT_NUMBER(
+          balancer, min_gain, node, at_least(0),
+          "a period's moves must raise the pipeline's samples/s by more than this fraction"),
+      SWARMRT_NUMBER(balancer, min_workers, node, at_least(1),
+                     "a move never leaves a stage with fewer workers"),
+      SWARMRT_NUMBER(balancer, cooldown_s, node, at_least(0),
+                     "a worker moves at most once in this many seconds"),
+      SWARMRT_NUMBER(balancer, max_moves, node, between(1, 100000),
+                     "moves planned in one balancer period at most"),
+      SWARMRT_NUMBER(simulate, peers, node, between(1, 1000000), "peers the swarm starts with"),
+      SWARMRT_NUMBER(simulate, hours, node, (Range{0, 1000, true, false}), "simulated time"),
+      SWARMRT_NUMBER(simulate, min_rate, node, above(0),
+                     "samples/s of the slowest peer on a stage of average cost"),
+      SWARMRT_NUMBER(simulate, speed_spread, node, at_least(1),
+                     "fastest peer / slowest, log-uniform in between"),
+      SWARMRT_NUMBER(simulate, failures_per_hour, node, at_least(0), "failures per peer per hour"),
+      SWARMRT_NUMBER(simulate, recovery_s, node, at_least(0),
+                     "mean seconds before a failed peer is back, 0 = never"),
+      SWARMRT_NUMBER(simulate, joins_per_hour, node, at_least(0),
+                     "new peers per hour, as a fraction of simulate.peers"),
+      SWARMRT_NUMBER(simulate, link_mbit_s, node, at_least(0), "every peer's link, 0 = unlimited"),
+      SWARMRT_NUMBER(simulate, latency_ms, node, at_least(0), "one-way latency between peers"),
+      SWARMRT_NUMBER(simulate, noise, node, at_least(0),
+                     "relative error of a measured rate (normal)"),
+      SWARMRT_NUMBER(simulate, sample_s, node, above(0), "seconds between time-series points"),
+      SWARMRT_NUMBER(simulate, seed, node, any(), "seed of speeds, churn and noise"),
   };
   return table;
 }

@@ -182,6 +182,36 @@ struct TransportConfig {
   Encrypt encrypt = Encrypt::automatic;
 };
 
+// Where workers serve (policy/balancer.hpp): every period_s (jittered) the balancer plans up
+// to max_moves moves, each the one that raises the slowest stages most, and makes them when
+// together they raise the pipeline's throughput by more than min_gain. The coordinator's
+// balancer and `swarmrt simulate` read it. Local, not part of the fingerprint.
+struct BalancerConfig {
+  bool enabled = true;  // false: placements stay as the swarm starts (DiLoCo-SWARM's behaviour)
+  double period_s = 30;
+  double min_gain = 0.05;
+  int64_t min_workers = 1;
+  double cooldown_s = 120;
+  int64_t max_moves = 4;  // moves planned in one period at most
+};
+
+// `swarmrt simulate` (policy/simulator.hpp): a swarm of `peers` for `hours`, its stages and
+// model from the sections above. Local, not part of the fingerprint.
+struct SimulateConfig {
+  int64_t peers = 1000;
+  double hours = 1;
+  double min_rate = 10;            // samples/s of the slowest peer on a stage of average cost
+  double speed_spread = 10;        // fastest / slowest, log-uniform in between
+  double failures_per_hour = 0.1;  // per peer
+  double recovery_s = 600;         // mean time before a failed peer is back; 0: never
+  double joins_per_hour = 0;       // new peers per hour, as a fraction of `peers`
+  double link_mbit_s = 100;        // every peer's link; 0: unlimited
+  double latency_ms = 20;
+  double noise = 0.05;   // relative error of a measured rate
+  double sample_s = 60;  // seconds between points of the time series
+  int64_t seed = 1;
+};
+
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
@@ -192,6 +222,8 @@ struct RunConfig {
   ChaosConfig chaos;
   SupervisionConfig supervision;
   TransportConfig transport;
+  BalancerConfig balancer;
+  SimulateConfig simulate;
 
   // transport.max_message_mib in bytes, or when 0 twice the whole model's fp32 parameter bytes
   // plus 64 MiB: the largest frame is a stage's parameters and optimizer state, or one hop.

@@ -22,7 +22,7 @@ struct EnumRef {
   void (*set)(void*, size_t);
 };
 
-using Slot = std::variant<int64_t*, double*, std::string*, EnumRef>;
+using Slot = std::variant<int64_t*, double*, std::string*, EnumRef, bool*>;
 
 inline Slot slot_of(int64_t* p) {
   return p;
@@ -31,6 +31,9 @@ inline Slot slot_of(double* p) {
   return p;
 }
 inline Slot slot_of(std::string* p) {
+  return p;
+}
+inline Slot slot_of(bool* p) {
   return p;
 }
 template <class E, class = std::enable_if_t<std::is_enum<E>::value>>

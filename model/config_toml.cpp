@@ -79,6 +79,13 @@ void assign(const Field& f, const toml::node& n, RunConfig& c, const std::string
     e->set(e->value, static_cast<size_t>(it - all.begin()));
     return;
   }
+  if (auto* b = std::get_if<bool*>(&slot)) {
+    if (auto v = n.value_exact<bool>()) {
+      **b = *v;
+      return;
+    }
+    throw ConfigError(where + "expected true or false (" + f.help + "), got " + type_name(n));
+  }
   auto* s = std::get<std::string*>(slot);
   if (auto v = n.value_exact<std::string>()) {
     *s = *v;
@@ -113,6 +120,7 @@ void apply_override(toml::table& root, const std::string& text, const std::strin
 
 std::string format_value(const Slot& slot) {
   if (auto* i = std::get_if<int64_t*>(&slot)) return std::to_string(**i);
+  if (auto* b = std::get_if<bool*>(&slot)) return **b ? "true" : "false";
   if (auto* d = std::get_if<double*>(&slot)) {
     std::ostringstream os;
     os.precision(17);

@@ -1,0 +1,21 @@
+// What a pipeline stage costs, from the model's shape alone (no tensors): the balancer's and
+// the simulator's stage costs, and the bytes a peer moving to a stage downloads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace swarmrt::model {
+
+// Forward FLOPs per token of stage k of config.swarm.stages: 24 d^2 + 4 T d per block (the
+// matrices and attention), 2 d V for the head of the last stage; embeddings are lookups.
+double stage_flops(const RunConfig& config, int64_t k);
+// Parameters of stage k: 12 d^2 + 13 d per block, the embeddings on stage 0, the final norm
+// and the head on the last.
+double stage_parameters(const RunConfig& config, int64_t k);
+// Every stage's FLOPs relative to the average stage's (they average 1).
+std::vector<double> stage_costs(const RunConfig& config);
+
+}  // namespace swarmrt::model

@@ -1,0 +1,144 @@
+#include "policy/balancer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+namespace swarmrt::policy {
+namespace {
+
+const std::vector<double> kTwoEqual = {1.0, 1.0};
+
+TEST(Balancer, PipelineRateIsTheSlowestStagesSumAndTheBoundSharesAllSpeed) {
+  const std::vector<Peer> peers = {{0, 0, 4}, {1, 1, 1}, {2, 0, 4}, {3, 1, 1}};
+  EXPECT_EQ(stage_rates(peers, kTwoEqual), (std::vector<double>{8, 2}));
+  EXPECT_EQ(pipeline_rate(peers, kTwoEqual), 2);
+  EXPECT_EQ(optimal_bound(peers, kTwoEqual), 5);
+  // A stage twice as costly does half the samples with the same workers.
+  EXPECT_EQ(stage_rates(peers, {1.0, 2.0}), (std::vector<double>{8, 1}));
+}
+
+TEST(Balancer, MovesTheWorkerThatRaisesTheSlowestStageMost) {
+  // Three workers in stage 0, one in stage 1, all equally fast: one moves to stage 1.
+  const std::vector<Peer> peers = {{0, 0, 2}, {1, 0, 2}, {2, 0, 2}, {1000, 1, 2}};
+  auto m = best_move(peers, kTwoEqual, {}, 0);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->worker, 0u);  // ties: the lowest id
+  EXPECT_EQ(m->from, 0u);
+  EXPECT_EQ(m->to, 1u);
+  EXPECT_EQ(m->before, 2);
+  EXPECT_EQ(m->after, 4);
+  EXPECT_DOUBLE_EQ(m->gain, 1.0);
+  EXPECT_NE(m->reason.find("stage 1"), std::string::npos) << m->reason;
+  // Once moved, 2 + 2: no move raises the pipeline (no oscillation).
+  const std::vector<Peer> balanced = {{0, 1, 2, 0}, {1, 0, 2}, {2, 0, 2}, {1000, 1, 2}};
+  EXPECT_FALSE(best_move(balanced, kTwoEqual, {}, 1000));
+}
+
+TEST(Balancer, PrefersTheMoveWithTheLargestGainNotTheFirst) {
+  // Stage 0 at 10 samples/s, stage 1 at 1. Moving worker 1 (speed 1) gives min(9, 2) = 2,
+  // worker 2 (speed 3) min(7, 4) = 4, worker 5 (speed 6) min(4, 7) = 4: worker 2, the lower id
+  // of the two best.
+  const std::vector<Peer> peers = {{1, 0, 1}, {2, 0, 3}, {5, 0, 6}, {9, 1, 1}};
+  auto m = best_move(peers, kTwoEqual, {}, 0);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->worker, 2u);
+  EXPECT_EQ(m->after, 4);
+}
+
+TEST(Balancer, RespectsMinGainMinWorkersCooldownAndUnmeasuredPeers) {
+  const std::vector<Peer> peers = {{0, 0, 2}, {1, 0, 2}, {2, 0, 2}, {1000, 1, 2}};
+  BalancerParams p;
+  p.min_gain = 1.0;  // the best move doubles the rate exactly: not more than 100%
+  EXPECT_FALSE(best_move(peers, kTwoEqual, p, 0));
+  p.min_gain = 0.05;
+  // Stage 1's only worker is slow; stage 0's two cannot leave with min_workers = 2.
+  p.min_workers = 2;
+  EXPECT_FALSE(best_move({{0, 0, 2}, {1, 0, 2}, {1000, 1, 1}}, kTwoEqual, p, 0));
+  p.min_workers = 1;
+  // Moved 10 s ago with a 60 s cooldown: the others move instead, or nobody.
+  p.cooldown_s = 60;
+  auto m = best_move({{0, 0, 2, -5}, {1, 0, 2, -5}, {2, 0, 2}, {1000, 1, 2}}, kTwoEqual, p, 5);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->worker, 2u);
+  EXPECT_FALSE(best_move({{0, 0, 2, 0}, {1, 0, 2, 0}, {1000, 1, 2}}, kTwoEqual, p, 59));
+  // Unmeasured workers count with the measured mean but are not moved.
+  EXPECT_FALSE(best_move({{0, 0, 0}, {1, 0, 0}, {1000, 1, 2}}, kTwoEqual, p, 0));
+}
+
+std::vector<Peer> equal_peers(const std::vector<int>& per_stage) {
+  std::vector<Peer> peers;
+  uint32_t id = 0;
+  for (size_t k = 0; k < per_stage.size(); ++k)
+    for (int i = 0; i < per_stage[k]; ++i) peers.push_back({id++, static_cast<uint32_t>(k), 1});
+  return peers;
+}
+
+TEST(Balancer, PlansSeveralMovesThatTogetherBalanceTheStages) {
+  BalancerParams p;
+  p.max_moves = 10;
+  const auto moves = plan_moves(equal_peers({10, 2}), kTwoEqual, p, 0);
+  ASSERT_EQ(moves.size(), 4u);  // 10 + 2 -> 6 + 6, then no move raises stage 1 further
+  std::set<uint32_t> workers;
+  for (const auto& m : moves) {
+    EXPECT_EQ(m.from, 0u);
+    EXPECT_EQ(m.to, 1u);
+    EXPECT_DOUBLE_EQ(m.gain, 2.0);
+    workers.insert(m.worker);
+  }
+  EXPECT_EQ(workers.size(), 4u);  // four different workers
+  EXPECT_EQ(moves.back().after, 6);
+}
+
+TEST(Balancer, APlanIsMadeWhenTogetherItsMovesGainEnough) {
+  // 100 + 80 workers: one move raises P by 1.25%, ten moves by 12.5%.
+  BalancerParams p;
+  p.min_gain = 0.05;
+  EXPECT_TRUE(plan_moves(equal_peers({100, 80}), kTwoEqual, p, 0).empty());
+  p.max_moves = 10;
+  EXPECT_EQ(plan_moves(equal_peers({100, 80}), kTwoEqual, p, 0).size(), 10u);
+}
+
+TEST(Balancer, StagesTiedAtTheMinimumAreRaisedOneAfterTheOther) {
+  // 10, 10, 10 and 20 samples/s: no single move raises P; three moves (one into each slow
+  // stage) raise it to 11.
+  const std::vector<double> four = {1, 1, 1, 1};
+  BalancerParams p;
+  p.min_gain = 0;
+  p.max_moves = 2;
+  EXPECT_TRUE(plan_moves(equal_peers({10, 10, 10, 20}), four, p, 0).empty());
+  p.max_moves = 3;
+  const auto moves = plan_moves(equal_peers({10, 10, 10, 20}), four, p, 0);
+  ASSERT_EQ(moves.size(), 3u);
+  std::set<uint32_t> to;
+  for (const auto& m : moves) {
+    EXPECT_EQ(m.from, 3u);
+    to.insert(m.to);
+  }
+  EXPECT_EQ(to, (std::set<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(moves.back().after, 11);
+}
+
+TEST(Balancer, AnEmptyStageIsFilledWhateverTheGain) {
+  auto m = best_move({{0, 0, 1}, {1, 0, 1}}, kTwoEqual, {}, 0);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->to, 1u);
+  EXPECT_TRUE(std::isinf(m->gain));
+  EXPECT_NE(m->reason.find("had no worker"), std::string::npos) << m->reason;
+}
+
+TEST(Balancer, PlacesANewcomerWhereThePipelineNeedsIt) {
+  // Stage 1 has fewer samples/s though as many workers: the newcomer goes there.
+  const std::vector<Peer> peers = {{0, 0, 4}, {1, 1, 1}};
+  EXPECT_EQ(place(peers, kTwoEqual, 2), 1u);
+  EXPECT_EQ(place_fewest(peers, 2), 0u);  // the rule without a balancer: fewest workers, lowest
+  // A costly stage needs more workers for the same rate.
+  EXPECT_EQ(place({{0, 0, 2}, {1, 1, 2}}, {1.0, 3.0}, 2), 1u);
+  // Stages 1 and 2 both at 1 sample/s: the pipeline stays at 1 wherever a newcomer goes; it
+  // goes to the slowest stage, the lower of the two.
+  EXPECT_EQ(place({{0, 0, 3}, {1, 1, 1}, {2, 2, 1}}, {1.0, 1.0, 1.0}, 1), 1u);
+}
+
+}  // namespace
+}  // namespace swarmrt::policy
