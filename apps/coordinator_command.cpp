@@ -154,6 +154,8 @@ int run_coordinator(const CoordinatorArgs& args) {
     auto dir = inspect::spawn_probed(sys, actors::directory, ds);
     core.roster->put("directory", "directory", dir);
     *co.forward_kills = dir;  // kills of workers and nodes go to the nodes
+    // The directory carries the balancer's moves to the workers' nodes.
+    actors::supervise_balancer(sys, core, ctx, {dir});
     {
       std::lock_guard<std::mutex> lock(handles_mutex);
       directory_handle = dir;

@@ -226,7 +226,7 @@ int run_node(const NodeArgs& args) {
   for (auto& [stage, setups] : by_stage)
     setup.supervisors.push_back(actors::spawn_stage_supervisor(
         sys, "node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx,
-        setups, bulk, dir, caf::actor{}, roster, setup.workers));
+        setups, bulk, dir, caf::actor{}, roster, setup.workers, reply.averagers, reply.groups));
   supervisors::ChaosSetup chaos;
   chaos.config = ctx->config.chaos;
   chaos.roster = roster;

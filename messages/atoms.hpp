@@ -63,6 +63,10 @@ using events_atom = caf::atom_constant<caf::atom("events")>;  // (since) -> JSON
 using drop_atom = caf::atom_constant<caf::atom("drop")>;  // (name, fraction): lose a worker's hops
 // Step tracker: () -> std::string (JSON): save a swarm checkpoint once the open step closes.
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
+// The balancer (actors/balancer): (move_atom, worker id, to stage, new id) -> int64_t: the host
+// of that worker (a stage supervisor, or the directory across processes) retires it and starts
+// a worker of the new id on stage `to` in its place, answering the new id (-1: not here).
+using move_atom = caf::atom_constant<caf::atom("move")>;
 
 // Frames of another process that arrived on a frame link (transport/bulk.hpp): the receiver's
 // inbox is told one came (bulk_ready_atom) and takes it by id (bulk_atom, id).
@@ -87,4 +91,6 @@ using ask_group_timer_atom = caf::atom_constant<caf::atom("asktimer")>;
 using trace_timer_atom = caf::atom_constant<caf::atom("tracetimer")>;
 // Supervisors: child i's restart after its backoff: (i).
 using restart_timer_atom = caf::atom_constant<caf::atom("rsttimer")>;
+// The balancer's period.
+using balance_timer_atom = caf::atom_constant<caf::atom("baltimer")>;
 }  // namespace swarmrt::atoms

@@ -6,6 +6,7 @@
 #include "messages/metrics.hpp"
 #include "messages/types.hpp"
 #include "model/run_dir.hpp"
+#include "supervisors/entitled.hpp"
 
 namespace swarmrt::supervisors {
 using namespace swarmrt::atoms;
@@ -48,6 +49,66 @@ void restart(Self* self, size_t i) {
   write_metrics(
       self,
       {{"event", "recovered"}, {"kind", "restart"}, {"actor", child.name}, {"seconds", took}});
+}
+
+// A balancer's move: the old worker stops (a shutdown, which the down handler does not count
+// as a fault) and the new one takes its place in the children, announced like a restart. The
+// old worker is asked how slow it is first (a console's `slow` emulates slower hardware, which
+// moves with the worker).
+caf::result<int64_t> move_child(Self* self, uint32_t old_id, uint32_t stage, uint32_t new_id) {
+  auto& s = self->state;
+  const std::string old_name = worker_name(old_id);
+  auto it = std::find_if(s.setup.children.begin(), s.setup.children.end(),
+                         [&](const ChildSpec& c) { return c.name == old_name && c.respec; });
+  if (it == s.setup.children.end()) return int64_t{-1};
+  auto promise = self->make_response_promise<int64_t>();
+  auto carry_out = [=](double slow_factor) mutable {
+    auto& s = self->state;
+    auto it = std::find_if(s.setup.children.begin(), s.setup.children.end(),
+                           [&](const ChildSpec& c) { return c.name == old_name && c.respec; });
+    if (it == s.setup.children.end()) {
+      promise.deliver(int64_t{-1});
+      return;
+    }
+    ChildSpec next;
+    try {
+      next = it->respec(new_id, stage, slow_factor);
+      next.current = next.start();
+    } catch (const std::exception& e) {
+      spdlog::error("{}: could not start worker {} in place of {}: {}", s.setup.name, new_id,
+                    old_name, e.what());
+      promise.deliver(int64_t{-1});
+      return;
+    }
+    caf::actor old = it->current;
+    if (old) {
+      if (s.setup.roster) s.setup.roster->remove(old_name, old);
+      self->demonitor(old);
+      self->send_exit(old, caf::exit_reason::user_shutdown);
+    }
+    *it = std::move(next);
+    self->monitor(it->current);
+    if (s.setup.roster) s.setup.roster->put(it->name, it->kind, it->current, it->stage);
+    if (it->on_restart) it->on_restart(it->current);
+    spdlog::info("{}: {} moved to stage {} as {}", s.setup.name, old_name, stage, it->name);
+    promise.deliver(static_cast<int64_t>(new_id));
+  };
+  if (!it->current) {
+    carry_out(1.0);
+    return promise;
+  }
+  self->request(it->current, std::chrono::seconds(5), info_atom::value)
+      .then(
+          [=](const std::string& info) mutable {
+            double slow = 1.0;
+            try {
+              slow = nlohmann::json::parse(info).value("slow_factor", 1.0);
+            } catch (const std::exception&) {
+            }
+            carry_out(slow);
+          },
+          [=](const caf::error&) mutable { carry_out(1.0); });
+  return promise;
 }
 
 }  // namespace
@@ -111,6 +172,13 @@ caf::behavior supervisor(Self* self, SupervisorSetup setup) {
           restart(self, i);
       },
       [=](faults_atom) { return self->state.restarts; },
+      [=](move_atom, uint32_t old_id, uint32_t stage, uint32_t new_id) -> caf::result<int64_t> {
+        if (!from_this_process(self)) {
+          rejected(self, self->state.setup.name, "move");
+          return int64_t{-1};
+        }
+        return move_child(self, old_id, stage, new_id);
+      },
   };
 }
 

@@ -27,6 +27,10 @@ struct ChildSpec {
   std::function<caf::actor()> start;                  // spawns a fresh instance
   std::function<void(const caf::actor&)> on_restart;  // announces the new instance
   caf::actor current;                                 // the running instance
+  // Workers: the spec of the worker of `id` on `stage` that a balancer's move puts in this
+  // one's place (with its own start and on_restart), as slow as the one it replaces (the same
+  // hardware, emulated); empty for children that never move.
+  std::function<ChildSpec(uint32_t id, uint32_t stage, double slow_factor)> respec;
 };
 
 struct SupervisorSetup {
@@ -49,5 +53,8 @@ struct supervisor_state {
 caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, SupervisorSetup setup);
 
 // Restarts performed so far: (faults_atom) -> uint64_t.
+// A balancer's move, from this process only: (move_atom, old id, stage, new id) -> int64_t:
+// the worker of the old id stops (not a fault: it is not restarted), the worker of the new id
+// starts in its place and is announced like a restart; -1 when no child has the old id.
 
 }  // namespace swarmrt::supervisors

@@ -157,7 +157,7 @@ caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
     if (!e) return json{{"ok", true}, {"found", false}}.dump();
     json row = actor_row(self, *e);
     // Only these kinds describe themselves; the others are what the probe shows.
-    if (e->kind != "worker" && e->kind != "group" && e->kind != "tracker")
+    if (e->kind != "worker" && e->kind != "group" && e->kind != "tracker" && e->kind != "balancer")
       return json{{"ok", true}, {"found", true}, {"actor", row}}.dump();
     auto promise = self->make_response_promise<std::string>();
     self->request(e->handle, model::as_duration(s.setup.query_timeout_s / 2), info_atom::value)

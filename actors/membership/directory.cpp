@@ -208,6 +208,67 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         if (auto agent = caf::actor_cast<caf::actor>(it->first))
           self->send(agent, kill_atom::value, target);
       },
+      // The balancer's move of a worker on a node: the directory picks the new id (joins
+      // take ids from the same counter), owns it to the node at once (the node announces the
+      // new worker as a restart, which may come before this answer) and asks the node.
+      [=](move_atom, uint32_t old_id, uint32_t stage, uint32_t) -> caf::result<int64_t> {
+        auto& s = self->state;
+        if (!supervisors::from_this_process(self)) {
+          supervisors::rejected(self, "the directory", "move");
+          return int64_t{-1};
+        }
+        if (stage >= s.membership.stages.size()) return int64_t{-1};
+        auto owner = std::find_if(s.nodes.begin(), s.nodes.end(), [&](const auto& entry) {
+          const auto& w = entry.second.workers;
+          return std::find(w.begin(), w.end(), old_id) != w.end();
+        });
+        if (owner == s.nodes.end()) return int64_t{-1};
+        auto agent = caf::actor_cast<caf::actor>(owner->first);
+        if (!agent) return int64_t{-1};
+        const uint32_t new_id = worker_id(stage, s.next_replica[stage]++);
+        owner->second.workers.push_back(new_id);
+        const auto addr = owner->first;
+        auto promise = self->make_response_promise<int64_t>();
+        const auto timeout = model::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
+        self->request(agent, timeout, move_atom::value, old_id, stage, new_id)
+            .then(
+                [=](int64_t id) mutable {
+                  auto& s = self->state;
+                  auto it = s.nodes.find(addr);
+                  if (it != s.nodes.end()) {
+                    auto& w = it->second.workers;
+                    // Moved: the old id is no longer the node's; not moved: the new one is not.
+                    const uint32_t gone = id >= 0 ? old_id : new_id;
+                    w.erase(std::remove(w.begin(), w.end(), gone), w.end());
+                  }
+                  if (id >= 0) {
+                    for (size_t k = 0; k < s.membership.stages.size(); ++k) {
+                      auto& st = s.membership.stages[k];
+                      const auto before = st.size();
+                      st.erase(
+                          std::remove_if(st.begin(), st.end(),
+                                         [&](const messages::Member& x) { return x.id == old_id; }),
+                          st.end());
+                      if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
+                    }
+                    ++s.assigned[stage];
+                    ++s.membership.version;
+                    self->send(s.setup.core.tracker, members_atom::value, s.membership);
+                  }
+                  promise.deliver(id);
+                },
+                [=](const caf::error& e) mutable {
+                  auto& s = self->state;
+                  spdlog::warn("moving worker {} failed: {}", old_id, self->system().render(e));
+                  auto it = s.nodes.find(addr);
+                  if (it != s.nodes.end()) {
+                    auto& w = it->second.workers;
+                    w.erase(std::remove(w.begin(), w.end(), new_id), w.end());
+                  }
+                  promise.deliver(int64_t{-1});
+                });
+        return promise;
+      },
       [=](ready_atom) -> caf::result<void> {
         auto& s = self->state;
         if (s.stopped) return caf::make_error(caf::sec::request_receiver_down, "stopped");

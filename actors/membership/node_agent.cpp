@@ -50,6 +50,29 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
           return supervisors::rejected(self, "node '" + s.setup.name + "'", "kill " + target);
         if (s.setup.chaos) self->send(s.setup.chaos, kill_atom::value, target);
       },
+      // The balancer's move, through the directory: the stage supervisor holding the worker
+      // carries it out.
+      [=](move_atom, uint32_t old_id, uint32_t stage, uint32_t new_id) -> caf::result<int64_t> {
+        auto& s = self->state;
+        if (!supervisors::sent_by(self, s.setup.directory)) {
+          supervisors::rejected(self, "node '" + s.setup.name + "'", "move");
+          return int64_t{-1};
+        }
+        if (s.setup.supervisors.empty()) return int64_t{-1};
+        auto promise = self->make_response_promise<int64_t>();
+        auto waiting = std::make_shared<size_t>(s.setup.supervisors.size());
+        auto found = std::make_shared<int64_t>(-1);
+        auto answered = [=](int64_t id) mutable {
+          if (id >= 0) *found = id;
+          if (--*waiting == 0) promise.deliver(*found);
+        };
+        const auto timeout = std::chrono::seconds(10);
+        for (const auto& sup : s.setup.supervisors)
+          self->request(sup, timeout, move_atom::value, old_id, stage, new_id)
+              .then([=](int64_t id) mutable { answered(id); },
+                    [=](const caf::error&) mutable { answered(-1); });
+        return promise;
+      },
       [=](stop_atom) {
         auto& s = self->state;
         // The coordinator, or this process (its signal handler); no one else.

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 #include <random>
 
+#include "actors/balancer/balancer.hpp"
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/loader/data_loader.hpp"
 #include "actors/runtime/metrics_sink.hpp"
@@ -34,7 +35,7 @@ void configure_actor_system(caf::actor_system_config& cfg) {
 
 std::vector<caf::actor> CoreActors::all() const {
   std::vector<caf::actor> out;
-  for (const auto& a : {sink, tracker, chaos})
+  for (const auto& a : {sink, tracker, chaos, balancer})
     if (a) out.push_back(a);
   for (const auto& a : supervisors) out.push_back(a);
   for (const auto& a : loaders)
@@ -208,9 +209,13 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
                                   const std::string& endpoint, const caf::actor& announce,
                                   const caf::actor& metrics,
                                   const std::shared_ptr<supervisors::Roster>& roster,
-                                  std::vector<messages::Member>& members) {
-  std::vector<supervisors::ChildSpec> children;
-  for (const auto& ws : setups) {
+                                  std::vector<messages::Member>& members,
+                                  const std::vector<caf::actor>& averagers,
+                                  const std::vector<caf::actor>& groups) {
+  // The spec of one worker; a balancer's move asks it for its successor on another stage.
+  auto make = std::make_shared<std::function<supervisors::ChildSpec(const WorkerSetup&)>>();
+  std::weak_ptr<std::function<supervisors::ChildSpec(const WorkerSetup&)>> weak = make;
+  *make = [&sys, announce, endpoint, averagers, groups, weak](const WorkerSetup& ws) {
     supervisors::ChildSpec child;
     child.name = supervisors::worker_name(ws.id);
     child.kind = "worker";
@@ -221,6 +226,23 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
       caf::anon_send(announce, restarted_atom::value,
                      messages::Member{ws.id, ws.stage, h, endpoint, ws.device});
     };
+    // The children hold the factory (it holds none of them: no cycle).
+    auto factory = weak.lock();
+    child.respec = [ws, averagers, groups, factory](uint32_t id, uint32_t stage, double slow) {
+      WorkerSetup next = ws;
+      next.id = id;
+      next.stage = stage;
+      next.averager = stage < averagers.size() ? averagers[stage] : caf::actor{};
+      next.group = stage < groups.size() ? groups[stage] : caf::actor{};
+      next.slow_factor = slow;  // the same (emulated) hardware
+      next.nan_at_step = 0;     // fault injection aimed at the worker it replaces
+      return (*factory)(next);
+    };
+    return child;
+  };
+  std::vector<supervisors::ChildSpec> children;
+  for (const auto& ws : setups) {
+    auto child = (*make)(ws);
     child.current = child.start();
     members.push_back({ws.id, ws.stage, child.current, endpoint});
     children.push_back(std::move(child));
@@ -232,6 +254,34 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
                                                          std::move(children), metrics, roster});
   if (roster && !setups.empty())
     roster->put("supervisor/stage" + std::to_string(setups.front().stage), "supervisor", sup);
+  return sup;
+}
+
+caf::actor supervise_balancer(caf::actor_system& sys, CoreActors& core, const ContextPtr& ctx,
+                              std::vector<caf::actor> hosts,
+                              std::function<double(uint32_t, double)> speed) {
+  const auto& config = ctx->config;
+  if (!config.balancer.enabled || config.swarm.stages < 2) return {};
+  BalancerSetup bs;
+  bs.ctx = ctx;
+  bs.tracker = core.tracker;
+  bs.hosts = std::move(hosts);
+  bs.metrics = core.sink;
+  bs.speed = std::move(speed);
+  // Supervised like the others: a restarted balancer starts a new period (what it forgets,
+  // who moved when, only delays a move back).
+  supervisors::ChildSpec child;
+  child.name = "balancer";
+  child.kind = "balancer";
+  child.start = [&sys, bs] { return inspect::spawn_probed(sys, balancer, bs); };
+  child.current = child.start();
+  core.balancer = child.current;
+  auto sup = inspect::spawn_probed(
+      sys, supervisors::supervisor,
+      supervisors::SupervisorSetup{
+          "balancer supervisor", config.supervision, {child}, core.sink, core.roster});
+  core.roster->put("supervisor/balancer", "supervisor", sup);
+  core.supervisors.push_back(sup);
   return sup;
 }
 
@@ -281,6 +331,10 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
         .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
   self->request(core.tracker, small, faults_atom::value)
       .receive([&](uint64_t n) { result.restarts += n; }, [&](const caf::error&) {});
+  if (core.balancer)
+    self->request(core.balancer, small, info_atom::value)
+        .receive([&](const std::string& info) { result.balancer = nlohmann::json::parse(info); },
+                 [&](const caf::error&) {});
   if (core.chaos)
     self->request(core.chaos, small, faults_atom::value)
         .receive([&](uint64_t n) { result.kills = n; }, [&](const caf::error&) {});
@@ -353,9 +407,17 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   messages::Membership membership;
   membership.version = 1;
   std::vector<caf::actor> everyone = core.all();
+  if (!options.stage_workers.empty() &&
+      options.stage_workers.size() != static_cast<size_t>(sw.stages))
+    throw std::invalid_argument("stage_workers names " +
+                                std::to_string(options.stage_workers.size()) +
+                                " stages, the config has " + std::to_string(sw.stages));
   for (int64_t k = 0; k < sw.stages; ++k) {
     std::vector<WorkerSetup> setups;
-    for (int64_t r = 0; r < sw.workers_per_stage; ++r) {
+    const int64_t workers =
+        options.stage_workers.empty() ? sw.workers_per_stage : options.stage_workers[k];
+    if (workers < 1) throw std::invalid_argument("every stage starts with a worker at least");
+    for (int64_t r = 0; r < workers; ++r) {
       auto ws = worker_setup(ctx, worker_id(k, r), static_cast<uint32_t>(k), core.tracker,
                              core.averagers, core.groups);
       ws.keep_grads = options.keep_grads;
@@ -363,12 +425,16 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
     }
     std::vector<messages::Member> stage;
     auto sup = spawn_stage_supervisor(sys, "stage " + std::to_string(k) + " supervisor", ctx,
-                                      setups, "", core.tracker, core.sink, core.roster, stage);
+                                      setups, "", core.tracker, core.sink, core.roster, stage,
+                                      core.averagers, core.groups);
     caf::anon_send(core.tracker, watch_atom::value, sup);
     everyone.push_back(sup);
     core.supervisors.push_back(sup);
     membership.stages.push_back(std::move(stage));
   }
+  // The stage supervisor holding a worker answers its move.
+  if (auto sup = supervise_balancer(sys, core, ctx, core.supervisors, options.balancer_speed))
+    everyone.push_back(sup);
   if (options.on_start) options.on_start(sys, membership);
   if (options.on_core) options.on_core(sys, core);
   auto shutdown = [&] {

@@ -35,6 +35,11 @@ struct RuntimeOptions {
   std::function<void(caf::actor_system&, const CoreActors&)> on_core;  // same, core actors
   // Tests of the wiring policy: what every wiring takes a completion's duration as.
   policy::Wiring::Measure wiring_measure;
+  // Workers each stage starts with; empty: swarm.workers_per_stage everywhere (a skewed start
+  // for the balancer's tests and benchmark).
+  std::vector<int64_t> stage_workers;
+  // Tests of the balancer: the speed it takes worker `id` to have, given the one measured.
+  std::function<double(uint32_t id, double measured)> balancer_speed;
 };
 
 struct RuntimeResult {
@@ -56,6 +61,7 @@ struct RuntimeResult {
   uint64_t kills = 0;     // by the chaos control actor
   uint64_t dropped = 0;   // micro-batch hops lost on purpose (chaos.drop_fraction)
   std::vector<std::vector<uint64_t>> applied_rounds;  // DiLoCo: per stage, every round applied
+  nlohmann::json balancer;  // the balancer's `info` at the end (periods, moves), when it ran
 };
 
 // Worker ids: stage k, replica r -> k * 1000 + r.
@@ -84,6 +90,7 @@ struct CoreActors {
   std::vector<caf::actor> supervisors;
   std::shared_ptr<supervisors::Roster> roster = std::make_shared<supervisors::Roster>();
   caf::actor chaos;
+  caf::actor balancer;  // when balancer.enabled and the pipeline has stages to balance
   std::vector<caf::actor> all() const;
 };
 
@@ -99,14 +106,24 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
                       const CoreOptions& options);
 
 // A supervisor for the workers of one stage in this process; `announce` receives
-// (restarted_atom, Member) for each restart (the tracker in one process, the directory across
-// processes). The workers are spawned here.
+// (restarted_atom, Member) for each restart and each worker started by a balancer's move (the
+// tracker in one process, the directory across processes). The workers are spawned here; a
+// moved worker serves its new stage with that stage's averager and group.
 caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& name,
                                   const ContextPtr& ctx, std::vector<WorkerSetup> setups,
                                   const std::string& endpoint, const caf::actor& announce,
                                   const caf::actor& metrics,
                                   const std::shared_ptr<supervisors::Roster>& roster,
-                                  std::vector<messages::Member>& members);
+                                  std::vector<messages::Member>& members,
+                                  const std::vector<caf::actor>& averagers,
+                                  const std::vector<caf::actor>& groups);
+
+// The balancer and its supervisor, when balancer.enabled and the pipeline has two stages or
+// more (else an invalid handle): `hosts` carry its moves out (this process's stage supervisors,
+// or the directory). The supervisor joins core.supervisors; core.balancer is set.
+caf::actor supervise_balancer(caf::actor_system& sys, CoreActors& core, const ContextPtr& ctx,
+                              std::vector<caf::actor> hosts,
+                              std::function<double(uint32_t, double)> speed = {});
 
 // The setup of worker (stage, id) wired to the core actors it reports to.
 WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,

@@ -9,28 +9,33 @@ namespace swarmrt::actors::tracker {
 using namespace swarmrt::atoms;
 using messages::Direction;
 
+// Asks a live peer of the request's stage for its state and hands it to the asker; the
+// initialization when the stage has no other worker.
+void serve_state_request(Self* self, tracker_state::StateRequest r) {
+  auto& s = self->state;
+  caf::actor peer;
+  for (const auto& [id, handle] : s.by_id)
+    if (s.stage_of[id] == r.stage && id != r.id) {
+      peer = handle;
+      break;
+    }
+  if (!peer) {
+    r.promise.deliver(messages::WorkerState{{}, {}, {}, -1, "its initialization"});
+    return;
+  }
+  auto promise = r.promise;
+  self->request(peer, state_timeout(self->state), state_atom::value)
+      .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
+            [=](const caf::error& e) mutable { promise.deliver(e); });
+}
+
 // Hands out a live peer's state to workers that asked for one (grad-sync modes): only
 // between steps, when the peer's parameters and optimizer state are those of a closed step.
 void serve_state_requests(Self* self) {
   auto& s = self->state;
   auto requests = std::move(s.state_requests);
   s.state_requests.clear();
-  for (auto& r : requests) {
-    caf::actor peer;
-    for (const auto& [id, handle] : s.by_id)
-      if (s.stage_of[id] == r.stage && id != r.id) {
-        peer = handle;
-        break;
-      }
-    if (!peer) {
-      r.promise.deliver(messages::WorkerState{{}, {}, {}, -1, "its initialization"});
-      continue;
-    }
-    auto promise = r.promise;
-    self->request(peer, state_timeout(self->state), state_atom::value)
-        .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
-              [=](const caf::error& e) mutable { promise.deliver(e); });
-  }
+  for (auto& r : requests) serve_state_request(self, std::move(r));
 }
 
 // θ and the round from stage `stage`'s DiLoCo group; a group lost on the way is being
@@ -52,11 +57,12 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
                                              const caf::actor_addr& sender) {
   auto& s = self->state;
   const auto& ctx = *s.setup.ctx;
-  // The workers the run starts with (they may ask after step 1 has begun: they are members
-  // already) start from the resumed checkpoint or the initialization every replica shares.
-  bool member = false;
-  for (const auto& [wid, handle] : s.by_id) member |= sender && handle.address() == sender;
-  const bool initial = s.step == s.first_step || member;
+  // The workers the run starts with (they may ask after step 1 has begun) start from the
+  // resumed checkpoint or the initialization every replica shares. Being a member is not
+  // enough: a worker restarted or moved between steps is adopted before it asks. (Taken as a
+  // starter, a worker moved to a new stage between steps started from the initialization
+  // while its peers had trained: 1 run in 5.)
+  const bool initial = s.step == s.first_step || (sender && s.starters.count(sender) > 0);
   if (s.setup.resume && initial) {
     try {
       if (auto st = saved_worker_state(*s.setup.resume, s.setup.resume_origin, id, stage))
@@ -75,6 +81,16 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
   for (const auto& [wid, handle] : s.by_id) peer |= (s.stage_of[wid] == stage && wid != id);
   if (peer) {
     auto promise = self->make_response_promise<messages::WorkerState>();
+    // A member already (adopted as the step opened, before its request came): it is part of
+    // this step and takes no work before it has a state, so it cannot wait for the step's
+    // end. Until the step applies, a peer still holds the last closed step's state: it is
+    // served now. (Queued, it held the step open until the micro-batch timeout.)
+    bool member = false;
+    for (const auto& [wid, handle] : s.by_id) member |= sender && handle.address() == sender;
+    if (member && s.phase != Phase::applying) {
+      serve_state_request(self, {stage, id, promise});
+      return promise;
+    }
     s.state_requests.push_back({stage, id, promise});
     if (s.phase == Phase::idle) serve_state_requests(self);
     return promise;

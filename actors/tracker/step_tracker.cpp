@@ -129,6 +129,7 @@ caf::message_handler always(Self* self) {
         if (!s.restored) {
           s.run_start = tracker_state::Clock::now();
           start_step(self);
+          for (const auto& [id, handle] : s.by_id) s.starters.insert(handle.address());
           return s.promise;
         }
         continue_run(self);

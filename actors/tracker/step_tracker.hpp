@@ -159,9 +159,13 @@ struct tracker_state {
   std::vector<StateRequest> state_requests;  // grad-sync: served between steps
   std::map<uint64_t, std::pair<uint32_t, caf::response_promise>> asks;  // group asks to retry
   uint64_t next_ask = 0;
-  bool paused = false;                               // a stage has no worker
-  std::optional<Clock::time_point> fault_at;         // the first unrecovered fault of the step
-  uint64_t first_step = 0;                           // the step a resumed run continues after
+  bool paused = false;                        // a stage has no worker
+  std::optional<Clock::time_point> fault_at;  // the first unrecovered fault of the step
+  uint64_t first_step = 0;                    // the step a resumed run continues after
+  // The workers the run started with (their first state is the initialization or the resumed
+  // checkpoint, even when they ask after step 1 has begun). A worker that joins later, even
+  // one adopted before it asks, takes a live peer's state.
+  std::set<caf::actor_addr> starters;
   std::map<uint32_t, messages::WorkerState> saving;  // checkpoint being gathered
   size_t saving_wanted = 0;
   // Consoles that asked for a checkpoint (`swarmrt ctl ... checkpoint`): the next closed step

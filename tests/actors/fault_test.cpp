@@ -15,6 +15,8 @@
 #include "run_util.hpp"
 
 using namespace swarmrt;
+using swarmrt::testing::expect_every_micro_batch_once;
+using swarmrt::testing::lines_with;
 using swarmrt::testing::micro_run;
 using swarmrt::testing::run;
 using swarmrt::testing::small_corpus;
@@ -35,23 +37,6 @@ struct TempDir {
     return n;
   }
 };
-
-std::vector<std::string> lines_with(const fs::path& file, const std::string& needle) {
-  std::ifstream in(file);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);)
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  return out;
-}
-
-void expect_every_micro_batch_once(const messages::RunReport& r, int64_t micro_batches) {
-  for (size_t i = 0; i < r.completed.size(); ++i) {
-    EXPECT_EQ(r.completed[i], micro_batches) << "step " << i + 1;
-    EXPECT_EQ(r.duplicates[i], 0) << "step " << i + 1;
-    EXPECT_EQ(r.extra_samples[i], 0) << "step " << i + 1;
-    EXPECT_EQ(r.missing_samples[i], 0) << "step " << i + 1;
-  }
-}
 
 }  // namespace
 

@@ -1,8 +1,12 @@
 // Small swarm runs on a slice of the Brown text, shared by the runtime and fault tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "../model/test_util.hpp"
 #include "actors/runtime/runtime.hpp"
@@ -38,6 +42,26 @@ inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64
   c.swarm.workers_per_stage = workers;
   model::validate(c, "test");
   return c;
+}
+
+// The lines of `file` that contain `needle` (metrics.jsonl records, by a fragment of them).
+inline std::vector<std::string> lines_with(const std::filesystem::path& file,
+                                           const std::string& needle) {
+  std::ifstream in(file);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// Every step counted each of its micro-batches once: none lost, none twice.
+inline void expect_every_micro_batch_once(const messages::RunReport& r, int64_t micro_batches) {
+  for (size_t i = 0; i < r.completed.size(); ++i) {
+    EXPECT_EQ(r.completed[i], micro_batches) << "step " << i + 1;
+    EXPECT_EQ(r.duplicates[i], 0) << "step " << i + 1;
+    EXPECT_EQ(r.extra_samples[i], 0) << "step " << i + 1;
+    EXPECT_EQ(r.missing_samples[i], 0) << "step " << i + 1;
+  }
 }
 
 inline actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {

@@ -266,3 +266,41 @@ TEST_F(TrackerFixture, EveryWorkerLostWhileTheStepReducesIsReplacedByItsRestarte
 }
 
 }  // namespace
+
+TEST_F(TrackerFixture, AWorkerThatJoinsBetweenStepsTakesAPeersStateEvenIfAdoptedFirst) {
+  // A worker of a new id (a balancer's move) joins stage 1 during step 1; the tracker adopts it
+  // as step 2 opens, and only then does its request for a starting state arrive (its thread
+  // was slow to start). It is a member by then, but not one the run started with: it must get
+  // a live peer's state (the tracker asks w1), never the initialization (its peers trained),
+  // and at once.
+  Log logv = std::make_shared<std::vector<caf::message>>();
+  auto v = sys->spawn(puppet, logv);
+  constexpr uint32_t idv = 1002;
+  caf::anon_send(tracker, restarted_atom::value, messages::Member{idv, 1, v, "", "cpu"});
+  sched->run();
+  complete_step(1);
+  for (auto [stage, id] : {std::pair<uint32_t, uint32_t>{0, id0}, {1, id1}})
+    caf::anon_send(tracker, norm_atom::value, uint64_t{1}, stage, id, 1.0, int64_t{2});
+  sched->run();
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
+  sched->run();
+  ASSERT_EQ(frames_for(2), 2u);  // step 2 is open, with v a member
+  bool member = false;
+  for (const auto& m : *logv) member |= m.match_elements<members_atom, messages::Membership>();
+  ASSERT_TRUE(member);
+  std::optional<std::string> source;
+  caf::scoped_actor self{*sys};
+  self->send(tracker, start_state_atom::value, messages::StateRequest{1, idv, v});
+  sched->run();
+  // Served at once: v is part of step 2 and takes no work before it has a state, so waiting
+  // for the step's end would hold the step open; until step 2 applies, w1 still holds the
+  // state of step 1.
+  EXPECT_EQ((count<state_atom>(log1)), 1u);  // the live peer was asked
+  self->receive([&](const messages::WorkerState& st) { source = st.source; },
+                [&](const caf::error&) { source = "error"; },
+                caf::after(std::chrono::seconds(0)) >> [&] {});
+  // Not the initialization (the puppet peer answers nothing a state can be made of).
+  EXPECT_NE(source.value_or(""), "its initialization");
+  caf::anon_send_exit(v, caf::exit_reason::kill);
+}

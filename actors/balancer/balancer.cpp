@@ -1,0 +1,193 @@
+#include "actors/balancer/balancer.hpp"
+
+#include "actors/runtime/runtime.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "messages/metrics.hpp"
+#include "messages/types.hpp"
+#include "model/stage_cost.hpp"
+#include "supervisors/entitled.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+using Self = caf::stateful_actor<balancer_state>;
+
+namespace {
+
+double now_s(Self* self) {
+  return std::chrono::duration<double>(balancer_state::Clock::now() - self->state.start).count();
+}
+
+void schedule(Self* self) {
+  auto& s = self->state;
+  std::uniform_real_distribution<double> jitter(-0.2, 0.2);
+  const double secs = s.setup.ctx->config.balancer.period_s * (1.0 + jitter(s.rng));
+  self->delayed_send(self, model::as_duration(secs), balance_timer_atom::value);
+}
+
+void done(Self* self) {
+  self->state.planning = false;
+  schedule(self);
+}
+
+// What one period gathers: every member's measured rate, as the workers answer.
+struct Poll {
+  size_t waiting = 0;
+  std::vector<policy::Peer> peers;
+  nlohmann::json rates = nlohmann::json::array();
+};
+
+// Carries the plan out one move after the other: the host holding the worker retires it and
+// starts the new one; the new id (the directory picks its own across processes) is the one
+// that cools down.
+void execute(Self* self, std::vector<policy::Move> moves, size_t i) {
+  auto& s = self->state;
+  if (i >= moves.size()) return done(self);
+  const auto m = moves[i];
+  const uint32_t proposed = worker_id(m.to, s.next_replica[m.to]++);
+  struct Fanin {
+    size_t waiting;
+    int64_t id = -1;
+  };
+  auto fan = std::make_shared<Fanin>(Fanin{s.setup.hosts.size()});
+  auto answered = [=](int64_t id) {
+    if (id >= 0 && fan->id < 0) fan->id = id;
+    if (--fan->waiting > 0) return;
+    auto& s = self->state;
+    if (fan->id < 0) {
+      spdlog::warn("balancer: no host moved worker {} (gone meanwhile)", m.worker);
+    } else {
+      const auto id = static_cast<uint32_t>(fan->id);
+      s.moved_at[id] = now_s(self);
+      s.arriving[id] = now_s(self);
+      ++s.moves;
+      spdlog::info("balancer: worker {} moves from stage {} to stage {} as worker {} ({})",
+                   m.worker, m.from, m.to, id, m.reason);
+      messages::send_metrics(self, s.setup.metrics,
+                             {{"event", "rebalance"},
+                              {"worker", m.worker},
+                              {"new_worker", id},
+                              {"from", m.from},
+                              {"to", m.to},
+                              {"gain", std::isinf(m.gain) ? -1.0 : m.gain},
+                              {"reason", m.reason}});
+    }
+    execute(self, moves, i + 1);
+  };
+  if (s.setup.hosts.empty()) return done(self);
+  const auto timeout = model::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
+  for (const auto& host : s.setup.hosts)
+    self->request(host, timeout, move_atom::value, m.worker, m.to, proposed)
+        .then([=](int64_t id) { answered(id); }, [=](const caf::error&) { answered(-1); });
+}
+
+void plan(Self* self, const std::shared_ptr<Poll>& poll) {
+  auto& s = self->state;
+  auto moves = policy::plan_moves(poll->peers, s.cost, s.params, now_s(self));
+  nlohmann::json planned = nlohmann::json::array();
+  for (const auto& m : moves)
+    planned.push_back({{"worker", m.worker}, {"from", m.from}, {"to", m.to}, {"gain", m.gain}});
+  s.last = {{"period", s.periods},
+            {"at_s", now_s(self)},
+            {"rates", poll->rates},
+            {"stage_rates", policy::stage_rates(poll->peers, s.cost)},
+            {"plan", planned}};
+  if (moves.empty()) return done(self);
+  execute(self, std::move(moves), 0);
+}
+
+void on_members(Self* self, const messages::Membership& m) {
+  auto& s = self->state;
+  // A worker started by a move that is not a member yet: its stage looks short, and a plan
+  // now would send it a second worker. The period passes (for at most start_timeout_s).
+  const double now = now_s(self);
+  for (const auto& stage : m.stages)
+    for (const auto& w : stage) s.arriving.erase(w.id);
+  for (auto it = s.arriving.begin(); it != s.arriving.end();)
+    it = now - it->second > s.setup.ctx->config.supervision.start_timeout_s ? s.arriving.erase(it)
+                                                                            : std::next(it);
+  if (!s.arriving.empty()) return done(self);
+  auto poll = std::make_shared<Poll>();
+  for (const auto& stage : m.stages)
+    for (const auto& w : stage) {
+      ++poll->waiting;
+      // New ids never repeat one the stage has had.
+      auto& next = s.next_replica[w.stage];
+      next = std::max(next, w.id % 1000 + 1);
+    }
+  if (poll->waiting == 0) return done(self);
+  const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+  for (const auto& stage : m.stages)
+    for (const auto& w : stage) {
+      const uint32_t id = w.id, k = w.stage;
+      auto answered = [=](double measured) {
+        auto& s = self->state;
+        const double rate = s.setup.speed ? s.setup.speed(id, measured) : measured;
+        const auto moved = s.moved_at.find(id);
+        // Speed at a stage of cost 1; an unmeasured worker (0) counts with the mean.
+        poll->peers.push_back(
+            {id, k, k < s.cost.size() ? rate * s.cost[k] : 0.0,
+             moved == s.moved_at.end() ? -std::numeric_limits<double>::infinity() : moved->second});
+        poll->rates.push_back({{"worker", id}, {"stage", k}, {"samples_per_s", rate}});
+        if (--poll->waiting == 0) plan(self, poll);
+      };
+      self->request(w.handle, timeout, info_atom::value)
+          .then(
+              [=](const std::string& info) {
+                double measured = 0;
+                try {
+                  const auto j = nlohmann::json::parse(info);
+                  if (j.contains("samples_per_s") && j["samples_per_s"].is_number())
+                    measured = j["samples_per_s"].get<double>();
+                } catch (const std::exception&) {
+                }
+                answered(measured);
+              },
+              [=](const caf::error&) { answered(0); });
+    }
+}
+
+}  // namespace
+
+caf::behavior balancer(Self* self, BalancerSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  const auto& cfg = s.setup.ctx->config;
+  s.cost = model::stage_costs(cfg);
+  s.params.min_gain = cfg.balancer.min_gain;
+  s.params.min_workers = cfg.balancer.min_workers;
+  s.params.cooldown_s = cfg.balancer.cooldown_s;
+  s.params.max_moves = cfg.balancer.max_moves;
+  s.rng.seed(static_cast<uint64_t>(cfg.train.seed));
+  supervisors::quit_only_from_this_process(self, "the balancer");
+  schedule(self);
+  return {
+      [=](balance_timer_atom) {
+        auto& s = self->state;
+        if (s.planning) return;
+        s.planning = true;
+        ++s.periods;
+        const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+        self->request(s.setup.tracker, timeout, ask_members_atom::value)
+            .then([=](const messages::Membership& m) { on_members(self, m); },
+                  [=](const caf::error&) { done(self); });
+      },
+      // The console's `info balancer`.
+      [=](info_atom) {
+        auto& s = self->state;
+        const auto& b = s.setup.ctx->config.balancer;
+        return nlohmann::json{
+            {"periods", s.periods},   {"moves", s.moves},         {"period_s", b.period_s},
+            {"min_gain", b.min_gain}, {"max_moves", b.max_moves}, {"stage_costs", s.cost},
+            {"last", s.last}}
+            .dump();
+      },
+  };
+}
+
+}  // namespace swarmrt::actors
