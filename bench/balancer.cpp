@@ -1,6 +1,6 @@
 // Tokens/s of a live swarm (one process) with the balancer against without, and against every
 // static placement, for 4 workers on 2 stages with one of them 4x slower.
-// Usage: bench_balancer CONFIG.toml STEPS WARMUP BASE_SLOW CASE ...
+// Usage: bench_balancer CONFIG.toml STEPS WARMUP BASE_SLOW CASE ... [--set section.key=value ...]
 //   CASE  balancer:A+B:K   start with A workers in stage 0 and B in stage 1, the balancer on
 //         static:A+B:K     the same placement, the balancer off
 //   K is the stage whose first worker is the slow one.
@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "actors/runtime/runtime.hpp"
 #include "messages/atoms.hpp"
@@ -27,8 +29,14 @@ int main(int argc, char** argv) {
   }
   const int steps = std::atoi(argv[2]), warmup = std::atoi(argv[3]);
   const double base = std::atof(argv[4]);
+  std::vector<std::string> cases, sets;
   for (int i = 5; i < argc; ++i) {
-    const std::string spec = argv[i];
+    if (std::string(argv[i]) == "--set" && i + 1 < argc)
+      sets.push_back(argv[++i]);
+    else
+      cases.push_back(argv[i]);
+  }
+  for (const auto& spec : cases) {
     char kind[16] = {0};
     int a = 0, b = 0, slow_stage = 0;
     if (std::sscanf(spec.c_str(), "%15[a-z]:%d+%d:%d", kind, &a, &b, &slow_stage) != 4 || a < 1 ||
@@ -37,11 +45,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     const bool balance = std::string(kind) == "balancer";
-    auto config = model::load_config(
-        argv[1], {"swarm.stages=2", "swarm.workers_per_stage=" + std::to_string(std::max(a, b)),
-                  "train.steps=" + std::to_string(steps + warmup), "train.eval_every=0",
-                  "train.eval_batches=1", "train.threads=1",
-                  std::string("balancer.enabled=") + (balance ? "true" : "false")});
+    std::vector<std::string> overrides = {
+        "swarm.stages=2",
+        "swarm.workers_per_stage=" + std::to_string(std::max(a, b)),
+        "train.steps=" + std::to_string(steps + warmup),
+        "train.eval_every=0",
+        "train.eval_batches=1",
+        "train.threads=1",
+        std::string("balancer.enabled=") + (balance ? "true" : "false")};
+    overrides.insert(overrides.end(), sets.begin(), sets.end());
+    auto config = model::load_config(argv[1], overrides);
     auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
     actors::RuntimeOptions o;
     o.progress = false;

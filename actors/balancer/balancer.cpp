@@ -88,6 +88,7 @@ void execute(Self* self, std::vector<policy::Move> moves, size_t i) {
 
 void plan(Self* self, const std::shared_ptr<Poll>& poll) {
   auto& s = self->state;
+  s.measured = poll->peers;
   auto moves = policy::plan_moves(poll->peers, s.cost, s.params, now_s(self));
   nlohmann::json planned = nlohmann::json::array();
   for (const auto& m : moves)
@@ -176,6 +177,21 @@ caf::behavior balancer(Self* self, BalancerSetup setup) {
         self->request(s.setup.tracker, timeout, ask_members_atom::value)
             .then([=](const messages::Membership& m) { on_members(self, m); },
                   [=](const caf::error&) { done(self); });
+      },
+      // The directory places the workers of a node that joins a running swarm where the
+      // pipeline needs them most, by the last period's measurements (a newcomer counts with
+      // the mean speed).
+      [=](place_atom, uint32_t n) {
+        auto& s = self->state;
+        std::vector<uint32_t> stages;
+        if (s.measured.empty()) return stages;
+        auto peers = s.measured;
+        for (uint32_t i = 0; i < n; ++i) {
+          const uint32_t k = policy::place(peers, s.cost, 0);
+          stages.push_back(k);
+          peers.push_back({std::numeric_limits<uint32_t>::max() - i, k, 0});
+        }
+        return stages;
       },
       // The console's `info balancer`.
       [=](info_atom) {

@@ -46,6 +46,7 @@ struct balancer_state {
   bool planning = false;                      // a period's questions are out
   uint64_t periods = 0, moves = 0;
   nlohmann::json last;  // the last period: rates and the plan, for the console's `info`
+  std::vector<policy::Peer> measured;  // the last period's workers, for placing newcomers
   static inline const char* name = "balancer";
 };
 

@@ -80,6 +80,46 @@ void maybe_ready(Self* self) {
   s.ready.clear();
 }
 
+// Admits a node's workers on `stages` (one per worker): ids, the reply, the node book.
+messages::JoinReply admit(Self* self, const messages::JoinRequest& r,
+                          const std::vector<uint32_t>& stages, const std::string& how) {
+  auto& s = self->state;
+  messages::JoinReply reply;
+  reply.config_toml = s.setup.config_toml;
+  reply.run_id = s.setup.ctx->run_id;
+  reply.node_index = s.next_node++;
+  for (uint32_t k : stages) {
+    ++s.assigned[k];
+    reply.stages.push_back(k);
+    reply.worker_ids.push_back(worker_id(static_cast<int64_t>(k), s.next_replica[k]++));
+  }
+  reply.tracker = s.setup.core.tracker;
+  reply.averagers = s.setup.core.averagers;
+  reply.groups = s.setup.core.groups;
+  reply.endpoint = s.setup.endpoint;
+  std::string ids;
+  for (size_t i = 0; i < reply.worker_ids.size(); ++i)
+    ids += fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i], reply.stages[i]);
+  spdlog::info("node '{}' joined as node {} ({}): workers {}{}", r.node_name, reply.node_index,
+               r.device, ids, how);
+  s.setup.nodes->put({r.node_name, reply.node_index, r.inspector, reply.worker_ids, true});
+  return reply;
+}
+
+// Stages for n workers, each to the stage with the fewest workers (ties: the lowest stage).
+std::vector<uint32_t> fewest_first(const directory_state& s, uint32_t n) {
+  auto assigned = s.assigned;
+  std::vector<uint32_t> stages;
+  for (uint32_t i = 0; i < n; ++i) {
+    size_t k = 0;
+    for (size_t j = 1; j < assigned.size(); ++j)
+      if (assigned[j] < assigned[k]) k = j;
+    ++assigned[k];
+    stages.push_back(static_cast<uint32_t>(k));
+  }
+  return stages;
+}
+
 }  // namespace
 
 caf::behavior directory(Self* self, DirectorySetup setup) {
@@ -123,31 +163,26 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
         if (const auto& sender = self->current_sender()) s.joined.insert(sender->node());
-        messages::JoinReply reply;
-        reply.config_toml = s.setup.config_toml;
-        reply.run_id = s.setup.ctx->run_id;
-        reply.node_index = s.next_node++;
-        for (uint32_t i = 0; i < r.workers; ++i) {
-          // Fill the stage with the fewest workers; ties go to the lowest stage.
-          size_t k = 0;
-          for (size_t j = 1; j < s.assigned.size(); ++j)
-            if (s.assigned[j] < s.assigned[k]) k = j;
-          ++s.assigned[k];
-          reply.stages.push_back(static_cast<uint32_t>(k));
-          reply.worker_ids.push_back(worker_id(static_cast<int64_t>(k), s.next_replica[k]++));
-        }
-        reply.tracker = s.setup.core.tracker;
-        reply.averagers = s.setup.core.averagers;
-        reply.groups = s.setup.core.groups;
-        reply.endpoint = s.setup.endpoint;
-        std::string ids;
-        for (size_t i = 0; i < reply.worker_ids.size(); ++i)
-          ids +=
-              fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i], reply.stages[i]);
-        spdlog::info("node '{}' joined as node {} ({}): workers {}", r.node_name, reply.node_index,
-                     r.device, ids);
-        s.setup.nodes->put({r.node_name, reply.node_index, r.inspector, reply.worker_ids, true});
-        return reply;
+        // A node that joins a running swarm with a balancer serves where the pipeline needs
+        // it most; before the run starts (and without a balancer) stages fill evenly.
+        caf::actor balancer;
+        if (s.full && s.setup.ctx->config.balancer.enabled && s.setup.core.roster)
+          if (auto b = s.setup.core.roster->find("balancer")) balancer = *b;
+        if (!balancer) return admit(self, r, fewest_first(s, r.workers), "");
+        auto promise = self->make_response_promise<messages::JoinReply>();
+        const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+        self->request(balancer, timeout, place_atom::value, r.workers)
+            .then(
+                [=](const std::vector<uint32_t>& stages) mutable {
+                  auto& s = self->state;
+                  const bool placed = stages.size() == r.workers;
+                  promise.deliver(admit(self, r, placed ? stages : fewest_first(s, r.workers),
+                                        placed ? " where the balancer placed them" : ""));
+                },
+                [=](const caf::error&) mutable {
+                  promise.deliver(admit(self, r, fewest_first(self->state, r.workers), ""));
+                });
+        return promise;
       },
       [=](workers_atom, const std::string& node_name, uint32_t node_index,
           const std::vector<messages::Member>& workers) {

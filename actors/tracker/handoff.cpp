@@ -9,18 +9,45 @@ namespace swarmrt::actors::tracker {
 using namespace swarmrt::atoms;
 using messages::Direction;
 
-// Asks a live peer of the request's stage for its state and hands it to the asker; the
-// initialization when the stage has no other worker.
+// A live peer of `stage` other than worker `id` that holds a state (see settled), or none.
+caf::actor settled_peer(const tracker_state& s, uint32_t stage, uint32_t id) {
+  for (const auto& [wid, handle] : s.by_id) {
+    const auto st = s.stage_of.find(wid);
+    if (st != s.stage_of.end() && st->second == stage && wid != id &&
+        s.settled.count(handle.address()))
+      return handle;
+  }
+  return {};
+}
+
+// No live peer to take a state from: the newest valid checkpoint of the run, else the
+// initialization.
+messages::WorkerState without_peer(Self* self, uint32_t stage, uint32_t id) {
+  auto& s = self->state;
+  if (s.setup.run) {
+    auto found = s.setup.run->checkpoints().newest_valid(
+        [](const auto& p, const auto& why) { spdlog::warn("refusing checkpoint {}: {}", p, why); });
+    if (found) {
+      try {
+        if (auto st = saved_worker_state(found->second, found->first, id, stage)) return *st;
+      } catch (const std::exception& e) {
+        spdlog::warn("{}", e.what());
+      }
+    }
+  }
+  spdlog::warn(
+      "worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
+      "initialization",
+      id, stage);
+  return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+}
+
+// Asks a live peer of the request's stage for its state and hands it to the asker.
 void serve_state_request(Self* self, tracker_state::StateRequest r) {
   auto& s = self->state;
-  caf::actor peer;
-  for (const auto& [id, handle] : s.by_id)
-    if (s.stage_of[id] == r.stage && id != r.id) {
-      peer = handle;
-      break;
-    }
+  caf::actor peer = settled_peer(s, r.stage, r.id);
   if (!peer) {
-    r.promise.deliver(messages::WorkerState{{}, {}, {}, -1, "its initialization"});
+    r.promise.deliver(without_peer(self, r.stage, r.id));
     return;
   }
   auto promise = r.promise;
@@ -77,9 +104,7 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
     return promise;
   }
   if (initial) return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
-  bool peer = false;
-  for (const auto& [wid, handle] : s.by_id) peer |= (s.stage_of[wid] == stage && wid != id);
-  if (peer) {
+  if (settled_peer(s, stage, id)) {
     auto promise = self->make_response_promise<messages::WorkerState>();
     // A member already (adopted as the step opened, before its request came): it is part of
     // this step and takes no work before it has a state, so it cannot wait for the step's
@@ -95,23 +120,7 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
     if (s.phase == Phase::idle) serve_state_requests(self);
     return promise;
   }
-  // No live peer: the newest valid checkpoint of the run, else the initialization.
-  if (s.setup.run) {
-    auto found = s.setup.run->checkpoints().newest_valid(
-        [](const auto& p, const auto& why) { spdlog::warn("refusing checkpoint {}: {}", p, why); });
-    if (found) {
-      try {
-        if (auto st = saved_worker_state(found->second, found->first, id, stage)) return *st;
-      } catch (const std::exception& e) {
-        spdlog::warn("{}", e.what());
-      }
-    }
-  }
-  spdlog::warn(
-      "worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
-      "initialization",
-      id, stage);
-  return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+  return without_peer(self, stage, id);
 }
 
 }  // namespace swarmrt::actors::tracker

@@ -46,6 +46,9 @@ void continue_run(Self* self) {
   const auto phase = *s.restored;
   s.restored.reset();
   s.fault_at = tracker_state::Clock::now();
+  // The workers its predecessor had have trained with it: they hold a state to hand out.
+  adopt_membership(self);
+  for (const auto& [id, handle] : s.by_id) s.settled.insert(handle.address());
   switch (phase) {
     case TrackerStore::Phase::opened:
       spdlog::warn("step tracker (restarted): step {} was open", s.step);

@@ -130,6 +130,7 @@ caf::message_handler always(Self* self) {
           s.run_start = tracker_state::Clock::now();
           start_step(self);
           for (const auto& [id, handle] : s.by_id) s.starters.insert(handle.address());
+          s.settled = s.starters;
           return s.promise;
         }
         continue_run(self);
@@ -231,6 +232,8 @@ caf::message_handler applying(Self* self) {
         auto& s = self->state;
         if (step != s.step) return;
         s.applied.insert(worker);
+        if (auto it = s.by_id.find(worker); it != s.by_id.end())
+          s.settled.insert(it->second.address());
         maybe_finish_step(self);
       },
   };

@@ -166,6 +166,10 @@ struct tracker_state {
   // checkpoint, even when they ask after step 1 has begun). A worker that joins later, even
   // one adopted before it asks, takes a live peer's state.
   std::set<caf::actor_addr> starters;
+  // Workers known to hold a state: the starters and every worker that has taken a step. Only
+  // they hand theirs out (a worker still waiting for its own would answer only once it has
+  // one: two workers of a stage restarted at once would each wait for the other).
+  std::set<caf::actor_addr> settled;
   std::map<uint32_t, messages::WorkerState> saving;  // checkpoint being gathered
   size_t saving_wanted = 0;
   // Consoles that asked for a checkpoint (`swarmrt ctl ... checkpoint`): the next closed step
