@@ -23,8 +23,9 @@ i=0
 for c in "${cases[@]}"; do
   i=$((i + 1))
   echo "[$i/${#cases[@]}] $c" >&2
+  # The runtime logs to stdout too; the results are the JSON lines.
   build/bin/bench_balancer configs/tiny.toml "$steps" 5 "$base" "$c" \
-    --set balancer.period_s=2 --set balancer.cooldown_s=1000 >>"$out"
+    --set balancer.period_s=2 --set balancer.cooldown_s=1000 | grep '^{' >>"$out"
 done
 python3 - "$(bench/machine.sh)" "$out" "$steps" "$base" <<'PY'
 import json, sys
