@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -31,16 +32,39 @@ model::RunConfig balanced_run(const std::string& mode, int64_t steps) {
   return c;
 }
 
-struct Moves {
-  std::vector<nlohmann::json> events;
+// A run with its metrics in a temporary run directory: the result and its rebalance events.
+struct BalancedRun {
+  actors::RuntimeResult result;
+  std::vector<nlohmann::json> moves;
 };
 
-Moves moves_in(const swarmrt::testing::TempDir& dir) {
-  Moves m;
+BalancedRun run_balanced(const model::RunConfig& config, std::vector<int64_t> stage_workers,
+                         std::function<double(uint32_t, double)> speed) {
+  swarmrt::testing::TempDir dir;
+  model::RunDir rd(dir / "run", config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  o.stage_workers = std::move(stage_workers);
+  o.balancer_speed = std::move(speed);
+  BalancedRun out{run(config, o), {}};
   for (const auto& line : lines_with(dir / "run/metrics.jsonl", R"("event":"rebalance")"))
-    m.events.push_back(nlohmann::json::parse(line));
-  return m;
+    out.moves.push_back(nlohmann::json::parse(line));
+  return out;
 }
+
+// Every parameter of worker a equal to worker b's.
+void expect_same_parameters(const actors::RuntimeResult& r, uint32_t a, uint32_t b) {
+  ASSERT_TRUE(r.worker_params.count(a) && r.worker_params.count(b));
+  const auto& pa = r.worker_params.at(a);
+  const auto& pb = r.worker_params.at(b);
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(at::equal(pa[i].second, pb[i].second))
+        << pa[i].first << " max diff " << (pa[i].second - pb[i].second).abs().max().item<double>()
+        << " of " << pa[i].second.abs().max().item<double>();
+}
+
+const auto equally_fast = [](uint32_t, double) { return 10.0; };
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   return std::accumulate(v.begin() + from, v.begin() + to, 0.0) / double(to - from);
@@ -60,34 +84,20 @@ TEST(Balancer, MovesAWorkerToTheShortStageWhichStartsFromThatStagesParameters) {
   // parameters from step to step; the moved worker still does at the end only if it started
   // from its new stage's parameters and optimizer state.
   auto config = balanced_run("swarm", 60);
-  swarmrt::testing::TempDir dir;
-  model::RunDir rd(dir / "run", config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  o.stage_workers = {3, 1};
-  o.balancer_speed = [](uint32_t, double) { return 10.0; };
-  const auto r = run(config, o);
+  const auto [r, moves] = run_balanced(config, {3, 1}, equally_fast);
 
   ASSERT_EQ(r.report.losses.size(), 60u);
   expect_every_micro_batch_once(r.report, config.train.micro_batches);
   expect_loss_falls(r.report);
-  const auto moves = moves_in(dir);
   // 3 + 1 -> 2 + 2, and from there no move raises the pipeline.
-  ASSERT_EQ(moves.events.size(), 1u);
-  const auto& m = moves.events[0];
+  ASSERT_EQ(moves.size(), 1u);
+  const auto& m = moves[0];
   EXPECT_EQ(m["from"], 0);
   EXPECT_EQ(m["to"], 1);
   EXPECT_LT(m["worker"].get<uint32_t>(), 3u);
   EXPECT_EQ(m["new_worker"], 1001);  // stage 1's next replica
   EXPECT_GE(r.balancer["periods"].get<int64_t>(), 2);
-  ASSERT_TRUE(r.worker_params.count(1000) && r.worker_params.count(1001));
-  const auto& a = r.worker_params.at(1000);
-  const auto& b = r.worker_params.at(1001);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(at::equal(a[i].second, b[i].second))
-        << a[i].first << " max diff " << (a[i].second - b[i].second).abs().max().item<double>()
-        << " of " << a[i].second.abs().max().item<double>();
+  expect_same_parameters(r, 1000, 1001);
   // The retired worker is gone: two workers in each stage.
   EXPECT_EQ(r.worker_params.size(), 4u);
   EXPECT_FALSE(r.worker_params.count(m["worker"].get<uint32_t>()));
@@ -100,35 +110,24 @@ TEST(Balancer, AWorkerSlowedFourTimesDrawsAnotherWorkerToItsStage) {
   auto config = balanced_run("diloco-swarm", 60);
   config.chaos.slow_worker = 1001;
   config.chaos.slow_factor = 4;
-  swarmrt::testing::TempDir dir;
-  model::RunDir rd(dir / "run", config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  o.stage_workers = {3, 2};
-  o.balancer_speed = [](uint32_t id, double) { return id == 1001 ? 2.5 : 10.0; };
-  const auto r = run(config, o);
+  const auto [r, moves] =
+      run_balanced(config, {3, 2}, [](uint32_t id, double) { return id == 1001 ? 2.5 : 10.0; });
 
   ASSERT_EQ(r.report.losses.size(), 60u);
   expect_every_micro_batch_once(r.report, config.train.micro_batches);
   expect_loss_falls(r.report);
-  const auto moves = moves_in(dir);
-  ASSERT_EQ(moves.events.size(), 1u);
-  EXPECT_EQ(moves.events[0]["from"], 0);
-  EXPECT_EQ(moves.events[0]["to"], 1);
-  EXPECT_EQ(moves.events[0]["new_worker"], 1002);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0]["from"], 0);
+  EXPECT_EQ(moves[0]["to"], 1);
+  EXPECT_EQ(moves[0]["new_worker"], 1002);
 }
 
 TEST(Balancer, BalancedStagesKeepTheirWorkersOverManyPeriods) {
   auto config = balanced_run("diloco-swarm", 150);
-  swarmrt::testing::TempDir dir;
-  model::RunDir rd(dir / "run", config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  o.balancer_speed = [](uint32_t, double) { return 10.0; };
-  const auto r = run(config, o);
+  const auto [r, moves] = run_balanced(config, {}, equally_fast);
 
   ASSERT_EQ(r.report.losses.size(), 150u);
-  EXPECT_TRUE(moves_in(dir).events.empty());
+  EXPECT_TRUE(moves.empty());
   EXPECT_GE(r.balancer["periods"].get<int64_t>(), 3);  // it did look, more than once
   EXPECT_EQ(r.balancer["moves"], 0);
 }
@@ -141,39 +140,23 @@ TEST(Balancer, AMovedWorkerKilledAsItStartsIsRestartedOnItsNewStage) {
   config.chaos.kill = "stage1/worker1";
   config.chaos.kill_every_s = 0.15;
   config.chaos.kill_limit = 2;
-  swarmrt::testing::TempDir dir;
-  model::RunDir rd(dir / "run", config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  o.stage_workers = {3, 1};
-  o.balancer_speed = [](uint32_t, double) { return 10.0; };
-  const auto r = run(config, o);
+  const auto [r, moves] = run_balanced(config, {3, 1}, equally_fast);
 
   ASSERT_EQ(r.report.losses.size(), 80u);
   expect_every_micro_batch_once(r.report, config.train.micro_batches);
-  EXPECT_EQ(moves_in(dir).events.size(), 1u);
+  EXPECT_EQ(moves.size(), 1u);
   EXPECT_EQ(r.kills, 2u);
   EXPECT_GE(r.restarts, 2u);
-  ASSERT_TRUE(r.worker_params.count(1000) && r.worker_params.count(1001));
-  const auto& a = r.worker_params.at(1000);
-  const auto& b = r.worker_params.at(1001);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  expect_same_parameters(r, 1000, 1001);
 }
 
 TEST(Balancer, TheLiveBalancersMoveIsTheSimulatorsForTheSameSpeeds) {
   // The live balancer and `swarmrt simulate` call the same plan_moves: for the speeds the live
   // run took (injected) and its starting placement, the plan is the move the run made.
   auto config = balanced_run("swarm", 40);
-  swarmrt::testing::TempDir dir;
-  model::RunDir rd(dir / "run", config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  o.stage_workers = {3, 1};
-  o.balancer_speed = [](uint32_t id, double) { return id == 2 ? 12.0 : 10.0; };
-  const auto r = run(config, o);
-  const auto moves = moves_in(dir);
-  ASSERT_EQ(moves.events.size(), 1u);
+  const auto [r, moves] =
+      run_balanced(config, {3, 1}, [](uint32_t id, double) { return id == 2 ? 12.0 : 10.0; });
+  ASSERT_EQ(moves.size(), 1u);
 
   const auto cost = model::stage_costs(config);
   std::vector<policy::Peer> peers;
@@ -185,8 +168,8 @@ TEST(Balancer, TheLiveBalancersMoveIsTheSimulatorsForTheSameSpeeds) {
   p.max_moves = config.balancer.max_moves;
   const auto plan = policy::plan_moves(peers, cost, p, 0);
   ASSERT_EQ(plan.size(), 1u);
-  EXPECT_EQ(moves.events[0]["worker"], plan[0].worker);
-  EXPECT_EQ(moves.events[0]["from"], plan[0].from);
-  EXPECT_EQ(moves.events[0]["to"], plan[0].to);
-  EXPECT_DOUBLE_EQ(moves.events[0]["gain"].get<double>(), plan[0].gain);
+  EXPECT_EQ(moves[0]["worker"], plan[0].worker);
+  EXPECT_EQ(moves[0]["from"], plan[0].from);
+  EXPECT_EQ(moves[0]["to"], plan[0].to);
+  EXPECT_DOUBLE_EQ(moves[0]["gain"].get<double>(), plan[0].gain);
 }
