@@ -46,6 +46,26 @@ for bad in '-oProxyCommand=touch%20/tmp/owned' 'host;rm' '127.0.0.1 user=-oX'; d
     echo "ok   hostfile '$bad': $out"
   fi
 done
+expect bad_balancer $'[balancer]\nenabled = "yes"' "balancer.enabled: expected true or false"
+expect bad_gain $'[balancer]\nmin_gain = -0.1' "balancer.min_gain: must be >= 0"
+# swarmrt simulate: the same refusals (exit 2, the key named), no JSON written; a good config
+# writes its JSON whole.
+printf '[swarm]\nmode = "diloco-swarm"\nstages = 2\n[simulate]\nhours = 0\n' >"$tmp/sim-bad.toml"
+out=$("$bin" simulate -c "$tmp/sim-bad.toml" -o "$tmp/sim-bad.json" 2>&1)
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "simulate.hours: must be in (0, 1000\]" <<<"$out" || [ -e "$tmp/sim-bad.json" ]; then
+  echo "FAIL simulate hours = 0: rc $rc: $out"; fail=1
+else
+  echo "ok   simulate hours = 0: $out"
+fi
+printf '[swarm]\nmode = "diloco-swarm"\nstages = 2\nworkers_per_stage = 2\n[simulate]\npeers = 50\nhours = 0.1\n' >"$tmp/sim.toml"
+out=$("$bin" simulate -c "$tmp/sim.toml" -o "$tmp/sim.json" 2>&1)
+rc=$?
+if [ $rc -ne 0 ] || ! python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["peers"] == 50 and 0 < r["balancer"]["fraction_of_optimal"] <= 1 and r["no_balancer"]["points"], r' "$tmp/sim.json"; then
+  echo "FAIL simulate: rc $rc: $out"; fail=1
+else
+  echo "ok   simulate: $(tail -2 <<<"$out" | head -1)"
+fi
 "$bin" train --config "$tmp/does-not-exist.toml" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q "cannot open config file" "$tmp/out"; then echo "FAIL missing file: rc $rc $(cat "$tmp/out")"; fail=1; fi
