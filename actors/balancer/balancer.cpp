@@ -19,6 +19,11 @@ using Self = caf::stateful_actor<balancer_state>;
 
 namespace {
 
+// Micro-batches a worker's rate must cover before the balancer takes it as measured. (On
+// 2 busy cores, rates of the first micro-batches moved a worker of a balanced 2 + 2 swarm,
+// 1 of 7 runs of net.balancer.)
+constexpr int kMinMeasurements = 8;
+
 double now_s(Self* self) {
   return std::chrono::duration<double>(balancer_state::Clock::now() - self->state.start).count();
 }
@@ -143,7 +148,10 @@ void on_members(Self* self, const messages::Membership& m) {
                 double measured = 0;
                 try {
                   const auto j = nlohmann::json::parse(info);
-                  if (j.contains("samples_per_s") && j["samples_per_s"].is_number())
+                  // A rate of its first few micro-batches is mostly warm-up (first
+                  // allocations, a cold cache): it counts once it has kMinMeasurements.
+                  if (j.contains("samples_per_s") && j["samples_per_s"].is_number() &&
+                      j.value("rate_measurements", 0) >= kMinMeasurements)
                     measured = j["samples_per_s"].get<double>();
                 } catch (const std::exception&) {
                 }

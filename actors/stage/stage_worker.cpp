@@ -212,6 +212,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
             {"drop_fraction", s.faults.drop_fraction()},
             {"round", s.replica.round()},
             {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
+            {"rate_measurements", s.rate.measurements()},
             {"bytes_sent", s.sent->to_json()},
             {"param_checksum", checksum}}
             .dump();
