@@ -25,4 +25,7 @@ struct RoundHeader {
   # A contribution that is already the mean of several workers' pseudo-gradients (their
   # all-reduce over a group communicator): every worker in it. Empty: just `contributor`.
   contributors @9 :List(UInt32);
+  # Streaming DiLoCo with a quantized encoding: the tensors are theta(t) - theta(t-1) of the
+  # fragment in that encoding, not theta(t) (an `applied` round).
+  update @10 :Bool;
 }

@@ -21,6 +21,8 @@ wire::DType to_wire(at::ScalarType t) {
       return wire::DType::FLOAT16;
     case at::kLong:
       return wire::DType::INT64;
+    case at::kByte:
+      return wire::DType::UINT8;
     default:
       throw DecodeError(std::string("dtype ") + c10::toString(t) + " cannot travel in a frame");
   }
@@ -36,6 +38,8 @@ at::ScalarType from_wire(wire::DType t) {
       return at::kHalf;
     case wire::DType::INT64:
       return at::kLong;
+    case wire::DType::UINT8:
+      return at::kByte;
   }
   throw DecodeError("unknown dtype code " + std::to_string(static_cast<int>(t)));
 }
@@ -186,6 +190,7 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
   auto contributors = m.initContributors(static_cast<unsigned>(h.contributors.size()));
   for (unsigned i = 0; i < h.contributors.size(); ++i) contributors.set(i, h.contributors[i]);
+  m.setUpdate(h.update);
   return to_bytes(builder);
 }
 
@@ -212,6 +217,7 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
     if (contributors.size() > kMaxTensors)
       throw DecodeError("round header: " + std::to_string(contributors.size()) + " contributors");
     for (auto c : contributors) h.contributors.push_back(c);
+    h.update = m.getUpdate();
     return h;
   });
 }

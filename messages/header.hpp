@@ -58,6 +58,9 @@ struct RoundHeader {
   std::vector<TensorMeta> tensors;  // one per name
   // A mean over several workers (a group all-reduce): all of them. Empty: just contributor.
   std::vector<uint32_t> contributors;
+  // An `applied` round of a quantized Streaming DiLoCo group: the tensors are the fragment's
+  // θ(t) − θ(t−1) in diloco.quantize's encoding, not θ(t).
+  bool update = false;
 };
 
 // Limits that keep a hostile or corrupt header from costing more than a bounded amount.

@@ -17,6 +17,7 @@ enum DType {
   bfloat16 @1;
   float16 @2;
   int64 @3;
+  uint8 @4;    # quantized outer gradients (Streaming DiLoCo)
 }
 
 struct TensorMeta {

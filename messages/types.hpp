@@ -76,7 +76,9 @@ struct WorkerState {
   TensorList anchor;      // DiLoCo: θ of the last applied round; empty: equal to params
   std::string optimizer;  // torch-serialized AdamW state; empty: a fresh optimizer
   int64_t round = -1;     // DiLoCo: the next round id; -1: not known
-  std::string source;     // where it came from, for the log ("peer 1001", "group 0", ...)
+  // Streaming DiLoCo: the next round id of every fragment (round = rounds[0]); empty: not known
+  std::vector<int64_t> rounds;
+  std::string source;  // where it came from, for the log ("peer 1001", "group 0", ...)
 };
 
 // A new worker asks the tracker for the state to start from (start_state_atom): `who` is the
@@ -193,7 +195,7 @@ typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
   return f(caf::meta::type_name("swarmrt::WorkerState"), x.params, x.anchor, x.optimizer, x.round,
-           x.source);
+           x.rounds, x.source);
 }
 
 template <class Inspector>

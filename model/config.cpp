@@ -82,6 +82,21 @@ const std::vector<Field>& fields() {
                      "outer Nesterov momentum"),
       SWARMRT_NUMBER(diloco, min_replicas, shared, at_least(1), "quorum size for an outer round"),
       SWARMRT_NUMBER(diloco, round_timeout_s, shared, above(0), "seconds to wait for a quorum"),
+      SWARMRT_NUMBER(diloco, fragments, shared, between(1, 1024),
+                     "P: Streaming DiLoCo fragments per stage, at most the stage's blocks"),
+      SWARMRT_CHOICE(diloco, fragment_pattern, shared,
+                     "strided (block i in fragment i mod P) or sequential (runs of blocks)"),
+      SWARMRT_NUMBER(diloco, overlap_steps, shared, at_least(0),
+                     "tau: inner steps between a fragment's round start and its merge, < H/P"),
+      SWARMRT_NUMBER(diloco, alpha, shared, (Range{0, 1, false, true}),
+                     "merge: local <- alpha*local + (1-alpha)*global"),
+      SWARMRT_CHOICE(diloco, quantize, shared,
+                     "outer gradients and updates on the wire: none, fp16, int8, int4 or fp4 "
+                     "(E2M1), blockwise scaled"),
+      SWARMRT_NUMBER(diloco, quant_block, shared, between(1, 1 << 20),
+                     "values per quantization block (one float32 scale each)"),
+      SWARMRT_FIELD(diloco, error_feedback, shared, any(), nullptr,
+                    "carry the quantization error of a round into the next one"),
       SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
                      "steps between checkpoints, 0 disables"),
       SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
@@ -219,6 +234,16 @@ const std::vector<std::string>& names<KillPhase>() {
   static const std::vector<std::string> n = {"start", "reduce", "apply"};
   return n;
 }
+template <>
+const std::vector<std::string>& names<FragmentPattern>() {
+  static const std::vector<std::string> n = {"strided", "sequential"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Quantize>() {
+  static const std::vector<std::string> n = {"none", "fp16", "int8", "int4", "fp4"};
+  return n;
+}
 
 std::string must_be_one_of(const std::vector<std::string>& names, const std::string& text) {
   std::string list;
@@ -271,6 +296,19 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("swarm.workers_per_stage", "pp runs one worker per stage");
   if ((s.mode == Mode::dp || s.mode == Mode::diloco) && s.stages != 1)
     fail("swarm.stages", name_of(s.mode) + " runs a single stage");
+  const auto& d = c.diloco;
+  if (d.overlap_steps > 0 && d.overlap_steps * d.fragments >= d.inner_steps)
+    fail("diloco.overlap_steps",
+         "must be < diloco.inner_steps / diloco.fragments (" + std::to_string(d.inner_steps) +
+             " / " + std::to_string(d.fragments) + "): a fragment's round must land before the " +
+             "next fragment's starts, got " + std::to_string(d.overlap_steps));
+  if (d.fragments > 1) {
+    const int64_t fewest = m.n_layer / s.stages;  // the smallest stage's blocks
+    if (d.fragments > fewest)
+      fail("diloco.fragments", "must be <= the blocks of the smallest stage (" +
+                                   std::to_string(fewest) + "), got " +
+                                   std::to_string(d.fragments));
+  }
   const auto& sv = c.supervision;
   if (sv.backoff_ms < 0 || sv.max_backoff_ms < sv.backoff_ms)
     fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");

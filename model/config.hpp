@@ -28,6 +28,8 @@ using policy::WiringPolicy;  // throughput | uniform
 enum class Links { automatic, comm, frames };
 enum class Encrypt { automatic, on, off };
 enum class KillPhase { start, reduce, apply };
+enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
+enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
 
 template <class E>
 const std::vector<std::string>& names();
@@ -43,6 +45,10 @@ template <>
 const std::vector<std::string>& names<Encrypt>();
 template <>
 const std::vector<std::string>& names<KillPhase>();
+template <>
+const std::vector<std::string>& names<FragmentPattern>();
+template <>
+const std::vector<std::string>& names<Quantize>();
 
 template <class E>
 const std::string& name_of(E value) {
@@ -114,6 +120,20 @@ struct DilocoConfig {
   double outer_momentum = 0.9;
   int64_t min_replicas = 1;
   double round_timeout_s = 30.0;
+  // Streaming DiLoCo (architecture §6): P fragments synced at staggered steps, a round's
+  // merge τ inner steps after it starts, outer gradients quantized on the wire. P = 1, τ = 0,
+  // none: plain DiLoCo, bit for bit.
+  int64_t fragments = 1;  // P
+  FragmentPattern fragment_pattern = FragmentPattern::strided;
+  int64_t overlap_steps = 0;  // τ < H/P
+  double alpha = 0.0;         // merge: θ_i ← α·θ_i + (1 − α)·θ_global
+  Quantize quantize = Quantize::none;
+  int64_t quant_block = 128;
+  bool error_feedback = true;  // carry each side's quantization error to its next round
+
+  bool streaming() const {
+    return fragments > 1 || overlap_steps > 0 || quantize != Quantize::none;
+  }
 };
 
 struct CheckpointConfig {

@@ -6,6 +6,8 @@
 
 #include "actors/runtime/tensor_list.hpp"
 #include "model/checks.hpp"
+#include "model/fragments.hpp"
+#include "model/quantize.hpp"
 #include "transport/bulk.hpp"
 #include "transport/comm.hpp"
 
@@ -47,7 +49,7 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
 // run asks for links everywhere.
 std::string group_backend(const group_state& s) {
   const auto& mode = s.ctx->config.transport.links;
-  if (mode == model::Links::frames || s.members.size() < 2) return "";
+  if (mode == model::Links::frames || s.members.size() < 2 || s.ctx->streaming()) return "";
   bool all_cuda = true;
   for (const auto& [id, handle] : s.members) {
     auto d = s.devices.find(id);
@@ -123,62 +125,125 @@ void announce_comm(Self* self) {
                  ids.size(), backend, epoch);
 }
 
-// The last applied round's θ as an `applied` round frame, for `to`.
-void send_theta(Self* self, const caf::actor& to) {
-  auto& s = self->state;
-  messages::RoundHeader h;
-  h.round_id = static_cast<uint64_t>(s.last_applied);
-  h.stage = s.stage;
-  h.status = messages::RoundStatus::applied;
-  std::vector<at::Tensor> tensors;
-  for (const auto& [name, t] : s.outer->theta()) {
-    h.tensor_names.push_back(name);
-    tensors.push_back(t);
-  }
-  s.ctx->bytes->add(Traffic::parameters, messages::payload_bytes(tensors));
-  transport::send_frame(self, to, messages::FrameKind::round,
-                        messages::make_round_frame(h, std::move(tensors)));
+// Fragment p's tensors of `all` (the stage's θ or momentum), in θ's order.
+model::NamedTensors slice(const model::NamedTensors& all, const std::vector<size_t>& index) {
+  model::NamedTensors out;
+  for (auto i : index) out.push_back(all[i]);
+  return out;
 }
 
-void apply_round(Self* self);
+// The whole stage's θ (or outer momentum), assembled from its fragments.
+model::NamedTensors whole(const group_state& s, bool momentum) {
+  model::NamedTensors out(s.names.size());
+  for (const auto& f : s.fragments) {
+    const auto& part = momentum ? f.outer->momentum() : f.outer->theta();
+    for (size_t k = 0; k < f.index.size(); ++k) out[f.index[k]] = part[k];
+  }
+  return out;
+}
 
-// Applies the round once every member has contributed or been refused in it (and at least
-// one contributed); true when it did.
-bool maybe_apply(Self* self) {
+// Every applied fragment's θ as an `applied` round frame, for `to` (a worker new to the
+// stage, which ignores a round it already has).
+void send_theta(Self* self, const caf::actor& to) {
   auto& s = self->state;
+  for (uint32_t p = 0; p < s.fragments.size(); ++p) {
+    const auto& f = s.fragments[p];
+    if (f.last_applied < 0) continue;
+    messages::RoundHeader h;
+    h.round_id = static_cast<uint64_t>(f.last_applied);
+    h.stage = s.stage;
+    h.fragment = p;
+    h.status = messages::RoundStatus::applied;
+    std::vector<at::Tensor> tensors;
+    for (const auto& [name, t] : f.outer->theta()) {
+      h.tensor_names.push_back(name);
+      tensors.push_back(t);
+    }
+    s.ctx->bytes->add(Traffic::parameters, messages::payload_bytes(tensors));
+    transport::send_frame(self, to, messages::FrameKind::round,
+                          messages::make_round_frame(h, std::move(tensors)));
+  }
+}
+
+void apply_round(Self* self, uint32_t p);
+
+// Applies fragment p's round once every member has contributed or been refused in it (and
+// at least one contributed); true when it did.
+bool maybe_apply(Self* self, uint32_t p) {
+  auto& s = self->state;
+  auto& f = s.fragments[p];
   size_t in = 0;
-  for (const auto& [id, d] : s.contributions) in += s.members.count(id);
-  for (auto id : s.excused) in += s.members.count(id) && !s.contributions.count(id);
-  if (s.contributions.empty() || in < s.members.size()) return false;
-  apply_round(self);
+  for (const auto& [id, d] : f.contributions) in += s.members.count(id);
+  for (auto id : f.excused) in += s.members.count(id) && !f.contributions.count(id);
+  if (f.contributions.empty() || in < s.members.size()) return false;
+  apply_round(self, p);
   return true;
 }
 
-void apply_round(Self* self) {
+// Quantized answers: θ(t) − θ(t−1) in the run's encoding (with the error of the last one
+// carried in), and θ(t) set to θ(t−1) plus exactly what the workers will decode.
+std::vector<at::Tensor> encode_update(group_state& s, FragmentRounds& f,
+                                      const model::NamedTensors& before) {
+  const auto& d = s.ctx->config.diloco;
+  model::NamedTensors applied;
+  std::vector<at::Tensor> wire;
+  const auto& after = f.outer->theta();
+  for (size_t k = 0; k < after.size(); ++k) {
+    auto u = after[k].second - before[k].second;
+    if (d.error_feedback && k < f.residual.size()) u += f.residual[k].second;
+    auto encoded = model::encode(u, d.quantize, d.quant_block);
+    auto decoded = model::decode(encoded, d.quantize, d.quant_block, u.sizes());
+    if (d.error_feedback) {
+      if (f.residual.size() <= k) f.residual.resize(k + 1);
+      f.residual[k] = {after[k].first, u - decoded};
+    }
+    applied.emplace_back(after[k].first, before[k].second + decoded);
+    wire.push_back(encoded);
+  }
+  f.outer->restore(std::move(applied), f.outer->momentum());
+  return wire;
+}
+
+void apply_round(Self* self, uint32_t p) {
   auto& s = self->state;
+  auto& f = s.fragments[p];
+  const auto& d = s.ctx->config.diloco;
+  const bool quantized = d.quantize != model::Quantize::none;
+  model::NamedTensors before;
+  if (quantized)
+    for (const auto& [name, t] : f.outer->theta()) before.emplace_back(name, t.clone());
   std::vector<const model::NamedTensors*> deltas;
-  for (const auto& [id, d] : s.contributions) deltas.push_back(&d);
-  const auto& theta = s.outer->step(deltas);
-  s.last_applied = static_cast<int64_t>(s.round);
+  for (const auto& [id, delta] : f.contributions) deltas.push_back(&delta);
+  f.outer->step(deltas);
+  std::vector<at::Tensor> tensors;
+  messages::RoundHeader h;
+  if (quantized) {
+    tensors = encode_update(s, f, before);
+    h.update = true;
+  } else {
+    for (const auto& [name, t] : f.outer->theta()) tensors.push_back(t);
+  }
+  f.last_applied = static_cast<int64_t>(f.round);
   {
     std::lock_guard<std::mutex> lock(s.store->mu);
     s.store->theta.clear();
     s.store->momentum.clear();
-    for (const auto& [name, t] : theta) s.store->theta.emplace_back(name, t.clone());
-    for (const auto& [name, t] : s.outer->momentum())
-      s.store->momentum.emplace_back(name, t.clone());
-    s.store->last_applied = s.last_applied;
-    s.store->applied_rounds.push_back(s.round);
+    for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
+    for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+    s.store->fragment_applied.resize(s.fragments.size(), -1);
+    s.store->fragment_rounds.resize(s.fragments.size());
+    s.store->fragment_applied[p] = f.last_applied;
+    s.store->fragment_rounds[p].push_back(f.round);
+    if (p == 0) {
+      s.store->last_applied = f.last_applied;
+      s.store->applied_rounds.push_back(f.round);
+    }
   }
-  messages::RoundHeader h;
-  h.round_id = s.round;
+  h.round_id = f.round;
   h.stage = s.stage;
+  h.fragment = p;
   h.status = messages::RoundStatus::applied;
-  std::vector<at::Tensor> tensors;
-  for (const auto& [name, t] : theta) {
-    h.tensor_names.push_back(name);
-    tensors.push_back(t);
-  }
+  for (const auto& [name, t] : f.outer->theta()) h.tensor_names.push_back(name);
   const uint64_t bytes = messages::payload_bytes(tensors);
   for (const auto& [id, handle] : s.members) {
     s.ctx->bytes->add(Traffic::parameters, bytes);
@@ -186,11 +251,43 @@ void apply_round(Self* self) {
     transport::send_frame(self, handle, messages::FrameKind::round,
                           messages::make_round_frame(h, tensors));
   }
-  ++s.round;
-  s.contributions.clear();
-  s.excused.clear();
-  s.timer_armed = false;
+  ++f.round;
+  f.contributions.clear();
+  f.excused.clear();
+  f.timer_armed = false;
 }
+
+// A contribution's tensors as float32 pseudo-gradients of fragment f, or why not; `excuse`
+// when the tensors fit θ but their encoding does not decode (a non-finite scale or value):
+// the round goes on without the sender, as with a non-finite float32 tensor.
+std::string decode_contribution(const group_state& s, const FragmentRounds& f,
+                                const messages::RoundHeader& h, const messages::Frame& frame,
+                                model::NamedTensors& delta, bool& excuse) {
+  const auto& theta = f.outer->theta();
+  const auto& d = s.ctx->config.diloco;
+  if (h.tensor_names.size() != theta.size() || frame.tensors.size() != theta.size())
+    return "wrong number of tensors";
+  for (size_t i = 0; i < theta.size(); ++i) {
+    if (h.tensor_names[i] != theta[i].first)
+      return "tensor '" + h.tensor_names[i] + "' mismatches θ's name, shape or dtype";
+    if (d.quantize == model::Quantize::none) {
+      if (!frame.tensors[i].sizes().equals(theta[i].second.sizes()) ||
+          frame.tensors[i].scalar_type() != theta[i].second.scalar_type())
+        return "tensor '" + h.tensor_names[i] + "' mismatches θ's name, shape or dtype";
+      delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
+      continue;
+    }
+    try {
+      delta.emplace_back(h.tensor_names[i], model::decode(frame.tensors[i], d.quantize,
+                                                          d.quant_block, theta[i].second.sizes()));
+    } catch (const std::invalid_argument& e) {
+      excuse = true;
+      return "tensor '" + h.tensor_names[i] + "' (" + model::name_of(d.quantize) + "): " + e.what();
+    }
+  }
+  return "";
+}
+
 void on_contribution(Self* self, const messages::Frame& frame, const caf::actor& sender) {
   const uint32_t stage = self->state.stage;
   auto& s = self->state;
@@ -204,47 +301,46 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   }
   if (h.status != messages::RoundStatus::contribution)
     return reply_rejected(self, sender, h, "not a contribution");
-  if (static_cast<int64_t>(h.round_id) <= s.last_applied)
+  if (h.fragment >= s.fragments.size())
+    return reply_rejected(
+        self, sender, h,
+        "fragment " + std::to_string(h.fragment) + " of " + std::to_string(s.fragments.size()));
+  const uint32_t p = h.fragment;
+  auto& f = s.fragments[p];
+  if (static_cast<int64_t>(h.round_id) <= f.last_applied)
     return reply_rejected(self, sender, h,
                           "round " + std::to_string(h.round_id) + " is already applied");
-  if (h.round_id != s.round)
+  if (h.round_id != f.round)
     return reply_rejected(self, sender, h,
-                          "the group is collecting round " + std::to_string(s.round));
+                          "the group is collecting round " + std::to_string(f.round));
   const auto who = h.contributors.empty() ? std::vector<uint32_t>{h.contributor} : h.contributors;
   for (auto id : who)
     if (h.stage != stage || !s.members.count(id))
       return reply_rejected(
           self, sender, h,
           "worker " + std::to_string(id) + " is not a worker of stage " + std::to_string(stage));
-  const auto& theta = s.outer->theta();
-  if (h.tensor_names.size() != theta.size())
-    return reply_rejected(self, sender, h, "wrong number of tensors");
-  model::NamedTensors delta;
-  for (size_t i = 0; i < theta.size(); ++i) {
-    if (h.tensor_names[i] != theta[i].first ||
-        !frame.tensors[i].sizes().equals(theta[i].second.sizes()) ||
-        frame.tensors[i].scalar_type() != theta[i].second.scalar_type())
-      return reply_rejected(
-          self, sender, h,
-          "tensor '" + h.tensor_names[i] + "' mismatches θ's name, shape or dtype");
-    delta.emplace_back(h.tensor_names[i], frame.tensors[i]);
-  }
   // A NaN or Inf would become θ's, every worker's, at this round: refused, and the round goes
-  // on without these workers, as if they had failed in it.
-  if (const auto bad = model::nonfinite_tensor(frame.tensors, h.tensor_names); !bad.empty()) {
-    for (auto id : who) s.excused.insert(id);
+  // on without these workers, as if they had failed in it. (A quantized tensor carries one as
+  // its block's scale, which decoding refuses.)
+  model::NamedTensors delta;
+  bool excuse = false;
+  auto bad = decode_contribution(s, f, h, frame, delta, excuse);
+  if (bad.empty()) excuse = !(bad = model::nonfinite_tensor(frame.tensors, h.tensor_names)).empty();
+  if (excuse) {
+    for (auto id : who) f.excused.insert(id);
     reply_rejected(self, sender, h, bad);
-    maybe_apply(self);
+    maybe_apply(self, p);
     return;
   }
+  if (!bad.empty()) return reply_rejected(self, sender, h, bad);
   // A group mean counts once for every worker in it (they share its tensors).
-  for (auto id : who) s.contributions[id] = delta;
-  if (maybe_apply(self)) return;
+  for (auto id : who) f.contributions[id] = delta;
+  if (maybe_apply(self, p)) return;
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
-  if (!s.timer_armed) {
-    s.timer_armed = true;
+  if (!f.timer_armed) {
+    f.timer_armed = true;
     self->delayed_send(self, model::as_duration(s.ctx->config.diloco.round_timeout_s),
-                       round_timer_atom::value, s.round);
+                       round_timer_atom::value, f.round, p);
   }
 }
 
@@ -269,16 +365,32 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
   s.stage = stage;
   s.store = std::move(store);
   const auto& d = s.ctx->config.diloco;
-  s.outer = std::make_unique<model::OuterNesterov>(std::move(theta), d.outer_lr, d.outer_momentum);
+  for (const auto& [name, t] : theta) s.names.push_back(name);
+  // Fragments of the stage (one: the whole stage); a stage with fewer blocks than fragments
+  // was refused by the config's validation.
+  const auto of = model::assign_fragments(s.names, d.fragments, d.fragment_pattern);
+  s.fragments.resize(static_cast<size_t>(d.fragments));
+  for (size_t i = 0; i < of.size(); ++i) s.fragments[of[i]].index.push_back(i);
   {
     std::lock_guard<std::mutex> lock(s.store->mu);
-    if (!s.store->theta.empty()) {
+    const bool stored = !s.store->theta.empty();
+    for (uint32_t p = 0; p < s.fragments.size(); ++p) {
+      auto& f = s.fragments[p];
+      if (!stored) {
+        f.outer = std::make_unique<model::OuterNesterov>(slice(theta, f.index), d.outer_lr,
+                                                         d.outer_momentum);
+        continue;
+      }
       model::NamedTensors t, m;
-      for (const auto& [name, x] : s.store->theta) t.emplace_back(name, x.clone());
-      for (const auto& [name, x] : s.store->momentum) m.emplace_back(name, x.clone());
-      s.outer->restore(std::move(t), std::move(m));
-      s.last_applied = s.store->last_applied;
-      s.round = static_cast<uint64_t>(s.last_applied + 1);
+      for (const auto& [name, x] : slice(s.store->theta, f.index)) t.emplace_back(name, x.clone());
+      for (const auto& [name, x] : slice(s.store->momentum, f.index))
+        m.emplace_back(name, x.clone());
+      f.outer = std::make_unique<model::OuterNesterov>(t, d.outer_lr, d.outer_momentum);
+      f.outer->restore(std::move(t), std::move(m));
+      f.last_applied = p < s.store->fragment_applied.size() ? s.store->fragment_applied[p]
+                       : p == 0                             ? s.store->last_applied
+                                                            : -1;
+      f.round = static_cast<uint64_t>(f.last_applied + 1);
     }
   }
   return {
@@ -295,12 +407,11 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
             // A worker new to the stage may have taken its state before the last round was
             // applied: it gets that round's θ (it ignores a round it already has).
             auto old = before.find(w.id);
-            if (s.last_applied >= 0 && (old == before.end() || old->second != w.handle))
-              send_theta(self, w.handle);
+            if (old == before.end() || old->second != w.handle) send_theta(self, w.handle);
           }
         if (s.members != before) announce_comm(self);
-        // A member lost while the round was collected: the survivors may all be in.
-        maybe_apply(self);
+        // A member lost while a round was collected: the survivors may all be in.
+        for (uint32_t p = 0; p < s.fragments.size(); ++p) maybe_apply(self, p);
       },
       [=](round_atom, const messages::Frame& frame) {
         on_contribution(self, frame, caf::actor_cast<caf::actor>(self->current_sender()));
@@ -329,44 +440,63 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         }
         on_contribution(self, complete->frame, caf::actor_cast<caf::actor>(self->current_sender()));
       },
-      [=](round_timer_atom, uint64_t round) {
+      [=](round_timer_atom, uint64_t round, uint32_t p) {
         auto& s = self->state;
-        if (round != s.round || s.contributions.empty()) return;
-        if (static_cast<int64_t>(s.contributions.size()) >= s.ctx->config.diloco.min_replicas) {
-          spdlog::warn("diloco group {}: round {} applied with {} of {} workers after the timeout",
-                       stage, round, s.contributions.size(), s.members.size());
-          apply_round(self);
+        auto& f = s.fragments.at(p);
+        if (round != f.round || f.contributions.empty()) return;
+        if (static_cast<int64_t>(f.contributions.size()) >= s.ctx->config.diloco.min_replicas) {
+          spdlog::warn(
+              "diloco group {}: round {} of fragment {} applied with {} of {} workers after the "
+              "timeout",
+              stage, round, p, f.contributions.size(), s.members.size());
+          apply_round(self, p);
         } else {
-          s.timer_armed = false;
+          f.timer_armed = false;
         }
       },
       [=](stats_atom) {
         auto& s = self->state;
-        return messages::GroupStats{s.last_applied, s.rejected, s.round,
-                                    static_cast<uint64_t>(s.contributions.size())};
+        const auto& f = s.fragments[0];
+        return messages::GroupStats{f.last_applied, s.rejected, f.round,
+                                    static_cast<uint64_t>(f.contributions.size())};
       },
-      [=](params_atom) { return to_list(self->state.outer->theta(), /*clone=*/true); },
-      // What the console's `info` shows of a group.
+      [=](params_atom) { return to_list(whole(self->state, false), /*clone=*/true); },
+      // What the console's `info` shows of a group: fragment 0's round (the whole stage's
+      // without fragments) and, with fragments, every fragment's.
       [=](info_atom) {
         auto& s = self->state;
-        return nlohmann::json{{"stage", s.stage},
-                              {"round", s.round},
-                              {"last_applied", s.last_applied},
-                              {"contributions", s.contributions.size()},
-                              {"members", s.members.size()},
-                              {"rejected", s.rejected},
-                              {"communicator", s.comm_backend.empty() ? "none" : s.comm_backend}}
-            .dump();
+        const auto& f0 = s.fragments[0];
+        nlohmann::json info{{"stage", s.stage},
+                            {"round", f0.round},
+                            {"last_applied", f0.last_applied},
+                            {"contributions", f0.contributions.size()},
+                            {"members", s.members.size()},
+                            {"rejected", s.rejected},
+                            {"communicator", s.comm_backend.empty() ? "none" : s.comm_backend}};
+        if (s.ctx->streaming()) {
+          info["quantize"] = model::name_of(s.ctx->config.diloco.quantize);
+          for (uint32_t p = 0; p < s.fragments.size(); ++p) {
+            const auto& f = s.fragments[p];
+            info["fragments"].push_back({{"fragment", p},
+                                         {"tensors", f.index.size()},
+                                         {"round", f.round},
+                                         {"last_applied", f.last_applied},
+                                         {"contributions", f.contributions.size()}});
+          }
+        }
+        return info.dump();
       },
-      // The state a restarted or joining worker of this stage starts from: θ and the next round.
+      // The state a restarted or joining worker of this stage starts from: θ and the next round
+      // of every fragment.
       [=](state_atom) {
         auto& s = self->state;
         messages::WorkerState st;
-        st.params = to_list(s.outer->theta(), /*clone=*/true);
+        st.params = to_list(whole(s, false), /*clone=*/true);
         st.anchor = st.params;
-        st.round = s.last_applied + 1;
+        for (const auto& f : s.fragments) st.rounds.push_back(f.last_applied + 1);
+        st.round = st.rounds[0];
         st.source = "DiLoCo group " + std::to_string(stage) + " (round " +
-                    std::to_string(s.last_applied) + ")";
+                    std::to_string(s.fragments[0].last_applied) + ")";
         return st;
       },
   };

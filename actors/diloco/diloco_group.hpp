@@ -13,6 +13,16 @@
 // that speaks of an older communicator, or a membership change before all are there makes
 // the group tell them all to send their own, as without: an all-reduce starts only when
 // every rank is known to be at it, so none waits on a worker that will not come.
+//
+// Streaming DiLoCo (diloco.fragments, overlap_steps, quantize): the stage's θ is split into
+// fragments (model/fragments.hpp), each with its own rounds, outer momentum and quorum, so
+// the rounds of different fragments are collected side by side. Contributions arrive in
+// diloco.quantize's encoding and are decoded to float32 before they are averaged; θ and the
+// momentum stay float32. With an encoding other than none the group answers with the
+// fragment's update θ(t) − θ(t−1) in that encoding and moves its own θ by exactly the decoded
+// update, so every worker that applies it to θ(t−1) holds θ(t) bit for bit (its own error is
+// carried to the next update with diloco.error_feedback). A member new to the stage gets θ
+// itself. Streaming rounds never use the group communicator: each worker reports its own.
 #pragma once
 
 #include <caf/all.hpp>
@@ -30,23 +40,39 @@
 
 namespace swarmrt::actors {
 
-// What outlives a group actor: θ, the outer momentum and the last applied round, written
-// after every applied round. A restarted group continues from it, so a round is neither
-// applied twice nor lost; checkpoints read it.
+// What outlives a group actor: θ, the outer momentum and the last applied round of every
+// fragment, written after every applied round. A restarted group continues from it, so a
+// round is neither applied twice nor lost; checkpoints read it.
 struct GroupStore {
   std::mutex mu;
-  model::NamedTensors theta, momentum;  // empty until the first round is applied
-  int64_t last_applied = -1;
-  std::vector<uint64_t> applied_rounds;  // every round applied, in order
-  uint64_t comm_epoch = 0;               // the newest group communicator announced
+  model::NamedTensors theta, momentum;   // the whole stage; empty until a round is applied
+  int64_t last_applied = -1;             // fragment 0's (the whole stage without fragments)
+  std::vector<uint64_t> applied_rounds;  // fragment 0's rounds, in order
+  // Streaming DiLoCo: every fragment's last applied round and its rounds, in order.
+  std::vector<int64_t> fragment_applied;
+  std::vector<std::vector<uint64_t>> fragment_rounds;
+  uint64_t comm_epoch = 0;  // the newest group communicator announced
 };
 using GroupStorePtr = std::shared_ptr<GroupStore>;
+
+// One fragment's outer rounds (the whole stage without Streaming DiLoCo).
+struct FragmentRounds {
+  std::vector<size_t> index;  // its tensors' positions in the stage's θ
+  std::unique_ptr<model::OuterNesterov> outer;
+  uint64_t round = 0;         // the round being collected
+  int64_t last_applied = -1;  // never applied twice
+  std::map<uint32_t, model::NamedTensors> contributions;
+  std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
+  bool timer_armed = false;
+  model::NamedTensors residual;  // error feedback of the quantized updates sent
+};
 
 struct group_state {
   ContextPtr ctx;
   uint32_t stage = 0;
   GroupStorePtr store;
-  std::unique_ptr<model::OuterNesterov> outer;
+  std::vector<std::string> names;  // θ's tensor names, in the stage's order
+  std::vector<FragmentRounds> fragments;
   std::map<uint32_t, caf::actor> members;
   std::map<uint32_t, std::string> devices;  // each member's device
   std::string comm_backend;                 // of the communicator announced last; empty: none
@@ -57,14 +83,9 @@ struct group_state {
   std::vector<caf::actor> ready;
   uint64_t ready_round = 0;
   std::optional<uint64_t> refused_round;
-  uint64_t round = 0;         // the round being collected
-  int64_t last_applied = -1;  // never applied twice
-  std::map<uint32_t, model::NamedTensors> contributions;
-  std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
-  caf::actor metrics;          // `rejected` events go here when the run has a metrics log
+  caf::actor metrics;  // `rejected` events go here when the run has a metrics log
   uint64_t rejected = 0;
   uint64_t refused_chunks = 0;
-  bool timer_armed = false;
   transport::ChunkReceiver chunks;  // contributions from other processes
   static inline const char* name = "diloco_group";
 };

@@ -16,6 +16,9 @@ struct SwarmContext {
   // Tests: what every wiring takes a completion's duration as (Wiring::set_measure); unset,
   // the measured duration.
   policy::Wiring::Measure wiring_measure;
+  // Tests: DiLoCo rounds go through Streaming DiLoCo's replica and fragment rounds even when
+  // the config is plain DiLoCo (P = 1, τ = 0, no quantization), to compare the two.
+  bool force_streaming = false;
 
   model::Mode mode() const { return config.swarm.mode; }
   // pp, dp and swarm average gradients inside each stage and clip by the norm over all
@@ -26,6 +29,8 @@ struct SwarmContext {
   bool diloco() const {
     return mode() == model::Mode::diloco || mode() == model::Mode::diloco_swarm;
   }
+  // DiLoCo rounds by fragments (actors/diloco/streaming_replica.hpp).
+  bool streaming() const { return diloco() && (config.diloco.streaming() || force_streaming); }
   int64_t step_samples() const { return config.train.micro_batch * config.train.micro_batches; }
   int64_t stages() const { return config.swarm.stages; }
 };

@@ -340,9 +340,11 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
         .receive([&](uint64_t n) { result.kills = n; }, [&](const caf::error&) {});
   for (const auto& store : core.group_stores) {
     result.applied_rounds.emplace_back();
+    result.fragment_rounds.emplace_back();
     if (!store) continue;
     std::lock_guard<std::mutex> lock(store->mu);
     result.applied_rounds.back() = store->applied_rounds;
+    result.fragment_rounds.back() = store->fragment_rounds;
   }
   for (const auto& stage : now.stages)
     for (const auto& w : stage) {
@@ -395,6 +397,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   ctx->config = config;
   ctx->run_id = std::random_device{}();
   ctx->wiring_measure = options.wiring_measure;
+  ctx->force_streaming = options.force_streaming;
   const auto& sw = config.swarm;
   auto shared_corpus = std::shared_ptr<const model::TextCorpus>(&corpus, [](auto*) {});
   CoreOptions co;

@@ -35,6 +35,7 @@ struct RuntimeOptions {
   std::function<void(caf::actor_system&, const CoreActors&)> on_core;  // same, core actors
   // Tests of the wiring policy: what every wiring takes a completion's duration as.
   policy::Wiring::Measure wiring_measure;
+  bool force_streaming = false;  // SwarmContext::force_streaming
   // Workers each stage starts with; empty: swarm.workers_per_stage everywhere (a skewed start
   // for the balancer's tests and benchmark).
   std::vector<int64_t> stage_workers;
@@ -61,6 +62,8 @@ struct RuntimeResult {
   uint64_t kills = 0;     // by the chaos control actor
   uint64_t dropped = 0;   // micro-batch hops lost on purpose (chaos.drop_fraction)
   std::vector<std::vector<uint64_t>> applied_rounds;  // DiLoCo: per stage, every round applied
+  // DiLoCo: per stage and fragment, every round applied, in order (fragment 0's as above)
+  std::vector<std::vector<std::vector<uint64_t>>> fragment_rounds;
   nlohmann::json balancer;  // the balancer's `info` at the end (periods, moves), when it ran
 };
 

@@ -79,9 +79,12 @@ void deliver(Self* self, messages::FrameKind kind, const Frame& frame, const caf
   if (kind == messages::FrameKind::microbatch) return on_hop(self, frame, sender);
   // A round's answer from the DiLoCo group. Micro-batches in flight hold autograd graphs over
   // the parameters: a θ that arrives then waits for the inner step.
-  if (!s.replica.on_round(self, frame, s.module, !s.inflight.empty(), s.step,
-                          [self](const messages::WorkerState& st) { load_state(self, st); }))
-    ++s.rejected;
+  auto reload = [self](const messages::WorkerState& st) { load_state(self, st); };
+  const bool taken =
+      s.setup.ctx->streaming()
+          ? s.streaming.on_round(self, frame, s.module, !s.inflight.empty(), reload)
+          : s.replica.on_round(self, frame, s.module, !s.inflight.empty(), s.step, reload);
+  if (!taken) ++s.rejected;
 }
 
 void on_chunk(Self* self, const std::vector<uint8_t>& chunk, const caf::actor& sender) {

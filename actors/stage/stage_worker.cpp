@@ -45,9 +45,16 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       if (faults->poisons_round(step, inner_steps)) WorkerFaults::poison(ts);
     };
     // The replica holds the group's handle from here on and follows its restarts.
-    s.replica.configure({s.setup.ctx, s.setup.id, s.setup.stage, s.setup.tracker, s.setup.group,
-                         s.device, s.links.comm_options(), poison, s.sent});
-    s.replica.set_anchor(s.module);
+    ReplicaSetup rs{s.setup.ctx,   s.setup.id, s.setup.stage,          s.setup.tracker,
+                    s.setup.group, s.device,   s.links.comm_options(), poison,
+                    s.sent};
+    if (s.setup.ctx->streaming()) {
+      s.streaming.configure(rs, s.module);
+      s.streaming.set_anchor(s.module);
+    } else {
+      s.replica.configure(rs);
+      s.replica.set_anchor(s.module);
+    }
   }
   // A worker may start in a swarm that is already training (a restart, a late join, a
   // resumed run): it takes its stage's state before it handles anything else. At the start
@@ -174,7 +181,10 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](replaced_atom, const std::string& kind, uint32_t stage, const caf::actor& handle) {
         auto& s = self->state;
         if (stage != s.setup.stage) return;
-        if (kind == "group") s.replica.on_group_replaced(self, handle);
+        if (kind == "group" && s.setup.ctx->streaming())
+          s.streaming.on_group_replaced(self, handle);
+        else if (kind == "group")
+          s.replica.on_group_replaced(self, handle);
         if (kind == "averager") {
           s.setup.averager = handle;
           // The dead averager's partial sum is gone: the new one needs this gradient again.
@@ -210,7 +220,9 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
             {"dropped", s.faults.dropped()},
             {"slow_factor", s.faults.slow_factor()},
             {"drop_fraction", s.faults.drop_fraction()},
-            {"round", s.replica.round()},
+            {"round", s.setup.ctx->streaming() ? s.streaming.round() : s.replica.round()},
+            {"streaming", s.setup.ctx->streaming() ? nlohmann::json::parse(s.streaming.info_json())
+                                                   : nlohmann::json()},
             {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
             {"rate_measurements", s.rate.measurements()},
             {"bytes_sent", s.sent->to_json()},
@@ -229,7 +241,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
                                      s.links.frames_in(),
                                      s.replica.reduces(),
                                      s.replica.fallbacks(),
-                                     s.replica.failures()};
+                                     s.replica.failures() + s.streaming.failures()};
       },
   };
 }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "actors/diloco/replica.hpp"
+#include "actors/diloco/streaming_replica.hpp"
 #include "actors/runtime/byte_counters.hpp"
 #include "actors/runtime/context.hpp"
 #include "actors/stage/peer_links.hpp"
@@ -93,8 +94,9 @@ struct worker_state {
   uint64_t step = 0;          // step being reduced/applied
   uint64_t applied_step = 0;  // the last step whose optimizer step this worker took
   model::NamedTensors last_grads;
-  DilocoReplica replica;  // DiLoCo modes: θ(t-1), rounds, the group's communicator
-  WorkerFaults faults;    // chaos: lost hops, slow compute, NaN sends
+  DilocoReplica replica;       // DiLoCo modes: θ(t-1), rounds, the group's communicator
+  StreamingReplica streaming;  // Streaming DiLoCo (SwarmContext::streaming()) instead
+  WorkerFaults faults;         // chaos: lost hops, slow compute, NaN sends
   // What the console's `info` shows of this worker alone: its compute rate (samples over
   // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.
   policy::ThroughputEma rate;

@@ -39,7 +39,7 @@ messages::WorkerState without_peer(Self* self, uint32_t stage, uint32_t id) {
       "worker {} (stage {}) has no live peer and no checkpoint: it starts from the "
       "initialization",
       id, stage);
-  return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+  return messages::WorkerState{{}, {}, {}, -1, {}, "its initialization"};
 }
 
 // Asks a live peer of the request's stage for its state and hands it to the asker.
@@ -103,7 +103,7 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
     ask_group(self, stage, promise, 0);
     return promise;
   }
-  if (initial) return messages::WorkerState{{}, {}, {}, -1, "its initialization"};
+  if (initial) return messages::WorkerState{{}, {}, {}, -1, {}, "its initialization"};
   if (settled_peer(s, stage, id)) {
     auto promise = self->make_response_promise<messages::WorkerState>();
     // A member already (adopted as the step opened, before its request came): it is part of

@@ -61,14 +61,17 @@ model::Checkpoint make_swarm_checkpoint(const model::RunConfig& config, uint64_t
     add(ckpt, worker_prefix(w.id) + "param/", w.state.params);
     add(ckpt, worker_prefix(w.id) + "anchor/", w.state.anchor);
     ckpt.blobs["optimizer/" + std::to_string(w.id)] = w.state.optimizer;
-    swarm["workers"].push_back({{"id", w.id}, {"stage", w.stage}, {"round", w.state.round}});
+    swarm["workers"].push_back(
+        {{"id", w.id}, {"stage", w.stage}, {"round", w.state.round}, {"rounds", w.state.rounds}});
   }
   for (uint32_t k = 0; k < groups.size(); ++k) {
     if (!groups[k]) continue;
     std::lock_guard<std::mutex> lock(groups[k]->mu);
     add(ckpt, group_prefix(k) + "theta/", groups[k]->theta);
     add(ckpt, group_prefix(k) + "momentum/", groups[k]->momentum);
-    swarm["groups"].push_back({{"stage", k}, {"last_applied", groups[k]->last_applied}});
+    swarm["groups"].push_back({{"stage", k},
+                               {"last_applied", groups[k]->last_applied},
+                               {"fragment_applied", groups[k]->fragment_applied}});
   }
   auto meta = nlohmann::json::parse(model::checkpoint_meta(config, static_cast<int64_t>(step), {}));
   meta["swarm"] = swarm;
@@ -119,6 +122,7 @@ std::optional<messages::WorkerState> saved_worker_state(const model::Checkpoint&
   auto blob = ckpt.blobs.find("optimizer/" + std::to_string(saved));
   if (blob != ckpt.blobs.end()) st.optimizer = blob->second;
   st.round = pick->at("round").get<int64_t>();
+  if (pick->contains("rounds")) st.rounds = pick->at("rounds").get<std::vector<int64_t>>();
   st.source = origin + " (worker " + std::to_string(saved) + ")";
   return st;
 }
@@ -131,6 +135,8 @@ bool restore_group(const model::Checkpoint& ckpt, uint32_t stage, GroupStore& st
     store.theta = with_prefix(ckpt, group_prefix(stage) + "theta/");
     store.momentum = with_prefix(ckpt, group_prefix(stage) + "momentum/");
     store.last_applied = g.at("last_applied").get<int64_t>();
+    if (g.contains("fragment_applied"))
+      store.fragment_applied = g.at("fragment_applied").get<std::vector<int64_t>>();
     return !store.theta.empty();
   }
   return false;

@@ -49,7 +49,7 @@ TEST(Header, MicroBatchRoundTrip) {
 }
 
 TEST(Header, EveryWireDtype) {
-  for (auto t : {at::kFloat, at::kBFloat16, at::kHalf, at::kLong}) {
+  for (auto t : {at::kFloat, at::kBFloat16, at::kHalf, at::kLong, at::kByte}) {
     auto frame = make_frame(sample_header(), {at::zeros({3, 5}, t)});
     EXPECT_EQ(open_frame(frame).tensors[0].dtype, t);
   }
@@ -106,6 +106,9 @@ TEST(Header, RoundRoundTrip) {
   EXPECT_EQ(r.status, RoundStatus::rejected);
   EXPECT_EQ(r.reason, "late");
   EXPECT_EQ(r.tensor_names, h.tensor_names);
+  EXPECT_FALSE(r.update);
+  h.update = true;  // a quantized Streaming DiLoCo answer
+  EXPECT_TRUE(open_round_frame(make_round_frame(h, {at::ones({2}), at::ones({3})})).update);
   frame.tensors.pop_back();
   EXPECT_THROW(open_round_frame(frame), DecodeError);
 }

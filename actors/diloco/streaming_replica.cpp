@@ -1,0 +1,322 @@
+#include "actors/diloco/streaming_replica.hpp"
+
+#include <spdlog/spdlog.h>
+#include <torch/nn/module.h>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "actors/runtime/tensor_list.hpp"
+#include "model/diloco.hpp"
+#include "model/fragments.hpp"
+#include "model/quantize.hpp"
+#include "transport/transport.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+
+void StreamingReplica::configure(ReplicaSetup setup, const model::GPT& module) {
+  setup_ = std::move(setup);
+  const auto& d = setup_.ctx->config.diloco;
+  names_.clear();
+  for (const auto& p : module->named_parameters()) names_.push_back(p.key());
+  const auto of = model::assign_fragments(names_, d.fragments, d.fragment_pattern);
+  fragments_.assign(static_cast<size_t>(d.fragments), Fragment{});
+  for (size_t i = 0; i < of.size(); ++i) fragments_[of[i]].index.push_back(i);
+  last_step_ = static_cast<uint64_t>(setup_.ctx->config.train.steps);
+}
+
+void StreamingReplica::set_anchor(const model::GPT& module) {
+  anchor_ = model::parameters_of(*module);
+  for (auto& [name, t] : anchor_) t = t.to(setup_.device);
+}
+
+void StreamingReplica::set_anchor(model::NamedTensors anchor) {
+  anchor_ = std::move(anchor);
+  for (auto& [name, t] : anchor_) t = t.to(setup_.device).clone();
+}
+
+void StreamingReplica::set_rounds(const messages::WorkerState& st) {
+  for (size_t p = 0; p < fragments_.size(); ++p) {
+    if (st.rounds.size() == fragments_.size())
+      fragments_[p].round = static_cast<uint64_t>(std::max<int64_t>(0, st.rounds[p]));
+    else if (st.round >= 0)
+      fragments_[p].round = static_cast<uint64_t>(st.round);
+  }
+}
+
+std::vector<int64_t> StreamingReplica::rounds() const {
+  std::vector<int64_t> out;
+  for (const auto& f : fragments_) out.push_back(static_cast<int64_t>(f.round));
+  return out;
+}
+
+void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, const model::GPT& module,
+                                  bool last) {
+  auto& f = fragments_[p];
+  const auto& d = setup_.ctx->config.diloco;
+  const bool quantized = d.quantize != model::Quantize::none;
+  auto params = module->named_parameters();
+  messages::RoundHeader rh;
+  rh.round_id = f.round;
+  rh.stage = setup_.stage;
+  rh.fragment = p;
+  rh.contributor = setup_.id;
+  rh.step = step;
+  std::vector<at::Tensor> tensors;  // Δ_p = θ_p(t−1) − θ_p, on the host
+  for (auto i : f.index) {
+    rh.tensor_names.push_back(names_[i]);
+    tensors.push_back((anchor_[i].second - params[names_[i]].detach()).to(at::kCPU));
+  }
+  if (setup_.outgoing) setup_.outgoing(step, tensors);
+  if (quantized) {
+    if (f.residual.size() != tensors.size()) f.residual.assign(tensors.size(), {});
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      auto v = tensors[k];
+      if (d.error_feedback && f.residual[k].second.defined()) v = v + f.residual[k].second;
+      tensors[k] = model::encode(v, d.quantize, d.quant_block);
+      if (!d.error_feedback) continue;
+      try {
+        f.residual[k] = {rh.tensor_names[k],
+                         v - model::decode(tensors[k], d.quantize, d.quant_block, v.sizes())};
+      } catch (const std::invalid_argument&) {
+        f.residual[k] = {};  // a non-finite Δ (the group refuses it): nothing to carry
+      }
+    }
+  }
+  auto frame = messages::make_round_frame(rh, std::move(tensors));
+  const uint64_t bytes = messages::payload_bytes(frame.tensors);
+  for (auto* counters : {setup_.ctx->bytes.get(), setup_.sent.get()}) {
+    if (!counters) continue;
+    counters->add(Traffic::pseudo_gradients, bytes);
+    counters->add(Traffic::control, frame.header.size());
+  }
+  f.bytes += bytes;
+  if (bytes_step_ != step) step_bytes_ = 0;
+  bytes_step_ = step;
+  step_bytes_ += bytes;
+  // The last step's consolidation of every fragment is not a training step's traffic.
+  if (!last) peak_step_bytes_ = std::max(peak_step_bytes_, step_bytes_);
+  f.in_flight = f.round;
+  f.sent = frame;
+  f.answer.reset();
+  f.started = step;
+  f.lands = last ? step : step + static_cast<uint64_t>(d.overlap_steps);
+  transport::send_frame(self, setup_.group, messages::FrameKind::round, std::move(frame));
+}
+
+model::NamedTensors StreamingReplica::global_of(uint32_t p, const messages::Frame& frame,
+                                                const messages::RoundHeader& h) const {
+  const auto& f = fragments_[p];
+  const auto& d = setup_.ctx->config.diloco;
+  if (h.tensor_names.size() != f.index.size() || frame.tensors.size() != f.index.size())
+    throw std::invalid_argument("fragment " + std::to_string(p) + " has " +
+                                std::to_string(f.index.size()) + " tensors, the round " +
+                                std::to_string(frame.tensors.size()));
+  model::NamedTensors out;
+  for (size_t k = 0; k < f.index.size(); ++k) {
+    const auto& [name, anchor] = anchor_[f.index[k]];
+    if (h.tensor_names[k] != name)
+      throw std::invalid_argument("tensor '" + h.tensor_names[k] + "' where '" + name +
+                                  "' belongs");
+    at::Tensor theta;
+    if (h.update) {
+      // θ(t) = θ(t−1) + the decoded update, summed as the group sums it: the same bits.
+      theta = anchor.to(at::kCPU) +
+              model::decode(frame.tensors[k], d.quantize, d.quant_block, anchor.sizes());
+    } else {
+      theta = frame.tensors[k];
+      if (!theta.sizes().equals(anchor.sizes()) || theta.scalar_type() != anchor.scalar_type())
+        throw std::invalid_argument("tensor '" + name + "' has another shape or dtype");
+    }
+    if (!at::isfinite(theta).all().item<bool>())
+      throw std::invalid_argument("tensor '" + name + "' holds NaN or Inf values");
+    out.emplace_back(name, theta.to(setup_.device).clone());
+  }
+  return out;
+}
+
+void StreamingReplica::merge(uint32_t p, model::GPT& module) {
+  auto& f = fragments_[p];
+  auto answer = std::move(*f.answer);
+  f.answer.reset();
+  f.in_flight.reset();
+  f.sent.reset();
+  const auto h = messages::open_round_frame(answer);
+  model::NamedTensors global;
+  try {
+    global = global_of(p, answer, h);
+  } catch (const std::exception& e) {
+    ++failures_;
+    spdlog::warn("worker {}: fragment {} round {} not merged, its parameters stay local: {}",
+                 setup_.id, p, h.round_id, e.what());
+    return;
+  }
+  // α mixes the local progress of the τ overlapped steps into θ_global; the last step's round
+  // takes θ_global, so the run ends with the stage's workers agreeing.
+  const double alpha = f.started >= last_step_ ? 0.0 : setup_.ctx->config.diloco.alpha;
+  at::NoGradGuard no_grad;
+  auto params = module->named_parameters();
+  for (size_t k = 0; k < f.index.size(); ++k) {
+    auto& param = params[global[k].first];
+    if (alpha == 0)
+      param.copy_(global[k].second);
+    else
+      param.mul_(alpha).add_(global[k].second, 1 - alpha);
+    anchor_[f.index[k]].second = global[k].second;
+  }
+  f.round = h.round_id + 1;
+  ++merges_;
+}
+
+void StreamingReplica::take_global(uint32_t p, const messages::Frame& frame, model::GPT& module) {
+  auto& f = fragments_[p];
+  const auto h = messages::open_round_frame(frame);
+  if (h.round_id + 1 <= f.round) return;
+  if (h.update && h.round_id != f.round) {
+    // An update is relative to θ(t−1); this replica's anchor is older: it has missed rounds
+    // and takes the fragment from the group's state at the next chance.
+    spdlog::warn("worker {}: fragment {} missed rounds before {}; it reloads the fragment",
+                 setup_.id, p, h.round_id);
+    ++failures_;
+    return;
+  }
+  try {
+    auto global = global_of(p, frame, h);
+    model::assign_parameters(*module, global);
+    for (size_t k = 0; k < f.index.size(); ++k) anchor_[f.index[k]].second = global[k].second;
+    f.round = h.round_id + 1;
+  } catch (const std::exception& e) {
+    ++failures_;
+    spdlog::warn("worker {}: fragment {} θ of round {} refused: {}", setup_.id, p, h.round_id,
+                 e.what());
+  }
+}
+
+void StreamingReplica::settle(Self* self, uint32_t p, model::GPT& module) {
+  if (!held_step_ || !holding_.count(p)) return;
+  auto& f = fragments_[p];
+  if (f.sync_after) {
+    f.sync_after = false;
+    send_round(self, p, *held_step_, module, true);
+    return;  // still held, for the final round now
+  }
+  holding_.erase(p);
+  if (!holding_.empty()) return;
+  self->send(setup_.tracker, applied_atom::value, *held_step_, setup_.id);
+  held_step_.reset();
+}
+
+bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::GPT& module) {
+  const auto& d = setup_.ctx->config.diloco;
+  const bool last = step >= last_step_;
+  std::set<uint32_t> hold;
+  // Rounds that land now (every one in flight, at the last step): merged, or waited for.
+  for (uint32_t p = 0; p < fragments_.size(); ++p) {
+    auto& f = fragments_[p];
+    if (!f.in_flight || (f.lands > step && !last)) continue;
+    if (f.answer)
+      merge(p, module);
+    else
+      hold.insert(p);
+  }
+  for (uint32_t p = 0; p < fragments_.size(); ++p) {
+    if (!last && !model::fragment_due(step, p, d.inner_steps, d.fragments)) continue;
+    auto& f = fragments_[p];
+    if (f.in_flight) {
+      f.sync_after = true;  // the last step: after the round in flight lands
+      continue;
+    }
+    send_round(self, p, step, module, last);
+    if (f.lands <= step) hold.insert(p);
+  }
+  if (hold.empty()) return false;
+  held_step_ = step;
+  holding_ = std::move(hold);
+  return true;
+}
+
+void StreamingReplica::load_missed(model::GPT& module) {
+  for (uint32_t p = 0; p < fragments_.size(); ++p) {
+    auto& f = fragments_[p];
+    if (!f.missed) continue;
+    auto frame = std::move(*f.missed);
+    f.missed.reset();
+    take_global(p, frame, module);
+  }
+}
+
+bool StreamingReplica::on_round(Self* self, const messages::Frame& frame, model::GPT& module,
+                                bool busy, const Reload& reload) {
+  messages::RoundHeader h;
+  try {
+    h = messages::open_round_frame(frame);
+  } catch (const messages::DecodeError& e) {
+    spdlog::warn("worker {} rejected a round frame: {}", setup_.id, e.what());
+    return false;
+  }
+  if (h.fragment >= fragments_.size()) {
+    spdlog::warn("worker {} rejected a round frame of fragment {} (it has {})", setup_.id,
+                 h.fragment, fragments_.size());
+    return false;
+  }
+  const uint32_t p = h.fragment;
+  auto& f = fragments_[p];
+  if (f.in_flight && f.sent && h.round_id == *f.in_flight) {
+    if (h.status == messages::RoundStatus::rejected) {
+      // The local fragment stays as it is; a round applied without this worker left its
+      // anchor behind: it takes the group's θ (all fragments' rounds) at the next inner step.
+      ++failures_;
+      spdlog::warn("worker {}: fragment {} round {} refused: {}", setup_.id, p, h.round_id,
+                   h.reason);
+      f.in_flight.reset();
+      f.sent.reset();
+      if (h.reason.find("already applied") != std::string::npos && setup_.group)
+        self->request(setup_.group,
+                      model::as_duration(setup_.ctx->config.supervision.state_timeout_s),
+                      state_atom::value)
+            .await([=](const messages::WorkerState& st) { reload(st); }, [=](const caf::error&) {});
+      settle(self, p, module);
+      return true;
+    }
+    if (h.status != messages::RoundStatus::applied) return false;
+    f.answer = frame;
+    f.sent.reset();
+    if (held_step_ && holding_.count(p) && f.lands <= *held_step_) {
+      merge(p, module);
+      settle(self, p, module);
+    }
+    return true;
+  }
+  // θ of a round applied without this replica (it joined or restarted meanwhile).
+  if (h.status == messages::RoundStatus::applied && !f.in_flight && h.round_id + 1 > f.round) {
+    if (busy)
+      f.missed = frame;
+    else
+      take_global(p, frame, module);
+  }
+  return true;
+}
+
+void StreamingReplica::on_group_replaced(Self* self, const caf::actor& group) {
+  setup_.group = group;
+  for (auto& f : fragments_)
+    if (f.sent) transport::send_frame(self, group, messages::FrameKind::round, *f.sent);
+}
+
+std::string StreamingReplica::info_json() const {
+  nlohmann::json j{{"merges", merges_},
+                   {"failures", failures_},
+                   {"peak_step_bytes", peak_step_bytes_},
+                   {"fragments", nlohmann::json::array()}};
+  for (uint32_t p = 0; p < fragments_.size(); ++p) {
+    const auto& f = fragments_[p];
+    j["fragments"].push_back({{"fragment", p},
+                              {"tensors", f.index.size()},
+                              {"round", f.round},
+                              {"in_flight", f.in_flight.has_value()},
+                              {"bytes", f.bytes}});
+  }
+  return j.dump();
+}
+
+}  // namespace swarmrt::actors

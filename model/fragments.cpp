@@ -1,0 +1,72 @@
+#include "model/fragments.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace swarmrt::model {
+namespace {
+
+// The global layer of a block parameter "h.<layer>.…", or -1 for a parameter outside blocks.
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("h.", 0) != 0) return -1;
+  const auto dot = name.find('.', 2);
+  try {
+    return std::stoll(name.substr(2, dot == std::string::npos ? std::string::npos : dot - 2));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("parameter '" + name + "' names no block index");
+  }
+}
+
+bool starts(const std::string& name, const char* prefix) {
+  return name.rfind(prefix, 0) == 0;
+}
+
+}  // namespace
+
+int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments) {
+  return static_cast<int64_t>(p) * inner_steps / fragments;
+}
+
+bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments) {
+  const auto offset = static_cast<uint64_t>(fragment_offset(p, inner_steps, fragments));
+  return step >= 1 && step >= offset && (step - offset) % static_cast<uint64_t>(inner_steps) == 0;
+}
+
+std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
+                                       FragmentPattern pattern) {
+  if (fragments < 1) throw std::invalid_argument("diloco.fragments must be at least 1");
+  // The stage's blocks, numbered from 0 in order of their global layer.
+  std::map<int64_t, int64_t> local;
+  for (const auto& n : names)
+    if (auto l = layer_of(n); l >= 0) local.emplace(l, 0);
+  int64_t i = 0;
+  for (auto& [layer, index] : local) index = i++;
+  const auto blocks = static_cast<int64_t>(local.size());
+  if (fragments > 1 && fragments > blocks)
+    throw std::invalid_argument("diloco.fragments = " + std::to_string(fragments) +
+                                " exceeds the stage's " + std::to_string(blocks) +
+                                " blocks: a fragment would hold no block");
+  auto of_block = [&](int64_t b) {
+    return static_cast<uint32_t>(pattern == FragmentPattern::strided ? b % fragments
+                                                                     : b * fragments / blocks);
+  };
+  std::vector<uint32_t> out;
+  out.reserve(names.size());
+  for (const auto& n : names) {
+    if (fragments == 1) {
+      out.push_back(0);
+    } else if (auto l = layer_of(n); l >= 0) {
+      out.push_back(of_block(local.at(l)));
+    } else if (starts(n, "wte.") || starts(n, "wpe.")) {
+      out.push_back(of_block(0));
+    } else if (starts(n, "ln_f.") || starts(n, "lm_head.")) {
+      out.push_back(of_block(blocks - 1));
+    } else {
+      throw std::invalid_argument("parameter '" + n + "' belongs to no fragment");
+    }
+  }
+  return out;
+}
+
+}  // namespace swarmrt::model

@@ -1,0 +1,36 @@
+// Streaming DiLoCo's fragments (Douillard et al. 2025; architecture §6): a stage's parameters
+// split into P fragments that sync at staggered steps, so only about 1/P of the stage is on
+// the wire at a time.
+//
+// Blocks are numbered within the stage (local index i of L). Strided: block i goes to fragment
+// i mod P (the paper's choice: every fragment spans the depth of the stage). Sequential:
+// block i goes to fragment ⌊i·P/L⌋ (contiguous runs of blocks). The parameters outside the
+// blocks ride with the block next to them: the embeddings (wte, wpe) with the stage's first
+// block, the final norm and head (ln_f, lm_head) with its last, since those are the blocks
+// whose inputs or outputs they shape.
+//
+// Fragment p syncs every H steps at offset ⌊p·H/P⌋: at steps t ≥ 1 with t ≡ ⌊p·H/P⌋ (mod H),
+// so fragment 0 at H, 2H, ... as plain DiLoCo does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace swarmrt::model {
+
+// The fragment of every name in `names` (a stage's parameter names: "h.<layer>.…" for blocks,
+// wte/wpe/ln_f/lm_head outside them). Throws std::invalid_argument when P exceeds the
+// stage's blocks (a fragment would be empty) or a name is neither.
+std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
+                                       FragmentPattern pattern);
+
+// Whether fragment p of P starts a round after the inner step of `step` (steps count from 1).
+bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments);
+
+// The step offset ⌊p·H/P⌋ of fragment p.
+int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments);
+
+}  // namespace swarmrt::model

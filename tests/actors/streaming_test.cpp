@@ -1,0 +1,266 @@
+// Streaming DiLoCo in the actors: a real StreamingReplica inside an actor, driven step by
+// step against a scoped actor standing in as the stage's group; and whole in-process runs
+// with fragments, overlap and 4-bit rounds against plain DiLoCo.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <torch/nn/module.h>
+
+#include "actor_test_util.hpp"
+#include "actors/diloco/streaming_replica.hpp"
+#include "actors/runtime/tensor_list.hpp"
+#include "model/fragments.hpp"
+#include "model/quantize.hpp"
+
+using namespace swarmrt;
+using namespace swarmrt::atoms;
+
+#include "run_util.hpp"
+
+namespace {
+using swarmrt::testing::micro_run;
+using swarmrt::testing::run;
+
+using inner_atom = caf::atom_constant<caf::atom("inner")>;
+
+// A worker reduced to its replica: `inner` adds 0.01 to every parameter (the inner step)
+// and then runs the replica's after-inner-step; round frames go to the replica.
+struct driver_state {
+  actors::StreamingReplica replica;
+  model::GPT module{nullptr};
+  static inline const char* name = "streaming_driver";
+};
+
+caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::ContextPtr ctx,
+                     caf::actor group, caf::actor tracker) {
+  auto& s = self->state;
+  const auto& cfg = ctx->config;
+  s.module = model::GPT(model::GPTConfig::from(cfg.model), model::StageSpec{0, 1}, 1);
+  s.replica.configure({ctx, 7, 0, tracker, group, at::Device(at::kCPU), {}, nullptr, nullptr},
+                      s.module);
+  s.replica.set_anchor(s.module);
+  return {
+      [=](inner_atom, uint64_t step) {
+        auto& s = self->state;
+        {
+          at::NoGradGuard no_grad;
+          for (auto& p : s.module->parameters()) p.add_(0.01);
+        }
+        return s.replica.after_inner_step(self, step, s.module);
+      },
+      [=](round_atom, const messages::Frame& f) {
+        auto& s = self->state;
+        s.replica.on_round(self, f, s.module, false, [](const messages::WorkerState&) {});
+      },
+      [=](params_atom) { return actors::to_list(model::parameters_of(*self->state.module), true); },
+  };
+}
+
+model::RunConfig streaming_config(int64_t P, int64_t tau, double alpha, model::Quantize q) {
+  auto c = micro_run("diloco", 1, 1, 1000);
+  c.diloco.inner_steps = 8;
+  c.diloco.fragments = P;
+  c.diloco.overlap_steps = tau;
+  c.diloco.alpha = alpha;
+  c.diloco.quantize = q;
+  model::validate(c, "test");
+  return c;
+}
+
+// The group's answer to a contribution: θ_global = `value` everywhere (θ itself, not an update).
+messages::Frame answer(const messages::RoundHeader& c, const messages::Frame& f, float value) {
+  messages::RoundHeader h = c;
+  h.status = messages::RoundStatus::applied;
+  std::vector<at::Tensor> theta;
+  for (const auto& m : c.tensors) theta.push_back(at::full(m.shape, value));
+  (void)f;
+  return messages::make_round_frame(h, std::move(theta));
+}
+
+std::pair<messages::RoundHeader, messages::Frame> next_contribution(caf::scoped_actor& group) {
+  std::pair<messages::RoundHeader, messages::Frame> out;
+  group->receive(
+      [&](round_atom, const messages::Frame& f) {
+        out = {messages::open_round_frame(f), f};
+      },
+      caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no contribution"; });
+  return out;
+}
+
+bool inner(caf::scoped_actor& self, const caf::actor& worker, uint64_t step) {
+  bool held = false;
+  self->request(worker, std::chrono::seconds(10), inner_atom::value, step)
+      .receive([&](bool h) { held = h; },
+               [&](const caf::error& e) { ADD_FAILURE() << to_string(e); });
+  return held;
+}
+
+model::NamedTensors params_of(caf::scoped_actor& self, const caf::actor& worker) {
+  model::NamedTensors out;
+  self->request(worker, std::chrono::seconds(10), params_atom::value)
+      .receive([&](const messages::TensorList& l) { out = actors::to_named(l); },
+               [&](const caf::error& e) { ADD_FAILURE() << to_string(e); });
+  return out;
+}
+
+}  // namespace
+
+// P = 2, H = 8, τ = 2, α = 0.5: fragment 1 starts its round after inner step 4 and, although
+// the answer is in at once, its parameters stay local through step 5 and take
+// α·local + (1 − α)·global after inner step 6; fragment 0 is untouched. Fragment 0's round
+// (step 8) is answered late: step 9 goes on, step 10 is held until the answer is merged.
+TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config = streaming_config(2, 2, 0.5, model::Quantize::none);
+  caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
+  auto worker = ts.sys->spawn(driver, actors::ContextPtr(ctx), caf::actor_cast<caf::actor>(group),
+                              caf::actor_cast<caf::actor>(tracker));
+  const auto init = params_of(self, worker);
+  const auto frag = model::assign_fragments(
+      [&] {
+        std::vector<std::string> n;
+        for (const auto& [name, t] : init) n.push_back(name);
+        return n;
+      }(),
+      2, model::FragmentPattern::strided);
+
+  for (uint64_t t = 1; t <= 3; ++t) EXPECT_FALSE(inner(self, worker, t)) << t;
+  EXPECT_FALSE(inner(self, worker, 4));
+  auto [h, f] = next_contribution(group);
+  EXPECT_EQ(h.fragment, 1u);
+  EXPECT_EQ(h.step, 4u);
+  EXPECT_EQ(h.round_id, 0u);
+  // Δ = θ(0) − θ(4) = −0.04 everywhere in fragment 1.
+  for (const auto& t : f.tensors) EXPECT_TRUE(at::allclose(t, at::full_like(t, -0.04), 0, 1e-6));
+  group->send(worker, round_atom::value, answer(h, f, 1.0f));
+
+  EXPECT_FALSE(inner(self, worker, 5));
+  auto p5 = params_of(self, worker);
+  for (size_t i = 0; i < p5.size(); ++i)
+    EXPECT_TRUE(at::allclose(p5[i].second, init[i].second + 0.05, 0, 1e-5))
+        << p5[i].first << ": merged before its step";
+
+  EXPECT_FALSE(inner(self, worker, 6));
+  auto p6 = params_of(self, worker);
+  for (size_t i = 0; i < p6.size(); ++i) {
+    const auto local = init[i].second + 0.06;
+    const auto want = frag[i] == 1 ? 0.5 * local + 0.5 * 1.0 : local;
+    EXPECT_TRUE(at::allclose(p6[i].second, want, 0, 1e-5)) << p6[i].first;
+  }
+
+  EXPECT_FALSE(inner(self, worker, 7));
+  EXPECT_FALSE(inner(self, worker, 8));
+  auto [h0, f0] = next_contribution(group);
+  EXPECT_EQ(h0.fragment, 0u);
+  EXPECT_EQ(h0.step, 8u);
+  EXPECT_FALSE(inner(self, worker, 9));
+  EXPECT_TRUE(inner(self, worker, 10));  // held: the round of step 8 has not landed
+  // Nothing reaches the tracker until the answer is merged.
+  tracker->receive([&](applied_atom, uint64_t, uint32_t) { ADD_FAILURE() << "released early"; },
+                   caf::after(std::chrono::milliseconds(200)) >> [] {});
+  group->send(worker, round_atom::value, answer(h0, f0, -2.0f));
+  tracker->receive(
+      [&](applied_atom, uint64_t step, uint32_t id) {
+        EXPECT_EQ(step, 10u);
+        EXPECT_EQ(id, 7u);
+      },
+      caf::after(std::chrono::seconds(10)) >> [] { ADD_FAILURE() << "step 10 never released"; });
+  auto p10 = params_of(self, worker);
+  for (size_t i = 0; i < p10.size(); ++i) {
+    if (frag[i] != 0) continue;
+    const auto local = init[i].second + 0.10;
+    EXPECT_TRUE(at::allclose(p10[i].second, 0.5 * local + 0.5 * -2.0, 0, 1e-5)) << p10[i].first;
+  }
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+// The bytes a 4-bit round puts on the wire, and counts, are the encoding's: per tensor 4 bytes
+// per block of 128 plus half a byte per value; and the worker's answer arrives as an update.
+TEST(StreamingReplica, RoundBytesEqualTheEncodingsCount) {
+  for (auto q : {model::Quantize::int4, model::Quantize::fp4, model::Quantize::int8,
+                 model::Quantize::fp16, model::Quantize::none}) {
+    swarmrt::testing::TestSystem ts;
+    auto ctx = std::make_shared<actors::SwarmContext>();
+    ctx->config = streaming_config(2, 0, 0.0, q);
+    caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
+    auto worker = ts.sys->spawn(driver, actors::ContextPtr(ctx), caf::actor_cast<caf::actor>(group),
+                                caf::actor_cast<caf::actor>(tracker));
+    std::map<std::string, int64_t> numel;
+    for (const auto& [name, t] : params_of(self, worker)) numel[name] = t.numel();
+    for (uint64_t t = 1; t <= 3; ++t) EXPECT_FALSE(inner(self, worker, t));
+    EXPECT_TRUE(inner(self, worker, 4));  // τ = 0: held until the answer
+    auto [h, f] = next_contribution(group);
+    uint64_t expected = 0, sent = 0;
+    for (size_t k = 0; k < f.tensors.size(); ++k) {
+      expected +=
+          model::encoded_bytes(numel.at(h.tensor_names[k]), q, ctx->config.diloco.quant_block);
+      sent += h.tensors[k].byte_size;
+    }
+    EXPECT_GT(expected, 0u);
+    EXPECT_EQ(sent, expected) << model::name_of(q);
+    EXPECT_EQ(ctx->bytes->get(actors::Traffic::pseudo_gradients), expected) << model::name_of(q);
+    self->send_exit(worker, caf::exit_reason::user_shutdown);
+  }
+}
+
+// P = 1, τ = 0, no quantization through the fragment rounds (the streaming replica and the
+// group's fragment path) is plain DiLoCo bit for bit over 3 rounds: the same losses, the same
+// parameters in every worker, the same rounds applied. (One stage: a worker that runs every
+// micro-batch's backward itself sums its gradients in a fixed order, so plain DiLoCo repeats
+// itself bit for bit; across stages the arrival order of gradients varies the last bits.)
+TEST(StreamingDiloco, OneFragmentNoOverlapEqualsPlainDilocoBitForBit) {
+  auto config = micro_run("diloco", 1, 2, 6);
+  config.diloco.inner_steps = 2;
+  config.swarm.wiring = model::WiringPolicy::uniform;  // the same routes in both runs
+  config.swarm.max_inflight = config.train.micro_batches;
+  const auto plain = run(config);
+  actors::RuntimeOptions o;
+  o.force_streaming = true;
+  const auto streaming = run(config, o);
+  ASSERT_EQ(plain.report.losses.size(), 6u);
+  EXPECT_EQ(streaming.report.losses, plain.report.losses);
+  EXPECT_EQ(streaming.applied_rounds, plain.applied_rounds);
+  EXPECT_EQ(streaming.applied_rounds.at(0), (std::vector<uint64_t>{0, 1, 2}));
+  ASSERT_EQ(streaming.worker_params.size(), plain.worker_params.size());
+  for (const auto& [id, params] : plain.worker_params) {
+    const auto& other = streaming.worker_params.at(id);
+    ASSERT_EQ(other.size(), params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(at::equal(other[i].second, params[i].second)) << id << " " << params[i].first;
+  }
+}
+
+// A whole run with 2 fragments per stage, τ = 1, 4-bit rounds: every micro-batch once, each
+// fragment's rounds applied once and in order, the loss falls, the stage's workers end on the
+// same parameters (the last step's sync), and the rounds put several times fewer bytes on the
+// wire than plain DiLoCo's.
+TEST(StreamingDiloco, FragmentsOverlapAndFourBitRoundsTrain) {
+  auto config = micro_run("diloco-swarm", 2, 2, 12);
+  config.diloco.inner_steps = 4;
+  const auto plain = run(config);
+  config.diloco.fragments = 2;
+  config.diloco.overlap_steps = 1;
+  config.diloco.alpha = 0.5;
+  config.diloco.quantize = model::Quantize::int4;
+  model::validate(config, "test");
+  const auto r = run(config);
+  ASSERT_EQ(r.report.losses.size(), 12u);
+  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  // Fragment 0 at steps 4, 8 and 12 (the last); fragment 1 at 2, 6, 10 and 12.
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
+    EXPECT_EQ(r.fragment_rounds[stage][0], (std::vector<uint64_t>{0, 1, 2}));
+    EXPECT_EQ(r.fragment_rounds[stage][1], (std::vector<uint64_t>{0, 1, 2, 3}));
+    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
+    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+  const auto bytes = r.bytes.at("pseudo_gradients").get<double>();
+  const auto plain_bytes = plain.bytes.at("pseudo_gradients").get<double>();
+  // int4 with a scale per 128 values: 0.53 of a byte per value against 4, over 7 fragment
+  // rounds of half the stage against 3 whole rounds: 0.53·3.5 / (4·3) = 0.15.
+  EXPECT_LT(bytes, 0.2 * plain_bytes) << bytes << " vs " << plain_bytes;
+}

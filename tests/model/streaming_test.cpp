@@ -1,0 +1,196 @@
+// Streaming DiLoCo's algorithm parts: fragments of a stage, their schedule, and the
+// quantizers of outer gradients (model/fragments.*, model/quantize.*).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <torch/nn/module.h>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "model/fragments.hpp"
+#include "model/gpt.hpp"
+#include "model/quantize.hpp"
+
+using namespace swarmrt::model;
+
+namespace {
+
+std::vector<std::string> stage_names(int64_t index, int64_t count) {
+  GPTConfig c;  // tiny: 4 blocks
+  GPT stage(c, StageSpec{index, count}, 1);
+  std::vector<std::string> names;
+  for (const auto& p : stage->named_parameters()) names.push_back(p.key());
+  return names;
+}
+
+int64_t block_of(const std::string& name) {
+  return name.rfind("h.", 0) == 0 ? std::stoll(name.substr(2)) : -1;
+}
+
+}  // namespace
+
+// Every parameter of every stage lands in exactly one fragment (one entry per name, in
+// range), every fragment holds a block, a block's tensors stay together, and the tensors
+// outside blocks ride with the stage's first (embeddings) or last (ln_f, head) block.
+TEST(Fragments, PartitionEveryStageExactlyOnce) {
+  for (auto pattern : {FragmentPattern::strided, FragmentPattern::sequential})
+    for (int64_t stages : {1, 2})
+      for (int64_t P : std::vector<int64_t>{1, 2, 4 / stages}) {
+        for (int64_t k = 0; k < stages; ++k) {
+          const auto names = stage_names(k, stages);
+          const auto f = assign_fragments(names, P, pattern);
+          ASSERT_EQ(f.size(), names.size());
+          std::set<uint32_t> used;
+          std::map<int64_t, uint32_t> of_block;
+          for (size_t i = 0; i < names.size(); ++i) {
+            ASSERT_LT(f[i], P) << names[i];
+            used.insert(f[i]);
+            if (auto b = block_of(names[i]); b >= 0) {
+              auto [it, fresh] = of_block.emplace(b, f[i]);
+              EXPECT_EQ(it->second, f[i]) << "block " << b << " split across fragments";
+            }
+          }
+          EXPECT_EQ(used.size(), static_cast<size_t>(P)) << "an empty fragment";
+          const auto first = of_block.begin()->second, last = of_block.rbegin()->second;
+          for (size_t i = 0; i < names.size(); ++i) {
+            if (names[i].rfind("wte.", 0) == 0 || names[i].rfind("wpe.", 0) == 0) {
+              EXPECT_EQ(f[i], first);
+            }
+            if (names[i].rfind("ln_f.", 0) == 0 || names[i].rfind("lm_head.", 0) == 0) {
+              EXPECT_EQ(f[i], last);
+            }
+          }
+          // The patterns' rules, on the stage's blocks numbered from 0.
+          uint32_t local = 0;
+          const auto blocks = static_cast<int64_t>(of_block.size());
+          for (const auto& [b, frag] : of_block) {
+            const auto want = pattern == FragmentPattern::strided ? local % P : local * P / blocks;
+            EXPECT_EQ(frag, want) << "block " << b;
+            ++local;
+          }
+        }
+      }
+}
+
+TEST(Fragments, RefuseMoreFragmentsThanBlocks) {
+  try {
+    assign_fragments(stage_names(0, 2), 3, FragmentPattern::strided);
+    FAIL() << "3 fragments of 2 blocks accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the stage's 2 blocks"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Fragment p syncs at steps ≡ ⌊p·H/P⌋ (mod H); P = 1 is plain DiLoCo's every H steps, and
+// at most one fragment is due in any step (the peak bandwidth is one fragment's).
+TEST(Fragments, StaggeredSchedule) {
+  for (uint64_t t = 1; t <= 40; ++t) EXPECT_EQ(fragment_due(t, 0, 8, 1), t % 8 == 0) << t;
+  std::vector<uint64_t> due1, due3;
+  for (uint64_t t = 1; t <= 24; ++t) {
+    if (fragment_due(t, 1, 8, 4)) due1.push_back(t);
+    if (fragment_due(t, 3, 8, 4)) due3.push_back(t);
+    int n = 0;
+    for (uint32_t p = 0; p < 4; ++p) n += fragment_due(t, p, 8, 4);
+    EXPECT_LE(n, 1) << "step " << t;
+  }
+  EXPECT_EQ(due1, (std::vector<uint64_t>{2, 10, 18}));
+  EXPECT_EQ(due3, (std::vector<uint64_t>{6, 14, 22}));
+  EXPECT_EQ(fragment_offset(2, 10, 3), 6);  // ⌊2·10/3⌋
+}
+
+namespace {
+
+const Quantize kScaled[] = {Quantize::fp16, Quantize::int8, Quantize::int4, Quantize::fp4};
+
+// Every value of x̂ = decode(encode(x)) within the derived bound of its block, and the wire
+// exactly encoded_bytes long.
+void expect_within_bound(const at::Tensor& x, Quantize q, int64_t block) {
+  const auto wire = encode(x, q, block);
+  ASSERT_EQ(static_cast<uint64_t>(wire.numel() * wire.element_size()),
+            encoded_bytes(x.numel(), q, block));
+  const auto y = decode(wire, q, block, x.sizes());
+  ASSERT_EQ(y.sizes(), x.sizes());
+  ASSERT_EQ(y.scalar_type(), at::kFloat);
+  const auto xf = x.reshape({-1}).to(at::kDouble), yf = y.reshape({-1}).to(at::kDouble);
+  const auto* xs = xf.data_ptr<double>();
+  const auto* ys = yf.data_ptr<double>();
+  const int64_t n = x.numel();
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    double m = 0;
+    for (int64_t i = b0; i < std::min(n, b0 + block); ++i) m = std::max(m, std::abs(xs[i]));
+    for (int64_t i = b0; i < std::min(n, b0 + block); ++i)
+      ASSERT_LE(std::abs(xs[i] - ys[i]), error_bound(xs[i], m, q))
+          << name_of(q) << " value " << i << ": " << xs[i] << " -> " << ys[i] << " (m " << m << ")";
+  }
+}
+
+}  // namespace
+
+TEST(Quantize, RoundTripWithinTheBlockwiseBound) {
+  at::manual_seed(7);
+  for (auto q : kScaled) {
+    expect_within_bound(at::randn({1000}), q, 128);  // last block partial
+    expect_within_bound(at::randn({33, 17}) * 1e-3, q, 64);
+    expect_within_bound(at::randn({7}), q, 128);    // one short block, odd count
+    expect_within_bound(at::zeros({256}), q, 128);  // m = 0: all zeros back
+    auto outlier = at::randn({512}) * 1e-2;         // one huge value in one block
+    outlier[300] = 3e30;
+    expect_within_bound(outlier, q, 128);
+    auto denormal = at::full({200}, std::numeric_limits<float>::denorm_min());
+    denormal.narrow(0, 0, 100).mul_(-37);
+    expect_within_bound(denormal, q, 128);
+    expect_within_bound(at::full({64}, std::numeric_limits<float>::max()), q, 32);
+  }
+  // none is the float32 tensor itself.
+  auto x = at::randn({5, 5});
+  EXPECT_TRUE(at::equal(decode(encode(x, Quantize::none, 128), Quantize::none, 128, x.sizes()), x));
+}
+
+// The bound is tight where it should be: int4 of a block {m, m/14 + ε} rounds the second to 0
+// or m/7 and errs by about m/14; zeros stay exactly zero.
+TEST(Quantize, BoundsAreTightAndZerosExact) {
+  auto x = at::tensor({7.0f, 0.49f, 0.0f, -7.0f});
+  auto y = decode(encode(x, Quantize::int4, 4), Quantize::int4, 4, x.sizes());
+  EXPECT_FLOAT_EQ(y[0].item<float>(), 7.0f);
+  EXPECT_FLOAT_EQ(y[1].item<float>(), 0.0f);  // 0.49 < 0.5 = m/14
+  EXPECT_FLOAT_EQ(y[2].item<float>(), 0.0f);
+  EXPECT_FLOAT_EQ(y[3].item<float>(), -7.0f);
+  auto f = at::tensor({6.0f, 5.0f, 0.7f, -0.2f});
+  auto g = decode(encode(f, Quantize::fp4, 4), Quantize::fp4, 4, f.sizes());
+  EXPECT_FLOAT_EQ(g[1].item<float>(), 4.0f);  // 5 is nearest 4 or 6: the tie goes to 4
+  EXPECT_FLOAT_EQ(g[2].item<float>(), 0.5f);
+  EXPECT_FLOAT_EQ(g[3].item<float>(), 0.0f);
+}
+
+// The wire sizes of the encodings, counted by hand: 1000 values in blocks of 128 (8 scales).
+TEST(Quantize, BytesOfEachEncoding) {
+  EXPECT_EQ(encoded_bytes(1000, Quantize::none, 128), 4000u);
+  EXPECT_EQ(encoded_bytes(1000, Quantize::fp16, 128), 32u + 2000u);
+  EXPECT_EQ(encoded_bytes(1000, Quantize::int8, 128), 32u + 1000u);
+  EXPECT_EQ(encoded_bytes(1000, Quantize::int4, 128), 32u + 500u);
+  EXPECT_EQ(encoded_bytes(1001, Quantize::fp4, 128), 32u + 501u);
+}
+
+// A NaN or Inf in a pseudo-gradient travels as a NaN or Inf scale, and the receiver refuses
+// it by name; so does a wire tensor of the wrong size or dtype.
+TEST(Quantize, NonFiniteAndMalformedWireRefused) {
+  for (auto q : kScaled) {
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+      auto x = at::randn({300});
+      x[200] = bad;
+      const auto wire = encode(x, q, 128);
+      try {
+        decode(wire, q, 128, x.sizes());
+        FAIL() << name_of(q) << " decoded a " << bad;
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("NaN, Inf"), std::string::npos) << e.what();
+      }
+    }
+    const auto wire = encode(at::randn({300}), q, 128);
+    EXPECT_THROW(decode(wire.narrow(0, 0, wire.numel() - 1), q, 128, {300}), std::invalid_argument);
+    EXPECT_THROW(decode(wire.to(at::kFloat), q, 128, {300}), std::invalid_argument);
+  }
+}
