@@ -264,3 +264,43 @@ TEST(StreamingDiloco, FragmentsOverlapAndFourBitRoundsTrain) {
   // rounds of half the stage against 3 whole rounds: 0.53·3.5 / (4·3) = 0.15.
   EXPECT_LT(bytes, 0.2 * plain_bytes) << bytes << " vs " << plain_bytes;
 }
+
+// A stage-1 worker killed while a fragment's round is in flight (its contribution sent at the
+// apply of step 2, landing at step 3's; or killed in step 3 before it lands): the group applies
+// every fragment's rounds once each and in order, without the dead worker or with its
+// successor, the step is counted once, and the stage's workers end on the same parameters.
+class StreamingWorkerKilled
+    : public ::testing::TestWithParam<std::pair<int64_t, model::KillPhase>> {};
+
+TEST_P(StreamingWorkerKilled, EveryFragmentRoundAppliedOnce) {
+  auto config = micro_run("diloco-swarm", 2, 2, 12);
+  config.diloco.inner_steps = 4;
+  config.diloco.fragments = 2;
+  config.diloco.overlap_steps = 1;
+  config.diloco.alpha = 0.5;
+  config.diloco.quantize = model::Quantize::int4;
+  config.chaos.kill = "stage1/worker1";
+  config.chaos.kill_at_step = GetParam().first;
+  config.chaos.kill_at_phase = GetParam().second;
+  model::validate(config, "test");
+  const auto r = run(config);
+  EXPECT_EQ(r.kills, 1u);
+  EXPECT_GE(r.restarts, 1u);
+  ASSERT_EQ(r.report.losses.size(), 12u);
+  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
+    EXPECT_EQ(r.fragment_rounds[stage][0], (std::vector<uint64_t>{0, 1, 2})) << stage;
+    EXPECT_EQ(r.fragment_rounds[stage][1], (std::vector<uint64_t>{0, 1, 2, 3})) << stage;
+    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
+    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
+  }
+  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+}
+
+INSTANTIATE_TEST_SUITE_P(Phases, StreamingWorkerKilled,
+                         ::testing::Values(std::make_pair(int64_t{2}, model::KillPhase::apply),
+                                           std::make_pair(int64_t{3}, model::KillPhase::start),
+                                           std::make_pair(int64_t{3}, model::KillPhase::reduce)));
