@@ -146,6 +146,10 @@ std::string render(const std::vector<std::string>& args, const json& a) {
         out += fmt::format(" {} {:.2f} MB", kind, n.get<double>() / 1e6);
       out += "\n";
     }
+    if (s.contains("sync_bytes"))
+      out +=
+          fmt::format("  sync bytes: {:.3f} MB this step, {:.3f} MB at most in one step\n",
+                      s["sync_bytes"].get<double>() / 1e6, s.value("peak_sync_bytes", 0.0) / 1e6);
     return out;
   }
   if (cmd == "events") {

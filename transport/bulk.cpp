@@ -326,6 +326,20 @@ void set_link_bandwidth(double mbit_s) {
   g_link_bytes_per_s = static_cast<int64_t>(mbit_s * 1e6 / 8);
 }
 
+std::chrono::microseconds paced_delay(const caf::node_id& self, const caf::node_id& peer,
+                                      uint64_t bytes) {
+  const int64_t rate = g_link_bytes_per_s.load();
+  if (rate <= 0 || peer == self) return std::chrono::microseconds(0);
+  static std::mutex mutex;
+  static std::map<caf::node_id, std::chrono::steady_clock::time_point> free_at;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto now = std::chrono::steady_clock::now();
+  auto& at = free_at[peer];
+  if (at < now) at = now;
+  at += std::chrono::nanoseconds(static_cast<int64_t>(bytes) * 1'000'000'000 / rate);
+  return std::chrono::duration_cast<std::chrono::microseconds>(at - now);
+}
+
 std::string start_bulk_server(const std::string& host) {
   auto& s = server();
   std::lock_guard<std::mutex> lock(s.mutex);

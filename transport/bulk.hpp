@@ -10,6 +10,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -44,6 +45,12 @@ void set_link_delay(double ms);
 // Fault injection: every frame link of this process carries at most `mbit_s` megabits a
 // second (chaos.link_mbit_s; 0: no cap), paced per link, so a link behaves like a thin one.
 void set_link_bandwidth(double mbit_s);
+// The same cap for payloads that travel as CAF messages rather than on a frame link (the
+// gradients of grad-sync modes): how long `bytes` sent now to `peer` take to arrive behind
+// what was sent to it before. Zero without a cap or to this process's own node. The sender
+// delays the message by it (delayed_send), so the link is thin and the sender is not blocked.
+std::chrono::microseconds paced_delay(const caf::node_id& self, const caf::node_id& peer,
+                                      uint64_t bytes);
 
 class BulkTransport final : public Transport {
  public:

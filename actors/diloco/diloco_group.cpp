@@ -247,6 +247,7 @@ void apply_round(Self* self, uint32_t p) {
   const uint64_t bytes = messages::payload_bytes(tensors);
   for (const auto& [id, handle] : s.members) {
     s.ctx->bytes->add(Traffic::parameters, bytes);
+    f.bytes += bytes;
     // Workers copy θ(t) into their own parameters; the group's θ is never aliased.
     transport::send_frame(self, handle, messages::FrameKind::round,
                           messages::make_round_frame(h, tensors));
@@ -481,7 +482,8 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
                                          {"tensors", f.index.size()},
                                          {"round", f.round},
                                          {"last_applied", f.last_applied},
-                                         {"contributions", f.contributions.size()}});
+                                         {"contributions", f.contributions.size()},
+                                         {"bytes_sent", f.bytes}});
           }
         }
         return info.dump();

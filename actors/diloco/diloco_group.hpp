@@ -65,6 +65,7 @@ struct FragmentRounds {
   std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
   bool timer_armed = false;
   model::NamedTensors residual;  // error feedback of the quantized updates sent
+  uint64_t bytes = 0;            // its answers' payload, to every member
 };
 
 struct group_state {

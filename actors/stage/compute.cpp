@@ -210,11 +210,18 @@ void send_gradient(Self* self) {
   auto grads = grads_or_zeros(s.params);
   for (auto& g : grads) g = g.to(at::kCPU);  // the averager sums in host memory
   if (s.faults.poisons_gradient(s.step)) WorkerFaults::poison(grads);
-  s.setup.ctx->bytes->add(Traffic::gradients, messages::payload_bytes(grads));
-  s.sent->add(Traffic::gradients, messages::payload_bytes(grads));
+  const auto bytes = messages::payload_bytes(grads);
+  s.setup.ctx->bytes->add(Traffic::gradients, bytes);
+  s.sent->add(Traffic::gradients, bytes);
   s.sum_pending = true;
-  self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples,
-             messages::TensorList{{}, std::move(grads), {}});
+  // A capped link to an averager in another process (chaos.link_mbit_s) delivers it later.
+  messages::TensorList list{{}, std::move(grads), {}};
+  const auto wire = transport::paced_delay(self->node(), s.setup.averager.node(), bytes);
+  if (wire.count() > 0)
+    self->delayed_send(s.setup.averager, wire, grads_atom::value, s.step, s.setup.id, s.samples,
+                       std::move(list));
+  else
+    self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples, std::move(list));
 }
 
 // The tracker closed `step`: the gradient is reduced (through the averager, or by this

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/checks.hpp"
+#include "transport/bulk.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -30,7 +31,12 @@ void maybe_finish(Self* self) {
     s.ctx->bytes->add(Traffic::gradients, bytes);
     // Every worker gets the same sum by reference and copies it into its own gradients;
     // no one writes to it, and the next step starts a new one.
-    self->send(handle, grad_sum_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
+    const auto wire = transport::paced_delay(self->node(), handle.node(), bytes);
+    if (wire.count() > 0)
+      self->delayed_send(handle, wire, grad_sum_atom::value, s.step,
+                         messages::TensorList{{}, s.sum, {}});
+    else
+      self->send(handle, grad_sum_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
   }
   s.sent = true;
 }

@@ -105,6 +105,12 @@ void finish_step(Self* self) {
       if (s.stage_of[id] == k) n += samples;
     stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
   }
+  const auto bytes = s.setup.ctx->bytes->to_json();
+  const double sync = bytes.value("gradients", 0.0) + bytes.value("pseudo_gradients", 0.0) +
+                      bytes.value("parameters", 0.0);
+  const double step_sync = sync - s.sync_bytes_sent;
+  s.sync_bytes_sent = sync;
+  s.peak_sync_bytes = std::max(s.peak_sync_bytes, step_sync);
   write_metrics(self, {{"event", "step"},
                        {"step", s.step},
                        {"loss", loss},
@@ -116,7 +122,9 @@ void finish_step(Self* self) {
                        {"duplicates", s.outcome.duplicates},
                        {"extra_samples", s.outcome.extra_samples},
                        {"missing_samples", s.outcome.missing_samples},
-                       {"bytes", s.setup.ctx->bytes->to_json()}});
+                       {"bytes", bytes},
+                       {"sync_bytes", step_sync},
+                       {"peak_sync_bytes", s.peak_sync_bytes}});
   if (s.setup.progress &&
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
     const double eta = elapsed / static_cast<double>(s.step) *

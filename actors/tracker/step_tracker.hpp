@@ -161,7 +161,10 @@ struct tracker_state {
   uint64_t next_ask = 0;
   bool paused = false;                        // a stage has no worker
   std::optional<Clock::time_point> fault_at;  // the first unrecovered fault of the step
-  uint64_t first_step = 0;                    // the step a resumed run continues after
+  // Sync bytes (gradients, pseudo-gradients, parameters) this process's actors had sent by the
+  // last step's end, and the most sent in one step (Streaming DiLoCo's peak bandwidth).
+  double sync_bytes_sent = 0, peak_sync_bytes = 0;
+  uint64_t first_step = 0;  // the step a resumed run continues after
   // The workers the run started with (their first state is the initialization or the resumed
   // checkpoint, even when they ask after step 1 has begun). A worker that joins later, even
   // one adopted before it asks, takes a live peer's state.
