@@ -26,6 +26,26 @@ std::string kill_target(const std::string& k) {
          k + "'";
 }
 
+// chaos.slowdown: "ID:FACTOR" entries, comma-separated, each factor between 1 and 1000.
+std::string slowdown_list(const std::string& v) {
+  static const std::regex entry(R"(\s*(\d+)\s*:\s*([0-9]+(\.[0-9]*)?)\s*)");
+  if (v.empty()) return "";
+  size_t start = 0;
+  while (start <= v.size()) {
+    const auto end = std::min(v.find(',', start), v.size());
+    const auto item = v.substr(start, end - start);
+    std::smatch m;
+    if (!std::regex_match(item, m, entry))
+      return "must be ID:FACTOR entries separated by commas (e.g. \"1:4,1001:2\"), not '" + item +
+             "'";
+    const double f = std::stod(m[2]);
+    if (f < 1 || f > 1000)
+      return "factor of worker " + m[1].str() + " must be between 1 and 1000, not " + m[2].str();
+    start = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
 
 #define SWARMRT_FIELD(sec, name, scope, range, check, help)                                      \
@@ -109,6 +129,8 @@ const std::vector<Field>& fields() {
       SWARMRT_NUMBER(chaos, slow_worker, node, any(), "worker id to slow down, -1 = none"),
       SWARMRT_NUMBER(chaos, slow_factor, node, between(1, 1000),
                      "compute of chaos.slow_worker takes this many times longer"),
+      SWARMRT_FIELD(chaos, slowdown, node, any(), slowdown_list,
+                    "heterogeneous workers: ID:FACTOR,... stretches each listed worker's compute"),
       SWARMRT_NUMBER(chaos, nan_worker, node, any(),
                      "worker id whose gradient and pseudo-gradient of nan_at_step carry a NaN"),
       SWARMRT_NUMBER(chaos, nan_at_step, node, at_least(0),
@@ -257,6 +279,20 @@ bool is_shared_key(const std::string& dotted) {
   if (dot == std::string::npos) return false;
   const auto* f = find_field(dotted.substr(0, dot), dotted.substr(dot + 1));
   return f && f->scope == Scope::shared;
+}
+
+double ChaosConfig::slowdown_of(int64_t id) const {
+  double factor = slow_worker == id ? slow_factor : 1.0;
+  size_t start = 0;
+  while (start < slowdown.size()) {
+    const auto end = std::min(slowdown.find(',', start), slowdown.size());
+    const auto item = slowdown.substr(start, end - start);
+    const auto colon = item.find(':');
+    if (colon != std::string::npos && std::stoll(item.substr(0, colon)) == id)
+      factor = std::stod(item.substr(colon + 1));
+    start = end + 1;
+  }
+  return factor;
 }
 
 void validate(const RunConfig& c, const std::string& origin) {

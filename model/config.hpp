@@ -150,6 +150,12 @@ struct ChaosConfig {
   double drop_fraction = 0;
   int64_t slow_worker = -1;  // worker id whose compute is stretched, -1: none
   double slow_factor = 1.0;  // by this factor
+  // Heterogeneous workers: "ID:FACTOR,ID:FACTOR,..." stretches each listed worker's compute by
+  // its factor (a listed id overrides slow_worker); empty: none. See slowdown_of().
+  std::string slowdown;
+
+  // The factor chaos.slowdown (or slow_worker) gives worker `id`; 1 when none.
+  double slowdown_of(int64_t id) const;
   // Worker id whose gradient and DiLoCo pseudo-gradient sent in step nan_at_step carry a NaN
   // (the receiver must refuse them), -1: none. Its own parameters stay as they are.
   int64_t nan_worker = -1;

@@ -295,8 +295,7 @@ WorkerSetup worker_setup(const ContextPtr& ctx, uint32_t id, uint32_t stage,
   ws.tracker = tracker;
   if (stage < averagers.size()) ws.averager = averagers[stage];
   if (stage < groups.size()) ws.group = groups[stage];
-  if (ctx->config.chaos.slow_worker == static_cast<int64_t>(id))
-    ws.slow_factor = ctx->config.chaos.slow_factor;
+  ws.slow_factor = ctx->config.chaos.slowdown_of(static_cast<int64_t>(id));
   if (ctx->config.chaos.nan_worker == static_cast<int64_t>(id))
     ws.nan_at_step = ctx->config.chaos.nan_at_step;
   return ws;

@@ -148,3 +148,23 @@ TEST(Config, EachKeyIsCheckedByItsRow) {
   EXPECT_EQ(back.transport.encrypt, Encrypt::automatic);
   EXPECT_NE(to_toml(c).find("comm"), std::string::npos);
 }
+
+// chaos.slowdown lists heterogeneous workers; a listed id overrides chaos.slow_worker, and a
+// malformed list or a factor out of range is refused by name.
+TEST(Config, SlowdownListGivesEachListedWorkerItsFactor) {
+  auto c = parse_config("[chaos]\nslowdown = \"1:4, 1001:2.5\"\nslow_worker = 1\nslow_factor = 3\n",
+                        "test");
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(1), 4.0);
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(1001), 2.5);
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(0), 1.0);
+  c.chaos.slowdown.clear();
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(1), 3.0);  // slow_worker alone
+  for (const char* bad : {"1-4", "1:0.5", "x:2", "1:4,,2:2"}) {
+    try {
+      parse_config(std::string("[chaos]\nslowdown = \"") + bad + "\"\n", "test");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("chaos.slowdown"), std::string::npos) << e.what();
+    }
+  }
+}
