@@ -191,6 +191,8 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   auto contributors = m.initContributors(static_cast<unsigned>(h.contributors.size()));
   for (unsigned i = 0; i < h.contributors.size(); ++i) contributors.set(i, h.contributors[i]);
   m.setUpdate(h.update);
+  m.setFinal(h.final);
+  m.setAverage(h.average);
   return to_bytes(builder);
 }
 
@@ -218,6 +220,8 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
       throw DecodeError("round header: " + std::to_string(contributors.size()) + " contributors");
     for (auto c : contributors) h.contributors.push_back(c);
     h.update = m.getUpdate();
+    h.final = m.getFinal();
+    h.average = m.getAverage();
     return h;
   });
 }

@@ -117,6 +117,9 @@ const std::vector<Field>& fields() {
                      "values per quantization block (one float32 scale each)"),
       SWARMRT_FIELD(diloco, error_feedback, shared, any(), nullptr,
                     "carry the quantization error of a round into the next one"),
+      SWARMRT_FIELD(diloco, eager, shared, any(), nullptr,
+                    "eager outer step at a round's start from the fresh local and last round's "
+                    "others' pseudo-gradients (needs overlap_steps >= 1)"),
       SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
                      "steps between checkpoints, 0 disables"),
       SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
@@ -338,6 +341,10 @@ void validate(const RunConfig& c, const std::string& origin) {
          "must be < diloco.inner_steps / diloco.fragments (" + std::to_string(d.inner_steps) +
              " / " + std::to_string(d.fragments) + "): a fragment's round must land before the " +
              "next fragment's starts, got " + std::to_string(d.overlap_steps));
+  if (d.eager && d.overlap_steps < 1)
+    fail("diloco.eager",
+         "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "
+         "wire, and with overlap_steps = 0 every round waits for its mean anyway");
   if (d.fragments > 1) {
     const int64_t fewest = m.n_layer / s.stages;  // the smallest stage's blocks
     if (d.fragments > fewest)

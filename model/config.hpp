@@ -130,6 +130,10 @@ struct DilocoConfig {
   Quantize quantize = Quantize::none;
   int64_t quant_block = 128;
   bool error_feedback = true;  // carry each side's quantization error to its next round
+  // Eager outer step (Kale et al. 2025): at a round's start a worker takes a local outer step
+  // with its fresh Δ_i and the others' Δ of the last round, instead of waiting τ steps for
+  // the mean (model::eager_delta). Needs overlap_steps >= 1.
+  bool eager = false;
 
   bool streaming() const {
     return fragments > 1 || overlap_steps > 0 || quantize != Quantize::none;

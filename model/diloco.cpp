@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace swarmrt::model {
 
@@ -38,6 +40,36 @@ const NamedTensors& OuterNesterov::step(const std::vector<const NamedTensors*>& 
 void OuterNesterov::restore(NamedTensors theta, NamedTensors momentum) {
   theta_ = std::move(theta);
   momentum_ = std::move(momentum);
+}
+
+NamedTensors eager_delta(const NamedTensors& own, const NamedTensors* prev_mean, size_t n,
+                         const NamedTensors* prev_own, size_t first_m) {
+  auto check = [&](const NamedTensors* other, const char* what) {
+    if (!other) return;
+    if (other->size() != own.size())
+      throw std::invalid_argument(std::string(what) + " has " + std::to_string(other->size()) +
+                                  " tensors, the pseudo-gradient " + std::to_string(own.size()));
+    for (size_t k = 0; k < own.size(); ++k)
+      if ((*other)[k].first != own[k].first ||
+          !(*other)[k].second.sizes().equals(own[k].second.sizes()))
+        throw std::invalid_argument(std::string(what) + " entry '" + (*other)[k].first +
+                                    "' does not match '" + own[k].first + "'");
+  };
+  check(prev_mean, "the last round's mean");
+  check(prev_own, "the last round's own pseudo-gradient");
+  if (prev_mean && n == 0) throw std::invalid_argument("a mean over no contributor");
+  const double m = !prev_mean ? static_cast<double>(std::max<size_t>(first_m, 1))
+                   : prev_own ? static_cast<double>(n)
+                              : static_cast<double>(n + 1);
+  at::NoGradGuard no_grad;
+  NamedTensors out;
+  for (size_t k = 0; k < own.size(); ++k) {
+    auto sum = own[k].second.clone();
+    if (prev_mean) sum.add_((*prev_mean)[k].second, static_cast<double>(n));
+    if (prev_mean && prev_own) sum.sub_((*prev_own)[k].second);
+    out.emplace_back(own[k].first, sum.div_(m));
+  }
+  return out;
 }
 
 NamedTensors pseudo_gradient(const NamedTensors& anchor, const torch::nn::Module& module) {

@@ -33,6 +33,16 @@ class OuterNesterov {
   double lr_, mu_;
 };
 
+// The eager pseudo-gradient (Kale et al. 2025) worker i steps with at the start of round r,
+// while its own Δ_i(r) is still on the wire:
+//   Δ̃_i = (Δ_i(r) + Σ_{j≠i} Δ_j(r−1)) / M
+// The others' term comes from the last round's mean Δ̄(r−1) over its n contributors:
+// Σ_{j≠i} Δ_j(r−1) = n·Δ̄(r−1) − Δ_i(r−1) when i was one of them (prev_own), n·Δ̄(r−1)
+// otherwise (prev_own null), and M = n, or n + 1 when i was not. With no mean yet (prev_mean
+// null: the first round) the others' term is zero and M = first_m, the stage's workers.
+NamedTensors eager_delta(const NamedTensors& own, const NamedTensors* prev_mean, size_t n,
+                         const NamedTensors* prev_own, size_t first_m);
+
 // Δ_i = anchor − θ_i for the module's parameters (anchor: the θ(t-1) the replica started from).
 NamedTensors pseudo_gradient(const NamedTensors& anchor, const torch::nn::Module& module);
 

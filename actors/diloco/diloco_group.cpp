@@ -204,23 +204,50 @@ std::vector<at::Tensor> encode_update(group_state& s, FragmentRounds& f,
   return wire;
 }
 
+// An eager group's answer: the round's mean pseudo-gradient Δ̄ in the run's encoding. Every
+// worker decodes the same bits, so their eager steps use the same mean.
+std::vector<at::Tensor> encode_mean(const group_state& s, const FragmentRounds& f) {
+  const auto& d = s.ctx->config.diloco;
+  std::vector<at::Tensor> wire;
+  for (size_t k = 0; k < f.outer->theta().size(); ++k) {
+    auto mean = at::zeros_like(f.outer->theta()[k].second);
+    for (const auto& [id, delta] : f.contributions) mean.add_(delta[k].second);
+    mean.div_(static_cast<double>(f.contributions.size()));
+    wire.push_back(d.quantize == model::Quantize::none
+                       ? mean
+                       : model::encode(mean, d.quantize, d.quant_block));
+  }
+  return wire;
+}
+
 void apply_round(Self* self, uint32_t p) {
   auto& s = self->state;
   auto& f = s.fragments[p];
   const auto& d = s.ctx->config.diloco;
   const bool quantized = d.quantize != model::Quantize::none;
+  // The last step's round is answered with θ(t) itself: every worker takes it, and an eager
+  // worker's anchor is its own, not the group's θ(t−1) an update would be added to.
+  const bool whole_theta = f.final;
+  const bool eager = d.eager && !whole_theta;
+  std::vector<at::Tensor> tensors;
+  messages::RoundHeader h;
+  if (eager) {
+    tensors = encode_mean(s, f);
+    h.average = true;
+    for (const auto& [id, delta] : f.contributions) h.contributors.push_back(id);
+  }
   model::NamedTensors before;
-  if (quantized)
+  if (quantized && !eager && !whole_theta)
     for (const auto& [name, t] : f.outer->theta()) before.emplace_back(name, t.clone());
   std::vector<const model::NamedTensors*> deltas;
   for (const auto& [id, delta] : f.contributions) deltas.push_back(&delta);
+  // The group's θ takes the exact mean in every mode: it is what joining and restarted
+  // workers start from, and what the last step hands every worker.
   f.outer->step(deltas);
-  std::vector<at::Tensor> tensors;
-  messages::RoundHeader h;
-  if (quantized) {
+  if (!eager && quantized && !whole_theta) {
     tensors = encode_update(s, f, before);
     h.update = true;
-  } else {
+  } else if (!eager) {
     for (const auto& [name, t] : f.outer->theta()) tensors.push_back(t);
   }
   f.last_applied = static_cast<int64_t>(f.round);
@@ -256,6 +283,7 @@ void apply_round(Self* self, uint32_t p) {
   f.contributions.clear();
   f.excused.clear();
   f.timer_armed = false;
+  f.final = false;
 }
 
 // A contribution's tensors as float32 pseudo-gradients of fragment f, or why not; `excuse`
@@ -336,6 +364,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   if (!bad.empty()) return reply_rejected(self, sender, h, bad);
   // A group mean counts once for every worker in it (they share its tensors).
   for (auto id : who) f.contributions[id] = delta;
+  f.final |= h.final;
   if (maybe_apply(self, p)) return;
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
   if (!f.timer_armed) {

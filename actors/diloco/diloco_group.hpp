@@ -64,6 +64,7 @@ struct FragmentRounds {
   std::map<uint32_t, model::NamedTensors> contributions;
   std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
   bool timer_armed = false;
+  bool final = false;            // a contribution of the run's last step: answer with θ(t)
   model::NamedTensors residual;  // error feedback of the quantized updates sent
   uint64_t bytes = 0;            // its answers' payload, to every member
 };

@@ -50,7 +50,7 @@ std::vector<int64_t> StreamingReplica::rounds() const {
   return out;
 }
 
-void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, const model::GPT& module,
+void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::GPT& module,
                                   bool last) {
   auto& f = fragments_[p];
   const auto& d = setup_.ctx->config.diloco;
@@ -62,12 +62,15 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, const m
   rh.fragment = p;
   rh.contributor = setup_.id;
   rh.step = step;
+  rh.final = last;
   std::vector<at::Tensor> tensors;  // Δ_p = θ_p(t−1) − θ_p, on the host
   for (auto i : f.index) {
     rh.tensor_names.push_back(names_[i]);
     tensors.push_back((anchor_[i].second - params[names_[i]].detach()).to(at::kCPU));
   }
   if (setup_.outgoing) setup_.outgoing(step, tensors);
+  const bool eager = d.eager && !last;
+  const auto fresh = eager ? tensors : std::vector<at::Tensor>{};
   if (quantized) {
     if (f.residual.size() != tensors.size()) f.residual.assign(tensors.size(), {});
     for (size_t k = 0; k < tensors.size(); ++k) {
@@ -82,6 +85,14 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, const m
         f.residual[k] = {};  // a non-finite Δ (the group refuses it): nothing to carry
       }
     }
+  }
+  if (eager) {
+    std::vector<at::Tensor> sent;  // what the group decodes
+    for (size_t k = 0; k < tensors.size(); ++k)
+      sent.push_back(quantized
+                         ? model::decode(tensors[k], d.quantize, d.quant_block, fresh[k].sizes())
+                         : tensors[k]);
+    eager_step(p, fresh, sent, module);
   }
   auto frame = messages::make_round_frame(rh, std::move(tensors));
   const uint64_t bytes = messages::payload_bytes(frame.tensors);
@@ -102,6 +113,68 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, const m
   f.started = step;
   f.lands = last ? step : step + static_cast<uint64_t>(d.overlap_steps);
   transport::send_frame(self, setup_.group, messages::FrameKind::round, std::move(frame));
+}
+
+void StreamingReplica::eager_step(uint32_t p, const std::vector<at::Tensor>& delta,
+                                  const std::vector<at::Tensor>& sent, model::GPT& module) {
+  auto& f = fragments_[p];
+  const auto& d = setup_.ctx->config.diloco;
+  model::NamedTensors own, anchor;
+  for (size_t k = 0; k < f.index.size(); ++k) {
+    own.emplace_back(names_[f.index[k]], delta[k]);
+    anchor.emplace_back(names_[f.index[k]], anchor_[f.index[k]].second.to(at::kCPU).clone());
+  }
+  // The last mean counts when it is of the round before this one; this worker's own Δ of that
+  // round is taken out of it only if the group had it.
+  const bool have_mean = f.mean_round && *f.mean_round + 1 == f.round && !f.mean.empty();
+  const bool was_in = have_mean && f.own_round && *f.own_round == *f.mean_round &&
+                      std::count(f.mean_of.begin(), f.mean_of.end(), setup_.id) > 0;
+  const auto tilde = model::eager_delta(
+      own, have_mean ? &f.mean : nullptr, f.mean_of.size(), was_in ? &f.own : nullptr,
+      static_cast<size_t>(std::max<int64_t>(1, setup_.ctx->config.swarm.workers_per_stage)));
+  model::OuterNesterov outer(anchor, d.outer_lr, d.outer_momentum);
+  if (!f.momentum.empty()) outer.restore(anchor, f.momentum);
+  outer.step({&tilde});
+  f.momentum = outer.momentum();
+  at::NoGradGuard no_grad;
+  auto params = module->named_parameters();
+  for (size_t k = 0; k < f.index.size(); ++k) {
+    const auto& theta = outer.theta()[k].second;
+    params[names_[f.index[k]]].copy_(theta);
+    anchor_[f.index[k]].second = theta.to(setup_.device).clone();
+  }
+  f.own.clear();
+  for (size_t k = 0; k < f.index.size(); ++k) f.own.emplace_back(names_[f.index[k]], sent[k]);
+  f.own_round = f.round;
+}
+
+void StreamingReplica::take_mean(uint32_t p, const messages::Frame& frame,
+                                 const messages::RoundHeader& h) {
+  auto& f = fragments_[p];
+  const auto& d = setup_.ctx->config.diloco;
+  if (h.tensor_names.size() != f.index.size() || frame.tensors.size() != f.index.size())
+    throw std::invalid_argument("fragment " + std::to_string(p) + " has " +
+                                std::to_string(f.index.size()) + " tensors, the mean " +
+                                std::to_string(frame.tensors.size()));
+  if (h.contributors.empty()) throw std::invalid_argument("a mean of no worker");
+  model::NamedTensors mean;
+  for (size_t k = 0; k < f.index.size(); ++k) {
+    const auto& [name, anchor] = anchor_[f.index[k]];
+    if (h.tensor_names[k] != name)
+      throw std::invalid_argument("tensor '" + h.tensor_names[k] + "' where '" + name +
+                                  "' belongs");
+    at::Tensor m = d.quantize == model::Quantize::none
+                       ? frame.tensors[k]
+                       : model::decode(frame.tensors[k], d.quantize, d.quant_block, anchor.sizes());
+    if (!m.sizes().equals(anchor.sizes()) || m.scalar_type() != anchor.scalar_type())
+      throw std::invalid_argument("tensor '" + name + "' has another shape or dtype");
+    if (!at::isfinite(m).all().item<bool>())
+      throw std::invalid_argument("tensor '" + name + "' holds NaN or Inf values");
+    mean.emplace_back(name, m.to(at::kCPU).clone());
+  }
+  f.mean = std::move(mean);
+  f.mean_round = h.round_id;
+  f.mean_of = h.contributors;
 }
 
 model::NamedTensors StreamingReplica::global_of(uint32_t p, const messages::Frame& frame,
@@ -142,6 +215,20 @@ void StreamingReplica::merge(uint32_t p, model::GPT& module) {
   f.in_flight.reset();
   f.sent.reset();
   const auto h = messages::open_round_frame(answer);
+  if (h.average) {
+    // Eager: the fragment moved at the round's start; the mean waits for its next round.
+    try {
+      take_mean(p, answer, h);
+      f.round = h.round_id + 1;
+      ++merges_;
+    } catch (const std::exception& e) {
+      ++failures_;
+      f.mean.clear();
+      spdlog::warn("worker {}: fragment {} round {}'s mean refused: {}", setup_.id, p, h.round_id,
+                   e.what());
+    }
+    return;
+  }
   model::NamedTensors global;
   try {
     global = global_of(p, answer, h);
@@ -172,6 +259,19 @@ void StreamingReplica::take_global(uint32_t p, const messages::Frame& frame, mod
   auto& f = fragments_[p];
   const auto h = messages::open_round_frame(frame);
   if (h.round_id + 1 <= f.round) return;
+  if (h.average) {
+    // Eager: a mean of a round without this worker moves nothing here; it is the others' term
+    // of its next round.
+    try {
+      take_mean(p, frame, h);
+      f.round = h.round_id + 1;
+    } catch (const std::exception& e) {
+      ++failures_;
+      spdlog::warn("worker {}: fragment {} round {}'s mean refused: {}", setup_.id, p, h.round_id,
+                   e.what());
+    }
+    return;
+  }
   if (h.update && h.round_id != f.round) {
     // An update is relative to θ(t−1); this replica's anchor is older: it has missed rounds
     // and takes the fragment from the group's state at the next chance.
@@ -305,6 +405,7 @@ void StreamingReplica::on_group_replaced(Self* self, const caf::actor& group) {
 
 std::string StreamingReplica::info_json() const {
   nlohmann::json j{{"merges", merges_},
+                   {"eager", setup_.ctx->config.diloco.eager},
                    {"failures", failures_},
                    {"peak_step_bytes", peak_step_bytes_},
                    {"fragments", nlohmann::json::array()}};

@@ -15,6 +15,14 @@
 // so a run ends with every worker of a stage on the same parameters; a fragment whose round
 // is still in flight then merges first and syncs after.
 //
+// Eager (diloco.eager, Kale et al. 2025): at a round's start the worker does not wait for the
+// mean. It steps its own outer optimizer (Nesterov, its own momentum) with
+// model::eager_delta: its fresh Δ_i and the others' Δ of the fragment's last round, and
+// trains on from the result, which becomes the fragment's anchor. The group answers with the
+// round's mean Δ̄ (and who is in it), which the merge τ steps later only records for the next
+// round. The group's θ still takes every exact mean, and the last step hands it to every
+// worker. A restarted worker's local momentum starts from zero.
+//
 // Faults: a refused round (the group was collecting another, the sender was not a member, a
 // non-finite tensor) leaves the local fragment as it is and is counted; a round the group
 // applied without this worker brings its θ from the group. Contributions not yet answered are
@@ -89,9 +97,24 @@ class StreamingReplica {
     model::NamedTensors residual;           // quantization error carried to the next round
     bool sync_after = false;                // the last step's round starts once this merges
     uint64_t bytes = 0;                     // sent by its rounds
+    // Eager: the local outer momentum; this worker's last Δ as the group decoded it, and its
+    // round; the last mean answered, its round and its contributors.
+    model::NamedTensors momentum;
+    model::NamedTensors own;
+    std::optional<uint64_t> own_round;
+    model::NamedTensors mean;
+    std::optional<uint64_t> mean_round;
+    std::vector<uint32_t> mean_of;
   };
 
-  void send_round(Self* self, uint32_t p, uint64_t step, const model::GPT& module, bool last);
+  // Eager: the local outer step of fragment p at its round's start (Δ: fresh, on the host;
+  // sent: what the group will decode of it).
+  void eager_step(uint32_t p, const std::vector<at::Tensor>& delta,
+                  const std::vector<at::Tensor>& sent, model::GPT& module);
+  // Eager: an answer's mean, recorded for fragment p's next round.
+  void take_mean(uint32_t p, const messages::Frame& frame, const messages::RoundHeader& h);
+
+  void send_round(Self* self, uint32_t p, uint64_t step, model::GPT& module, bool last);
   // Takes fragment p's answer (merge: with α unless it is the last step's round).
   void merge(uint32_t p, model::GPT& module);
   // Fragment p's θ from a round applied without this replica.

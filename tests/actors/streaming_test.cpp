@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <torch/nn/module.h>
+#include <cmath>
 
 #include "actor_test_util.hpp"
 #include "actors/diloco/streaming_replica.hpp"
@@ -175,6 +176,61 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
+// Eager (P = 1, H = 8, τ = 1, one worker per stage): after inner step 8 the worker steps its
+// own outer optimizer at once with Δ̃ = Δ / 1 (no mean yet): θ = θ(0) − η·(Δ̃ + μ·b), b = Δ̃.
+// The group's answer, a mean of two other workers, moves nothing when it lands at step 9; at
+// step 16 the next round's Δ̃ = (Δ + 2·mean) / 3 (this worker was not in the mean) and the
+// momentum carries over.
+TEST(StreamingReplica, EagerStepsAtTheRoundStartAndTheMeanFeedsTheNext) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config = streaming_config(1, 1, 0.0, model::Quantize::none);
+  ctx->config.diloco.eager = true;
+  model::validate(ctx->config, "test");
+  const double eta = ctx->config.diloco.outer_lr, mu = ctx->config.diloco.outer_momentum;
+  caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
+  auto worker = ts.sys->spawn(driver, actors::ContextPtr(ctx), caf::actor_cast<caf::actor>(group),
+                              caf::actor_cast<caf::actor>(tracker));
+  const auto init = params_of(self, worker);
+  for (uint64_t t = 1; t <= 7; ++t) EXPECT_FALSE(inner(self, worker, t));
+  EXPECT_FALSE(inner(self, worker, 8));  // the eager step needs no answer
+  auto [h, f] = next_contribution(group);
+  EXPECT_EQ(h.round_id, 0u);
+  EXPECT_FALSE(h.final);
+  for (const auto& t : f.tensors) EXPECT_TRUE(at::allclose(t, at::full_like(t, -0.08), 0, 1e-6));
+  double b = -0.08;
+  const double first = -eta * (-0.08 + mu * b);  // +0.1064
+  auto p8 = params_of(self, worker);
+  for (size_t i = 0; i < p8.size(); ++i)
+    EXPECT_TRUE(at::allclose(p8[i].second, init[i].second + first, 0, 1e-5)) << p8[i].first;
+
+  messages::RoundHeader a = h;
+  a.status = messages::RoundStatus::applied;
+  a.average = true;
+  a.contributors = {9, 11};
+  std::vector<at::Tensor> mean;
+  for (const auto& m : h.tensors) mean.push_back(at::full(m.shape, -0.05f));
+  group->send(worker, round_atom::value, messages::make_round_frame(a, std::move(mean)));
+  EXPECT_FALSE(inner(self, worker, 9));  // lands: nothing moves
+  auto p9 = params_of(self, worker);
+  for (size_t i = 0; i < p9.size(); ++i)
+    EXPECT_TRUE(at::allclose(p9[i].second, init[i].second + first + 0.01, 0, 1e-5)) << p9[i].first;
+
+  for (uint64_t t = 10; t <= 16; ++t) EXPECT_FALSE(inner(self, worker, t)) << t;
+  auto [h1, f1] = next_contribution(group);
+  EXPECT_EQ(h1.round_id, 1u);
+  // Δ is taken from the eager anchor: eight inner steps of 0.01.
+  for (const auto& t : f1.tensors) EXPECT_TRUE(at::allclose(t, at::full_like(t, -0.08), 0, 1e-5));
+  const double tilde = (-0.08 + 2 * -0.05) / 3;
+  b = mu * b + tilde;
+  const double second = -eta * (tilde + mu * b);
+  auto p16 = params_of(self, worker);
+  for (size_t i = 0; i < p16.size(); ++i)
+    EXPECT_TRUE(at::allclose(p16[i].second, init[i].second + first + second, 0, 1e-5))
+        << p16[i].first;
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 // The bytes a 4-bit round puts on the wire, and counts, are the encoding's: per tensor 4 bytes
 // per block of 128 plus half a byte per value; and the worker's answer arrives as an update.
 TEST(StreamingReplica, RoundBytesEqualTheEncodingsCount) {
@@ -265,23 +321,62 @@ TEST(StreamingDiloco, FragmentsOverlapAndFourBitRoundsTrain) {
   EXPECT_LT(bytes, 0.2 * plain_bytes) << bytes << " vs " << plain_bytes;
 }
 
+// Eager in a whole run (2 stages of 2 workers, P = 2, τ = 1, int4): the groups answer with
+// means, each fragment's rounds are applied once and in order, every micro-batch once, the
+// loss falls, and the last step's θ(t) leaves each stage's workers on the same parameters
+// although each stepped its own outer optimizer.
+TEST(StreamingDiloco, EagerRoundsTrainAndEndOnTheGroupsTheta) {
+  auto config = micro_run("diloco-swarm", 2, 2, 12);
+  config.diloco.inner_steps = 4;
+  config.diloco.fragments = 2;
+  config.diloco.overlap_steps = 1;
+  config.diloco.quantize = model::Quantize::int4;
+  config.diloco.eager = true;
+  model::validate(config, "test");
+  const auto r = run(config);
+  ASSERT_EQ(r.report.losses.size(), 12u);
+  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
+    EXPECT_EQ(r.fragment_rounds[stage][0], (std::vector<uint64_t>{0, 1, 2}));
+    EXPECT_EQ(r.fragment_rounds[stage][1], (std::vector<uint64_t>{0, 1, 2, 3}));
+    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
+    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+  EXPECT_TRUE(std::isfinite(r.report.val_loss));
+}
+
 // A stage-1 worker killed while a fragment's round is in flight (its contribution sent at the
 // apply of step 2, landing at step 3's; or killed in step 3 before it lands): the group applies
 // every fragment's rounds once each and in order, without the dead worker or with its
-// successor, the step is counted once, and the stage's workers end on the same parameters.
+// successor, the step is counted once, and the stage's workers end on the same parameters;
+// with the merge by α and with eager steps.
 class StreamingWorkerKilled
     : public ::testing::TestWithParam<std::pair<int64_t, model::KillPhase>> {};
 
+void killed_with_a_round_in_flight(int64_t step, model::KillPhase phase, bool eager);
+
 TEST_P(StreamingWorkerKilled, EveryFragmentRoundAppliedOnce) {
+  for (bool eager : {false, true}) {
+    SCOPED_TRACE(eager ? "eager" : "merged with alpha");
+    killed_with_a_round_in_flight(GetParam().first, GetParam().second, eager);
+  }
+}
+
+void killed_with_a_round_in_flight(int64_t step, model::KillPhase phase, bool eager) {
   auto config = micro_run("diloco-swarm", 2, 2, 12);
   config.diloco.inner_steps = 4;
   config.diloco.fragments = 2;
   config.diloco.overlap_steps = 1;
   config.diloco.alpha = 0.5;
   config.diloco.quantize = model::Quantize::int4;
+  config.diloco.eager = eager;
   config.chaos.kill = "stage1/worker1";
-  config.chaos.kill_at_step = GetParam().first;
-  config.chaos.kill_at_phase = GetParam().second;
+  config.chaos.kill_at_step = step;
+  config.chaos.kill_at_phase = phase;
   model::validate(config, "test");
   const auto r = run(config);
   EXPECT_EQ(r.kills, 1u);

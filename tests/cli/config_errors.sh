@@ -53,6 +53,7 @@ expect bad_gain $'[balancer]\nmin_gain = -0.1' "balancer.min_gain: must be >= 0"
 expect bad_quantize $'[diloco]\nquantize = "int3"' "diloco.quantize: must be none, fp16, int8, int4 or fp4, not 'int3'"
 expect bad_pattern $'[diloco]\nfragment_pattern = "random"' "diloco.fragment_pattern: must be strided or sequential, not 'random'"
 expect bad_overlap $'[diloco]\ninner_steps = 8\nfragments = 2\noverlap_steps = 4' "diloco.overlap_steps: must be < diloco.inner_steps / diloco.fragments (8 / 2)"
+expect eager_no_overlap $'[diloco]\neager = true' "diloco.eager: needs diloco.overlap_steps >= 1"
 expect bad_fragments $'[swarm]\nmode = "diloco-swarm"\nstages = 2\n[diloco]\nfragments = 3' "diloco.fragments: must be <= the blocks of the smallest stage (2), got 3"
 expect bad_alpha $'[diloco]\nalpha = 1' "diloco.alpha: must be in \[0, 1)"
 # swarmrt simulate: the same refusals (exit 2, the key named), no JSON written; a good config

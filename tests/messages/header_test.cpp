@@ -109,6 +109,15 @@ TEST(Header, RoundRoundTrip) {
   EXPECT_FALSE(r.update);
   h.update = true;  // a quantized Streaming DiLoCo answer
   EXPECT_TRUE(open_round_frame(make_round_frame(h, {at::ones({2}), at::ones({3})})).update);
+  EXPECT_FALSE(r.final);
+  EXPECT_FALSE(r.average);
+  h.final = true;    // the last step's contribution
+  h.average = true;  // an eager group's answer
+  h.contributors = {4, 7};
+  const auto flags = open_round_frame(make_round_frame(h, {at::ones({2}), at::ones({3})}));
+  EXPECT_TRUE(flags.final);
+  EXPECT_TRUE(flags.average);
+  EXPECT_EQ(flags.contributors, (std::vector<uint32_t>{4, 7}));
   frame.tensors.pop_back();
   EXPECT_THROW(open_round_frame(frame), DecodeError);
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "model/diloco.hpp"
 #include "model/fragments.hpp"
 #include "model/gpt.hpp"
 #include "model/quantize.hpp"
@@ -193,4 +194,31 @@ TEST(Quantize, NonFiniteAndMalformedWireRefused) {
     EXPECT_THROW(decode(wire.narrow(0, 0, wire.numel() - 1), q, 128, {300}), std::invalid_argument);
     EXPECT_THROW(decode(wire.to(at::kFloat), q, 128, {300}), std::invalid_argument);
   }
+}
+
+// The eager pseudo-gradient: worker 1 of three, whose Δ the last round's mean held:
+// Δ̃ = (Δ_1(r) + Δ_0(r−1) + Δ_2(r−1)) / 3, from the mean and its own last Δ; a worker that
+// was not in the mean counts itself as one more; before any mean, the others' term is zero.
+TEST(Eager, DeltaIsTheFreshOwnPlusTheOthersLastRound) {
+  const auto named = [](float v) { return NamedTensors{{"w", at::full({2, 3}, v)}}; };
+  const NamedTensors prev0 = named(1.0f), prev1 = named(2.0f), prev2 = named(6.0f);
+  const NamedTensors mean = named(3.0f);  // (1 + 2 + 6) / 3
+  const NamedTensors fresh = named(4.0f);
+  auto tilde = eager_delta(fresh, &mean, 3, &prev1, 4);
+  EXPECT_TRUE(at::allclose(tilde[0].second, at::full({2, 3}, (4.0f + 1.0f + 6.0f) / 3), 0, 1e-6));
+  // Not in the last mean: the three others' sum over four workers.
+  tilde = eager_delta(fresh, &mean, 3, nullptr, 4);
+  EXPECT_TRUE(at::allclose(tilde[0].second, at::full({2, 3}, (4.0f + 9.0f) / 4), 0, 1e-6));
+  // The first round: Δ_i / M with M the stage's workers.
+  tilde = eager_delta(fresh, nullptr, 0, nullptr, 4);
+  EXPECT_TRUE(at::allclose(tilde[0].second, at::full({2, 3}, 1.0f), 0, 1e-6));
+  // One worker alone is plain DiLoCo: its own Δ.
+  const NamedTensors alone = named(4.0f);
+  tilde = eager_delta(fresh, &alone, 1, &alone, 1);
+  EXPECT_TRUE(at::equal(tilde[0].second, fresh[0].second));
+  // The inputs are left as they were, and mismatched tensors are refused.
+  EXPECT_TRUE(at::equal(fresh[0].second, at::full({2, 3}, 4.0f)));
+  const NamedTensors other{{"v", at::zeros({2, 3})}};
+  EXPECT_THROW(eager_delta(fresh, &other, 3, nullptr, 4), std::invalid_argument);
+  EXPECT_THROW(eager_delta(fresh, &mean, 0, nullptr, 4), std::invalid_argument);
 }
