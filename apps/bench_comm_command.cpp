@@ -225,15 +225,16 @@ int run_bench(const Args& args) {
   }
   const std::string diloco_mode = config.swarm.stages == 1 ? "diloco" : "diloco-swarm";
   char label[160];
-  std::snprintf(label, sizeof label, "Streaming DiLoCo, H = %lld, P = %lld, τ = %lld, %s",
+  std::snprintf(label, sizeof label, "Streaming DiLoCo, H = %lld, P = %lld, τ = %lld, %s%s",
                 static_cast<long long>(d.inner_steps), static_cast<long long>(d.fragments),
-                static_cast<long long>(d.overlap_steps), model::name_of(d.quantize).c_str());
+                static_cast<long long>(d.overlap_steps), model::name_of(d.quantize).c_str(),
+                d.eager ? ", eager" : "");
   std::vector<std::pair<std::string, Mode>> modes = {
       {"swarm (gradients every step)", {"swarm", {"swarm.mode=swarm"}, 8}},
       {"DiLoCo, H = " + std::to_string(d.inner_steps),
        {"diloco",
         {"swarm.mode=" + diloco_mode, "diloco.fragments=1", "diloco.overlap_steps=0",
-         "diloco.quantize=none"},
+         "diloco.quantize=none", "diloco.eager=false"},
         d.inner_steps + 2}},
       {label, {"streaming", {"swarm.mode=" + diloco_mode}, d.inner_steps + 2}},
   };

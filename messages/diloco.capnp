@@ -28,8 +28,8 @@ struct RoundHeader {
   # Streaming DiLoCo with a quantized encoding: the tensors are theta(t) - theta(t-1) of the
   # fragment in that encoding, not theta(t) (an `applied` round).
   update @10 :Bool;
-  # A contribution of the run's last step: the group answers with theta(t) itself (float32),
-  # which every worker takes, whatever the run's encoding or eager mode.
+  # A contribution of the run's last step: an eager group answers it with theta(t) itself
+  # (float32), which every worker takes.
   final @11 :Bool;
   # An `applied` round of an eager group: the tensors are the round's mean pseudo-gradient in
   # the run's encoding, and `contributors` names the workers in the mean.

@@ -61,7 +61,8 @@ struct RoundHeader {
   // An `applied` round of a quantized Streaming DiLoCo group: the tensors are the fragment's
   // θ(t) − θ(t−1) in diloco.quantize's encoding, not θ(t).
   bool update = false;
-  // A contribution of the run's last step: the answer is θ(t) itself, in float32.
+  // A contribution of the run's last step: an eager group answers it with θ(t) itself, in
+  // float32.
   bool final = false;
   // An `applied` round of an eager group (diloco.eager): the tensors are the round's mean
   // pseudo-gradient Δ̄ in diloco.quantize's encoding; `contributors` lists who is in it.

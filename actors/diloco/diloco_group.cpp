@@ -225,9 +225,10 @@ void apply_round(Self* self, uint32_t p) {
   auto& f = s.fragments[p];
   const auto& d = s.ctx->config.diloco;
   const bool quantized = d.quantize != model::Quantize::none;
-  // The last step's round is answered with θ(t) itself: every worker takes it, and an eager
-  // worker's anchor is its own, not the group's θ(t−1) an update would be added to.
-  const bool whole_theta = f.final;
+  // An eager group answers the last step's round with θ(t) itself, which every worker takes:
+  // an eager worker's anchor is its own, not the group's θ(t−1) an update would be added to.
+  // (Without eager every anchor is θ(t−1), and a quantized update serves as in any round.)
+  const bool whole_theta = f.final && d.eager;
   const bool eager = d.eager && !whole_theta;
   std::vector<at::Tensor> tensors;
   messages::RoundHeader h;
