@@ -8,10 +8,18 @@
 namespace swarmrt::policy {
 namespace {
 constexpr double kUnmeasuredSecondsPerSample = 1.0;
+
+// SplitMix64's finalizer: a well-mixed 64-bit function of its input.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 }  // namespace
 
 Wiring::Wiring(WiringPolicy policy, uint64_t seed, int max_inflight)
-    : policy_(policy), rng_(seed), max_inflight_(max_inflight) {}
+    : policy_(policy), rng_(seed), seed_(seed), max_inflight_(max_inflight) {}
 
 double Wiring::min_key() const {
   double m = std::numeric_limits<double>::infinity();
@@ -34,7 +42,8 @@ void Wiring::set_members(const std::vector<uint32_t>& ids) {
   }
 }
 
-std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> pinned) {
+std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> pinned,
+                                       std::optional<uint64_t> key) {
   if (pinned && std::find(ids_.begin(), ids_.end(), *pinned) != ids_.end()) {
     auto& s = stats_[*pinned];
     if (s.inflight >= max_inflight_) return std::nullopt;
@@ -48,7 +57,11 @@ std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> p
     if (stats_[id].inflight < max_inflight_) open.push_back(id);
   if (open.empty()) return std::nullopt;
   uint32_t pick;
-  if (policy_ == WiringPolicy::uniform) {
+  if (policy_ == WiringPolicy::uniform && key) {
+    // By id, not by the order the membership listed them (that follows who joined first).
+    std::sort(open.begin(), open.end());
+    pick = open[mix(seed_ ^ mix(*key)) % open.size()];
+  } else if (policy_ == WiringPolicy::uniform) {
     pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
   } else {
     pick = *std::min_element(open.begin(), open.end(), [&](uint32_t a, uint32_t b) {

@@ -24,6 +24,11 @@ namespace swarmrt::policy {
 // swarm.wiring: SWARM's throughput-proportional choice, or a uniformly random one.
 enum class WiringPolicy { throughput, uniform };
 
+// A micro-batch's identity as a wiring key (Wiring::choose).
+inline uint64_t route_key(uint64_t step, uint32_t micro_batch, uint32_t attempt) {
+  return (step << 32) ^ (static_cast<uint64_t>(micro_batch) << 16) ^ attempt;
+}
+
 class Wiring {
  public:
   using Clock = std::chrono::steady_clock;
@@ -44,7 +49,11 @@ class Wiring {
   // Picks a worker for a task of `samples` and counts it in flight; nullopt when every
   // candidate is at max_inflight (the caller queues the task) or none is left. A `pinned`
   // candidate is the only choice while it is a member (nullopt while it is at max_inflight).
-  std::optional<uint32_t> choose(double samples, std::optional<uint32_t> pinned = std::nullopt);
+  // With uniform wiring, a `key` (the task's identity: step, micro-batch, attempt) makes the
+  // pick a function of the seed, the key and the open candidates alone, not of the order tasks
+  // come in (which follows the machine's timing); without one the seeded draws go in order.
+  std::optional<uint32_t> choose(double samples, std::optional<uint32_t> pinned = std::nullopt,
+                                 std::optional<uint64_t> key = std::nullopt);
 
   // A task sent to `id` at `sent` finished now. The time charged is measured from when the
   // worker could start on it (the later of `sent` and its previous completion), so queueing
@@ -71,6 +80,7 @@ class Wiring {
 
   WiringPolicy policy_;
   std::mt19937_64 rng_;
+  uint64_t seed_ = 0;
   int max_inflight_;
   std::vector<uint32_t> ids_;
   std::map<uint32_t, Stats> stats_;

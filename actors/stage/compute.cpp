@@ -56,7 +56,8 @@ void flush_outbox(Self* self) {
     std::optional<uint32_t> pinned;
     if (front.pin.size() > s.setup.stage + 1 && front.pin[s.setup.stage + 1] != messages::kNoWorker)
       pinned = front.pin[s.setup.stage + 1];
-    auto pick = s.next.choose(static_cast<double>(front.samples), pinned);
+    auto pick = s.next.choose(static_cast<double>(front.samples), pinned,
+                              policy::route_key(front.step, front.micro_batch, front.attempt));
     if (!pick) return;
     auto out = std::move(s.outbox.front());
     s.outbox.pop_front();

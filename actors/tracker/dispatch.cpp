@@ -172,7 +172,8 @@ void dispatch_waiting(Self* self) {
     const auto& m = s.micro[mb];
     std::optional<uint32_t> pinned;
     if (!m.pin.empty() && m.pin[0] != messages::kNoWorker) pinned = m.pin[0];
-    auto pick = s.stage0.choose(static_cast<double>(m.batch.tensors[0].size(0)), pinned);
+    auto pick = s.stage0.choose(static_cast<double>(m.batch.tensors[0].size(0)), pinned,
+                                policy::route_key(s.step, mb, m.attempt));
     if (!pick) {
       if (!pinned) return;  // every stage-0 worker is at max_inflight: wait for a completion
       ++it;

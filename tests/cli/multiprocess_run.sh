@@ -5,9 +5,11 @@
 #
 # Both runs route every micro-batch the same way, so they differ only in the order floating-
 # point sums are taken: seeded uniform wiring with a slot for every micro-batch of a step
-# (max_inflight = micro_batches) makes each sender's choices a function of its seed. With
-# throughput wiring the routes followed the machine's load, and a 3% bound failed by chance
-# (2.7880 against 2.8928). The final evaluation follows the last round, when every replica
+# (max_inflight = micro_batches) picks each hop's worker from the seed, the micro-batch's
+# identity and the open workers by id. With throughput wiring the routes followed the
+# machine's load, and a 3% bound failed by chance (2.7880 against 2.8928); with seeded draws
+# taken in arrival order (and candidates in join order), 1 run in 7 took other routes (2.8419
+# against 2.8050) until picks were keyed by the micro-batch (policy::route_key). The final evaluation follows the last round, when every replica
 # holds θ, so its routing does not matter.
 set -u
 bin=$1 data=$2 root=$3
