@@ -9,12 +9,14 @@
 #include <caf/openssl/publish.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "actors/membership/directory.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
+#include "apps/plot.hpp"
 #include "inspect/probe.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data.hpp"
@@ -25,6 +27,7 @@
 #include "transport/channel.hpp"
 #include "transport/cluster_tls.hpp"
 #include "transport/credential.hpp"
+#include "web/status_server.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -38,6 +41,7 @@ struct CoordinatorArgs {
   bool overwrite = false;
   bool resume = false;
   bool frames_over_caf = false;
+  std::string http;  // HOST:PORT of the status page, empty: none
   NetOptions net;
 };
 
@@ -57,10 +61,11 @@ int run_coordinator(const CoordinatorArgs& args) {
       supervisors::send_from_here(*system, tracker_handle, stop_atom::value);
   });
   model::RunConfig config;
-  HostPort listen;
+  HostPort listen, http;
   try {
     config = model::load_config(args.config, args.overrides);
     listen = parse_host_port(args.listen, true);
+    if (!args.http.empty()) http = parse_host_port(args.http, true);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
@@ -173,6 +178,57 @@ int run_coordinator(const CoordinatorArgs& args) {
       self->send_exit(dir, caf::exit_reason::user_shutdown);
       self->send_exit(inspector, caf::exit_reason::user_shutdown);
     };
+    // The status page and /metrics: the same inspector, behind a token of its own (written
+    // 0600 beside the secret, never logged).
+    std::unique_ptr<web::StatusServer> status;
+    if (!args.http.empty()) {
+      const std::string token_path = (std::filesystem::path(out) / "http_token").string();
+      const std::string token = transport::http_token(secret);
+      transport::write_secret_file(token_path, token);
+      web::StatusServerSetup ws;
+      ws.system = &sys;
+      ws.inspector = inspector;
+      ws.token = token;
+      ws.token_file = token_path;
+      ws.query_timeout_s = config.supervision.query_timeout_s;
+      const std::string chart_path = (std::filesystem::path(out) / "status_chart.svg").string();
+      ws.chart_svg = [out, chart_path](std::string& error) -> std::string {
+        try {
+          report::ChartOptions o;
+          o.format = report::ChartFormat::svg;
+          o.title = out;
+          o.width = 1000;
+          o.height = 900;
+          error = render_chart({report::read_run(out, std::filesystem::path(out).filename())}, o,
+                               chart_path);
+          if (!error.empty()) return "";
+          std::ifstream f(chart_path);
+          return std::string(std::istreambuf_iterator<char>(f), {});
+        } catch (const std::exception& e) {
+          error = e.what();
+          return "";
+        }
+      };
+      if (http.host.rfind("127.", 0) != 0 && http.host != "localhost" && http.host != "::1")
+        spdlog::warn(
+            "--http {}: the status page is plain HTTP, so its token crosses the network "
+            "in clear beyond this machine; serve it on 127.0.0.1 behind a TLS proxy",
+            args.http);
+      status = std::make_unique<web::StatusServer>(ws);
+      try {
+        const int port = status->start(http.host, http.port);
+        spdlog::info(
+            "status page on http://{}:{}/ (token in {}: open /?token=TOKEN once, or "
+            "send Authorization: Bearer TOKEN)",
+            http.host, port, token_path);
+        std::printf("status page on http://%s:%d/\n", http.host.c_str(), port);
+      } catch (const std::exception& e) {
+        spdlog::error("--http {}: {}", args.http, e.what());
+        status.reset();
+        shutdown();
+        return 1;
+      }
+    }
     const char* host = listen.host == "0.0.0.0" ? nullptr : listen.host.c_str();
     // Over mutual TLS only: a peer without the cluster's certificate gets no handle.
     auto port = caf::openssl::publish(dir, listen.port, host, true);
@@ -264,6 +320,9 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--frames-over-caf", args->frames_over_caf,
                 "send tensor frames as chunks inside CAF messages instead of on a TCP link of "
                 "their own");
+  cmd->add_option("--http", args->http,
+                  "HOST:PORT of the status page and /metrics (port 0: any free; the token is "
+                  "written to RUN_DIR/http_token)");
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_coordinator(*args); });
 }

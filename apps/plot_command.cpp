@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "apps/commands.hpp"
+#include "apps/plot.hpp"
 #include "apps/process.hpp"
 #include "report/chart.hpp"
 
@@ -74,45 +75,25 @@ bool run_gnuplot(const std::string& gnuplot, const std::string& script_path, dou
   }
 }
 
-int plot(const std::vector<std::string>& runs, const std::string& out, report::ChartOptions options,
-         const std::string& script_out) {
-  try {
-    options.format = report::chart_format(out);
-  } catch (const std::invalid_argument& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  }
+}  // namespace
+
+std::string render_chart(const std::vector<report::RunSeries>& series,
+                         const report::ChartOptions& options, const std::string& out,
+                         const std::string& script_out) {
   const fs::path target = fs::absolute(out);
-  if (!fs::is_directory(target.parent_path())) {
-    spdlog::error("--out {}: the directory {} does not exist", out, target.parent_path().string());
-    return 1;
-  }
-  std::vector<report::RunSeries> series;
-  const auto names = run_names(runs);
-  try {
-    for (size_t i = 0; i < runs.size(); ++i) series.push_back(report::read_run(runs[i], names[i]));
-  } catch (const report::MetricsError& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  if (!fs::is_directory(target.parent_path()))
+    return "--out " + out + ": the directory " + target.parent_path().string() + " does not exist";
   const std::string gnuplot = find_gnuplot();
-  if (gnuplot.empty()) {
-    spdlog::error(
-        "gnuplot is not installed (Debian: apt-get install gnuplot-nox; ./scripts/test.sh and "
-        "./scripts/demo.sh install it)");
-    return 1;
-  }
+  if (gnuplot.empty())
+    return "gnuplot is not installed (Debian: apt-get install gnuplot-nox; ./scripts/test.sh "
+           "and ./scripts/demo.sh install it)";
   const std::string stem = target.string() + ".tmp-" + std::to_string(getpid());
   const std::string drawing = stem + target.extension().string();
   const std::string script_path = stem + ".gp";
-  const auto script = report::chart_script(series, options, drawing);
   {
     std::ofstream f(script_path);
-    f << script;
-    if (!f) {
-      spdlog::error("cannot write {}", script_path);
-      return 1;
-    }
+    f << report::chart_script(series, options, drawing);
+    if (!f) return "cannot write " + script_path;
   }
   std::string log;
   const bool ok = run_gnuplot(gnuplot, script_path, 120, log);
@@ -122,13 +103,36 @@ int plot(const std::vector<std::string>& runs, const std::string& out, report::C
   fs::remove(script_path, ec);
   if (!ok || !fs::exists(drawing) || fs::file_size(drawing) == 0) {
     fs::remove(drawing, ec);
-    spdlog::error("gnuplot failed; {} is left as it was:\n{}", out, log);
-    return 1;
+    return "gnuplot failed; " + out + " is left as it was:\n" + log;
   }
   fs::rename(drawing, target, ec);
   if (ec) {
     fs::remove(drawing, ec);
-    spdlog::error("cannot write {}: {}", out, ec.message());
+    return "cannot write " + out + ": " + ec.message();
+  }
+  return "";
+}
+
+namespace {
+
+int plot(const std::vector<std::string>& runs, const std::string& out, report::ChartOptions options,
+         const std::string& script_out) {
+  try {
+    options.format = report::chart_format(out);
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  std::vector<report::RunSeries> series;
+  const auto names = run_names(runs);
+  try {
+    for (size_t i = 0; i < runs.size(); ++i) series.push_back(report::read_run(runs[i], names[i]));
+  } catch (const report::MetricsError& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  if (const auto error = render_chart(series, options, out, script_out); !error.empty()) {
+    spdlog::error("{}", error);
     return 1;
   }
   size_t events = 0;

@@ -175,6 +175,16 @@ std::array<uint8_t, 32> derive_key(const std::string& secret, const std::string&
   return out;
 }
 
+std::string http_token(const std::string& secret) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : derive_key(secret, "swarmrt http token v1")) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
 void set_cluster_secret(const std::string& secret) {
   auto& k = plane_key();
   std::lock_guard<std::mutex> lock(k.mutex);

@@ -34,6 +34,11 @@ std::array<uint8_t, 32> derive_key(const std::string& secret, const std::string&
 // The secret this process's bulk planes authenticate with. Until one is set, a random one is
 // made at first use: such a process's planes admit only itself.
 void set_cluster_secret(const std::string& secret);
+
+// The status page's token (`coordinator --http`): hex of a key derived from the secret under
+// its own label, so the page's cookie or bearer token is not the secret itself and proves
+// nothing on the other planes.
+std::string http_token(const std::string& secret);
 // The secret set (or made) for this process's bulk planes; its TLS derives from it too.
 std::string cluster_secret();
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "report/chart.hpp"
+#include "report/prometheus.hpp"
 #include "report/run_series.hpp"
 
 using namespace swarmrt::report;
@@ -136,4 +137,41 @@ TEST(Chart, ScriptNamesEveryRunAndMarksEvents) {
   EXPECT_EQ(chart_format("dir/a.svg"), ChartFormat::svg);
   EXPECT_THROW(chart_format("a.jpg"), std::invalid_argument);
   EXPECT_THROW(chart_format(".png"), std::invalid_argument);
+}
+
+// /metrics from the console's answers: HELP and TYPE before each family, the step and bytes
+// as numbers, labels escaped, one sample per actor and node, events counted by kind.
+TEST(Prometheus, FamiliesFromTheConsolesAnswers) {
+  const auto stats = nlohmann::json::parse(
+      R"({"ok":true,"last_step":{"step":42,"loss":2.5,"tokens":86016,"tokens_per_s":20000.5,
+          "bytes":{"activations":1000,"gradients":0},"stages":[{"stage":0,"samples_per_s":9.5}]}})");
+  const auto actors = nlohmann::json::parse(
+      R"({"ok":true,"actors":[{"name":"stage0/worker0@node1","kind":"worker","node":"node1",
+          "mailbox":3,"handled":120,"busy_s":1.5,"restarts":1},
+          {"name":"we\"ird","kind":"tracker","node":"coordinator","restarts":0}]})");
+  const auto nodes = nlohmann::json::parse(
+      R"({"ok":true,"nodes":[{"node":"coordinator","alive":true},{"node":"node1","alive":false}]})");
+  const auto events = nlohmann::json::parse(
+      R"({"ok":true,"events":[{"event":"fault"},{"event":"fault"},{"event":"eval"}]})");
+  const auto text = prometheus_text(stats, actors, nodes, events);
+  EXPECT_NE(text.find("# TYPE swarmrt_step gauge\nswarmrt_step 42\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("swarmrt_tokens_per_second 20000.5\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE swarmrt_tokens_total counter\nswarmrt_tokens_total 86016\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("swarmrt_bytes_total{kind=\"activations\"} 1000\n"), std::string::npos);
+  EXPECT_NE(text.find("swarmrt_stage_samples_per_second{stage=\"0\"} 9.5\n"), std::string::npos);
+  EXPECT_NE(text.find("swarmrt_actor_mailbox{name=\"stage0/worker0@node1\",kind=\"worker\","
+                      "node=\"node1\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("swarmrt_actor_restarts_total{name=\"we\\\"ird\",kind=\"tracker\","
+                      "node=\"coordinator\"} 0\n"),
+            std::string::npos);
+  // No mailbox known for the second actor: no sample rather than a made-up one.
+  EXPECT_EQ(text.find("swarmrt_actor_mailbox{name=\"we"), std::string::npos);
+  EXPECT_NE(text.find("swarmrt_node_up{node=\"node1\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("swarmrt_events{event=\"fault\"} 2\n"), std::string::npos);
+  // Before the first step: no step family at all, and nothing fails.
+  const auto empty = prometheus_text(nlohmann::json::object(), nlohmann::json::object(),
+                                     nlohmann::json::object(), nlohmann::json::object());
+  EXPECT_EQ(empty.find("swarmrt_step"), std::string::npos);
 }

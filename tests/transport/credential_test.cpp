@@ -138,3 +138,15 @@ TEST(ClusterTls, TheSameSecretMakesTheSameCaAnotherSecretDoesNot) {
   for (const auto& f : {a, b, c}) remove_cluster_tls(f);
   EXPECT_FALSE(std::filesystem::exists(a.dir));
 }
+
+// The status page's token: hex of 32 bytes, the same for the same secret, another for another
+// secret, and never the secret itself.
+TEST(Credential, HttpTokenIsDerivedNotTheSecret) {
+  const std::string secret = "cluster-secret-for-the-token-test";
+  const auto token = swarmrt::transport::http_token(secret);
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(token, swarmrt::transport::http_token(secret));
+  EXPECT_NE(token, swarmrt::transport::http_token(secret + "x"));
+  EXPECT_EQ(token.find(secret), std::string::npos);
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# coordinator --http against a swarm of real processes (a coordinator and two nodes on
+# 127.0.0.1): no token, a wrong one and a stranger's body are refused; with the token the page,
+# the JSON views, /metrics in the Prometheus format and the chart are served; a kill from the
+# page's command route restarts the worker and is recorded with the caller; the run completes.
+set -u
+bin=$1 root=$2
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  echo "--- coordinator log, last 20 lines:"
+  tail -20 "$tmp/coord.log" 2>/dev/null
+  exit 1
+}
+net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
+
+"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+  -o "$tmp/run" "${net[@]}" --set "data.path=$root/data/brown.txt" --set train.steps=200 \
+  --set train.eval_every=20 --set train.eval_batches=2 --set balancer.enabled=false \
+  >"$tmp/coord.log" 2>&1 &
+coord=$!
+pids+=("$coord")
+port="" http=""
+for _ in $(seq 1 100); do
+  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
+  http=$(sed -n 's|^status page on http://127.0.0.1:\([0-9]*\)/$|\1|p' "$tmp/coord.log")
+  [ -n "$port" ] && [ -n "$http" ] && break
+  sleep 0.2
+done
+[ -n "$port" ] && [ -n "$http" ] || fail "no control or status port: $(cat "$tmp/coord.log")"
+[ "$(stat -c %a "$tmp/run/http_token")" = 600 ] || fail "the token file is not 0600"
+grep -q "$(cat "$tmp/run/http_token")" "$tmp/coord.log" && fail "the token was logged"
+for name in a b; do
+  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name "$name" \
+    "${net[@]}" >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 1 600); do grep -q "step 3/200" "$tmp/coord.log" && break; sleep 0.1; done
+grep -q "step 3/200" "$tmp/coord.log" || fail "the run did not reach step 3"
+# Slowed, the run outlasts the requests below.
+for w in stage0/worker0 stage0/worker1 stage1/worker0 stage1/worker1; do
+  "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" slow "$w" 3 >/dev/null \
+    || fail "slow $w"
+done
+
+python3 - "$http" "$tmp/run/http_token" <<'PY' || fail "status page checks"
+import json, re, sys, time, urllib.request, urllib.error
+base = "http://127.0.0.1:" + sys.argv[1]
+token = open(sys.argv[2]).read().strip()
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k): return None
+opener = urllib.request.build_opener(NoRedirect)
+
+def call(path, token=None, body=None, cookie=None, method=None):
+    req = urllib.request.Request(base + path, data=body, method=method)
+    if token: req.add_header("Authorization", "Bearer " + token)
+    if cookie: req.add_header("Cookie", cookie)
+    if body is not None: req.add_header("Content-Type", "application/json")
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+# No token, a wrong one, a wrong cookie: 401 on every route, saying where the token is.
+for path in ("/", "/metrics", "/api/nodes", "/chart.svg"):
+    code, text, _ = call(path)
+    assert code == 401 and "http_token" in text, (path, code, text)
+    assert call(path, token="0" * len(token))[0] == 401, path
+assert call("/api/nodes", cookie="swarmrt_token=" + "1" * len(token))[0] == 401
+assert call("/?token=wrong")[0] == 401
+assert call("/api/command", body=b'{"args":["kill","stage1/*"]}', method="POST")[0] == 401
+
+# The page: /?token= trades the token for a cookie that opens it.
+code, _, headers = call("/?token=" + token)
+assert code == 303, code
+cookie = headers["Set-Cookie"].split(";")[0]
+assert "HttpOnly" in headers["Set-Cookie"], headers
+code, page, _ = call("/", cookie=cookie)
+assert code == 200 and "<title>swarmrt</title>" in page and "/api/command" in page, code
+
+# The JSON views with the bearer token.
+code, text, _ = call("/api/nodes", token=token)
+nodes = json.loads(text)["nodes"]
+assert code == 200 and len(nodes) == 3 and all(n["alive"] for n in nodes), text
+code, text, _ = call("/api/actors", token=token)
+workers = [a for a in json.loads(text)["actors"] if a["kind"] == "worker"]
+assert len(workers) == 4 and all("mailbox" in w for w in workers), text
+assert call("/api/nothing", token=token)[0] == 404
+
+# /metrics: the Prometheus text format, with the step, the bytes and every worker's mailbox.
+code, text, headers = call("/metrics", token=token)
+assert code == 200 and headers["Content-Type"].startswith("text/plain"), (code, headers)
+sample = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)+\})? (-?[0-9.]+(e[+-]?[0-9]+)?|NaN|[+-]Inf)$')
+for line in text.splitlines():
+    assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
+assert re.search(r"^swarmrt_step \d+", text, re.M), text[:500]
+assert 'swarmrt_bytes_total{kind="activations"}' in text
+assert text.count("swarmrt_actor_mailbox{name=\"stage") >= 4, text
+assert 'swarmrt_node_up{node="node0"} 1' in text
+
+# Commands: a body too large, a command the page may not run, a malformed body.
+assert call("/api/command", token=token, body=b"x" * (64 * 1024), method="POST")[0] == 413
+code, text, _ = call("/api/command", token=token, body=b'{"args":["trace","tracker"]}', method="POST")
+assert code == 403, (code, text)
+assert call("/api/command", token=token, body=b'{"args":', method="POST")[0] == 400
+code, text, _ = call("/api/command", token=token, body=b'{"args":["kill","stage1/worker0"]}', method="POST")
+assert code == 200 and json.loads(text)["ok"], text
+# Restarted by its supervisor, and the kill recorded with the caller's address.
+for _ in range(100):
+    actors = json.loads(call("/api/actors", token=token)[1])["actors"]
+    if any(a["name"].startswith("stage1/worker0") and a["restarts"] >= 1 for a in actors): break
+    time.sleep(0.2)
+else:
+    raise AssertionError("stage1/worker0 was not restarted")
+events = json.loads(call("/api/events", token=token)[1])["events"]
+assert any(e.get("event") == "console" and e.get("console", "").startswith("http 127.0.0.1:")
+           and "kill" in e.get("command", "") for e in events), events
+
+# The chart, drawn by gnuplot from the run's metrics.
+for _ in range(50):
+    code, svg, _ = call("/chart.svg", token=token)
+    if code == 200: break
+    time.sleep(0.5)
+assert code == 200 and "<svg" in svg and "tokens trained" in svg, (code, svg[:300])
+PY
+
+# Healed, the run completes.
+"$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" heal all >/dev/null || fail "heal"
+for _ in $(seq 1 900); do kill -0 "$coord" 2>/dev/null || break; sleep 0.2; done
+wait "$coord" || fail "coordinator exited with $?"
+grep -q "final validation loss" "$tmp/coord.log" || fail "the run did not complete"
+echo "ok: status page, JSON views, /metrics and commands behind the token"
