@@ -100,6 +100,8 @@ struct StatusServer::Impl {
         return httplib::Server::HandlerResponse::Handled;
       }
       if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+      spdlog::warn("rejected: status page request {} {} from {}:{} without the token", req.method,
+                   req.path, req.remote_addr, req.remote_port);
       res.status = 401;
       res.set_header("WWW-Authenticate", "Bearer");
       res.set_content(
@@ -142,6 +144,8 @@ struct StatusServer::Impl {
         return;
       }
       if (args.empty() || !kWriteCommands.count(args[0])) {
+        spdlog::warn("rejected: status page command '{}' from {}: not entitled to send it",
+                     args.empty() ? std::string() : args[0], who(req));
         res.status = 403;
         res.set_content(json{{"ok", false},
                              {"error",
