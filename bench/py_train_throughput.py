@@ -1,7 +1,9 @@
 """The tiny GPT written in Python PyTorch, timed the way bench_train_throughput times swarmrt:
 same architecture, batch, optimizer and clipping, on the same bytes.
 Usage: python3 py_train_throughput.py DATA STEPS WARMUP THREADS N_LAYER N_HEAD N_EMBD BLOCK MICRO_BATCH
-Prints one line of JSON."""
+                                     [MICRO_BATCHES] [LR]
+THREADS go to OpenBLAS (set OPENBLAS_NUM_THREADS before starting Python) and torch's own pool
+keeps one, the layout swarmrt uses (model/threads.cpp says why). Prints one line of JSON."""
 import json
 import math
 import sys
@@ -65,9 +67,11 @@ class GPT(nn.Module):
 
 def main():
     path, steps, warmup, threads, n_layer, n_head, n_embd, block, mb = sys.argv[1:10]
+    n_mb = int(sys.argv[10]) if len(sys.argv) > 10 else 1
+    lr = float(sys.argv[11]) if len(sys.argv) > 11 else 4e-4
     steps, warmup, threads = int(steps), int(warmup), int(threads)
     n_layer, n_head, n_embd, block, mb = map(int, (n_layer, n_head, n_embd, block, mb))
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     torch.manual_seed(1337)
     data = torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.uint8).long()
     model = GPT(n_layer, n_head, n_embd, block)
@@ -75,16 +79,17 @@ def main():
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=4e-4, betas=(0.9, 0.95), eps=1e-8)
+                            lr=lr, betas=(0.9, 0.95), eps=1e-8)
     gen = torch.Generator().manual_seed(1)
 
     def step():
-        ix = torch.randint(0, (len(data) - 1) // block, (mb,), generator=gen) * block
-        x = torch.stack([data[i:i + block] for i in ix])
-        y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
         opt.zero_grad(set_to_none=False)
-        loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1))
-        loss.backward()
+        for _ in range(n_mb):
+            ix = torch.randint(0, (len(data) - 1) // block, (mb,), generator=gen) * block
+            x = torch.stack([data[i:i + block] for i in ix])
+            y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
+            loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1)) / n_mb
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
@@ -95,8 +100,8 @@ def main():
         step()
     secs = time.perf_counter() - start
     print(json.dumps({"impl": "python-pytorch", "torch": torch.__version__, "threads": threads,
-                      "steps": steps, "tokens_per_step": mb * block, "seconds": secs,
-                      "tokens_per_s": steps * mb * block / secs}))
+                      "steps": steps, "tokens_per_step": n_mb * mb * block, "seconds": secs,
+                      "tokens_per_s": steps * n_mb * mb * block / secs}))
 
 
 if __name__ == "__main__":

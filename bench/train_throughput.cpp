@@ -1,7 +1,8 @@
 // Tokens/s of single-process training steps (forward, backward, clip, AdamW) of a model
 // config on the Brown corpus. Usage:
-//   bench_train_throughput CONFIG.toml [STEPS] [WARMUP] [THREADS]
+//   bench_train_throughput CONFIG.toml [STEPS] [WARMUP] [THREADS] [SECTION.KEY=VALUE ...]
 // Prints one line of JSON: {"impl":"swarmrt-cpp","tokens_per_s":...,...}
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -16,13 +17,16 @@ using namespace swarmrt::model;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CONFIG.toml [STEPS] [WARMUP] [THREADS]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s CONFIG.toml [STEPS] [WARMUP] [THREADS] [SECTION.KEY=VALUE ...]\n",
+                 argv[0]);
     return 2;
   }
   const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
   const int warmup = argc > 3 ? std::atoi(argv[3]) : 5;
   const int threads = argc > 4 ? std::atoi(argv[4]) : 1;
-  auto config = load_config(argv[1]);
+  auto config =
+      load_config(argv[1], std::vector<std::string>(argv + std::min(argc, 5), argv + argc));
   set_compute_threads(threads);
   auto corpus = TextCorpus::load(config.data.path, config.data.val_fraction);
   Windows windows(&corpus.train(), config.model.block_size);

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Single-thread training tokens/s of configs/tiny-single.toml: swarmrt (C++) against the same model in
-# Python PyTorch on the same libtorch (Debian's python3-torch). Runs alternate, ROUNDS times
-# each, and the median is reported, because a shared VM's speed drifts between runs.
+# Training tokens/s of the tiny model in one process, three contenders on the same libtorch and
+# the same bytes, 16 x 128 tokens per step as 2 micro-batches of 8:
+#   swarmrt              configs/tiny-single.toml (its trainer's step: forward, backward, clip, AdamW)
+#   Python replica       the same model and optimizer in Python PyTorch (bench/py_train_throughput.py)
+#   reference loop       the DiLoCo-SWARM reference's choices (tied weights, torch's AdamW defaults,
+#                        lr 1e-3; bench/ref_train_throughput.py)
+# at 1 and 2 threads, each contender's threads given to OpenBLAS with torch's pool at one (the
+# layout model/threads.cpp chose). Runs alternate, ROUNDS times each, and the median is
+# reported, because a shared VM's speed drifts between runs.
 # Usage: bench/train_throughput.sh [ROUNDS] [STEPS]   -> table + bench/results/train_throughput.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,27 +16,40 @@ install_deps python3-torch
 build
 scripts/fetch_data.sh
 rounds=${1:-3} steps=${2:-30}
-export OPENBLAS_NUM_THREADS=1
-cpp=() py=()
-for r in $(seq "$rounds"); do
-  cpp+=("$(build/bin/bench_train_throughput configs/tiny-single.toml "$steps" 5 1)")
-  py+=("$(/usr/bin/python3 bench/py_train_throughput.py data/brown.txt "$steps" 5 1 4 4 128 128 16)")
+shape=(train.micro_batch=8 train.micro_batches=2 train.lr=1e-3)
+runs=()
+for threads in 1 2; do
+  for r in $(seq "$rounds"); do
+    echo "threads $threads, round $r/$rounds" >&2
+    runs+=("$(OPENBLAS_NUM_THREADS=$threads build/bin/bench_train_throughput \
+      configs/tiny-single.toml "$steps" 5 "$threads" "${shape[@]}")")
+    runs+=("$(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/py_train_throughput.py \
+      data/brown.txt "$steps" 5 "$threads" 4 4 128 128 8 2 1e-3)")
+    runs+=("$(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/ref_train_throughput.py \
+      data/brown.txt "$steps" 5 "$threads")")
+  done
 done
 machine=$(bench/machine.sh)
-/usr/bin/python3 - "$machine" "${#cpp[@]}" "${cpp[@]}" "${py[@]}" <<'PY'
+/usr/bin/python3 - "$machine" "${runs[@]}" <<'PY'
 import json, statistics, sys
-machine = json.loads(sys.argv[1]); n = int(sys.argv[2])
-cpp = [json.loads(x) for x in sys.argv[3:3 + n]]; py = [json.loads(x) for x in sys.argv[3 + n:]]
-med = lambda runs: statistics.median(r["tokens_per_s"] for r in runs)
-c, p = med(cpp), med(py)
+machine = json.loads(sys.argv[1]); runs = [json.loads(x) for x in sys.argv[2:]]
+names = {"swarmrt-cpp": "swarmrt (C++ libtorch)", "python-pytorch": "Python replica",
+         "reference-loop": "reference loop (Python)"}
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
-print(f"{'implementation':<26}{'threads':>8}{'tokens/s (median)':>20}{'runs':>30}")
-runs = lambda rs: " ".join("%.0f" % r["tokens_per_s"] for r in rs)
-print(f"{'swarmrt (C++ libtorch)':<26}{1:>8}{c:>20.0f}{runs(cpp):>30}")
-print(f"{'Python PyTorch':<26}{1:>8}{p:>20.0f}{runs(py):>30}")
-print(f"ratio swarmrt / Python: {c / p:.3f}")
-json.dump({"benchmark": "train_throughput", "config": "configs/tiny-single.toml", "machine": machine,
-           "swarmrt_tokens_per_s": c, "python_tokens_per_s": p, "ratio": c / p,
-           "runs": {"swarmrt": cpp, "python": py}}, open("bench/results/train_throughput.json", "w"), indent=1)
+print(f"{'implementation':<26}{'threads':>8}{'tokens/s (median)':>19}{'vs swarmrt':>12}   runs")
+rows = []
+for threads in (1, 2):
+    ours = None
+    for impl, label in names.items():
+        rs = [r for r in runs if r["impl"] == impl and r["threads"] == threads]
+        med = statistics.median(r["tokens_per_s"] for r in rs)
+        ours = ours or med
+        rows.append({"implementation": impl, "threads": threads, "tokens_per_s": med,
+                     "ratio_to_swarmrt": med / ours, "runs": [r["tokens_per_s"] for r in rs]})
+        print(f"{label:<26}{threads:>8}{med:>19.0f}{med / ours:>12.3f}   "
+              + " ".join("%.0f" % r["tokens_per_s"] for r in rs))
+json.dump({"benchmark": "train_throughput", "config": "configs/tiny-single.toml",
+           "shape": "16 x 128 tokens per step, 2 micro-batches of 8", "machine": machine,
+           "rows": rows, "runs": runs}, open("bench/results/train_throughput.json", "w"), indent=1)
 print("wrote bench/results/train_throughput.json")
 PY

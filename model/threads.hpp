@@ -3,8 +3,9 @@
 
 namespace swarmrt::model {
 
-// Sets torch's intra-op threads and OpenBLAS's own pool (the pthread build of OpenBLAS keeps
-// a separate pool that at::set_num_threads does not reach) to `n`.
+// Gives `n` threads to the GEMMs: with OpenBLAS (whose pthread build keeps a pool that
+// at::set_num_threads does not reach) to OpenBLAS, torch's intra-op pool keeping one; without
+// it to torch's pool.
 void set_compute_threads(int n);
 
 }  // namespace swarmrt::model
