@@ -34,6 +34,7 @@ struct LaunchArgs {
   bool overwrite = false;
   uint32_t workers = 0;  // per local node; 0: the swarm's workers spread evenly
   std::string listen = "127.0.0.1:0";
+  std::string http;  // the coordinator's status page, empty: none
   std::vector<std::string> ssh_options;
   double grace_s = 10;
   NetOptions net;
@@ -133,6 +134,7 @@ int run_launch(const LaunchArgs& args) {
     for (const auto& o : args.overrides) argv.insert(argv.end(), {"--set", o});
     if (!args.out.empty()) argv.insert(argv.end(), {"--out", args.out});
     if (args.overwrite) argv.push_back("--overwrite");
+    if (!args.http.empty()) argv.insert(argv.end(), {"--http", args.http});
     for (const auto& f : net_flags(args.net)) argv.push_back(f);
     children.push_back(std::make_unique<Child>("coord", argv));
   } catch (const std::exception& e) {
@@ -287,6 +289,9 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
   cmd->add_option("--workers,-w", args->workers, "workers per local node (default: spread evenly)");
   cmd->add_option("--listen", args->listen, "the coordinator's HOST:PORT")->capture_default_str();
+  cmd->add_option("--http", args->http,
+                  "the coordinator's status page and /metrics on HOST:PORT (its token in "
+                  "RUN_DIR/http_token)");
   cmd->add_option("--ssh-option", args->ssh_options, "an ssh -o option (repeatable)");
   cmd->add_option("--grace-s", args->grace_s,
                   "after the coordinator exits, wait this long for nodes before SIGTERM")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Time from a worker kill to the next completed step, and the throughput dip around it, for a
 # diloco-swarm 2x2 run of configs/tiny.toml (2048 tokens a step):
-#   in-process:    `swarmrt train` with the chaos control killing worker 1001 (stage 1) once,
-#                  at a time that lands inside a step (chaos.kill_every_s, kill_limit = 1);
+#   in-process:    `swarmrt train` with the chaos control killing stage1/worker1 once in step
+#                  14 (chaos.kill_at_step), at its start, at its reduce or as it applies;
 #   multi-process: a coordinator and two nodes (2 workers each) on 127.0.0.1 at the default
 #                  heartbeat settings; node b is SIGKILLed during step 15 and started again 3 s
 #                  later.
@@ -61,11 +61,12 @@ PY
 
 in_process() {
   local r=$1
-  # 11-12 s: step 13-16 of a ~0.7 s step; the offset moves the kill inside the step.
-  local at
-  at=$(python3 -c "print(11 + 0.37 * $r % 1)")
+  # Step 14, at the step's start, once all its micro-batches are done, or as the workers apply,
+  # by round: a kill placed by step count, not by seconds, lands inside the run on any machine.
+  local phases=(start reduce apply)
   build/bin/swarmrt train -c configs/tiny.toml -o "$tmp/in$r" --overwrite "${common[@]}" \
-    --set chaos.kill=stage1/worker1 --set chaos.kill_every_s="$at" --set chaos.kill_limit=1 \
+    --set chaos.kill=stage1/worker1 --set chaos.kill_at_step=14 \
+    --set chaos.kill_at_phase="${phases[$(((r - 1) % 3))]}" \
     >"$tmp/in$r.log" 2>&1 || { tail -20 "$tmp/in$r.log"; exit 1; }
   analyse "$tmp/in$r/metrics.jsonl" in-process "$r" >>"$out"
 }
@@ -82,10 +83,10 @@ multi_process() {
     sleep 0.2
   done
   [ -n "$port" ] || { cat "$tmp/mp$r.log"; exit 1; }
-  build/bin/swarmrt node --join "127.0.0.1:$port" -w 2 --name a >"$tmp/a$r.log" 2>&1 &
+  build/bin/swarmrt node --join "127.0.0.1:$port" --secret-file "$tmp/mp$r/secret" -w 2 --name a >"$tmp/a$r.log" 2>&1 &
   a=$!
   pids+=("$a")
-  build/bin/swarmrt node --join "127.0.0.1:$port" -w 2 --name b >"$tmp/b$r.log" 2>&1 &
+  build/bin/swarmrt node --join "127.0.0.1:$port" --secret-file "$tmp/mp$r/secret" -w 2 --name b >"$tmp/b$r.log" 2>&1 &
   b=$!
   pids+=("$b")
   for _ in $(seq 1 1200); do grep -q "step 14/$steps" "$tmp/mp$r.log" && break; sleep 0.05; done
@@ -93,7 +94,7 @@ multi_process() {
   kill_wall=$(date +%s.%N)
   kill -KILL "$b"
   sleep 3
-  build/bin/swarmrt node --join "127.0.0.1:$port" -w 2 --name b >"$tmp/b$r-again.log" 2>&1 &
+  build/bin/swarmrt node --join "127.0.0.1:$port" --secret-file "$tmp/mp$r/secret" -w 2 --name b >"$tmp/b$r-again.log" 2>&1 &
   pids+=($!)
   wait "$coord" || { tail -20 "$tmp/mp$r.log"; exit 1; }
   analyse "$tmp/mp$r/metrics.jsonl" multi-process "$r" "$kill_wall" >>"$out"

@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, fetches the Brown corpus, trains the default config and
-# shows the result (validation loss, a generated sample, and runs/demo/chart.png).
+# Installs what is missing, builds, fetches the Brown corpus, trains the default config across
+# three processes on this machine (a coordinator and two nodes, `swarmrt launch --local 2`),
+# with the status page on a free loopback port while it trains, and shows the result: the
+# validation loss, a generated sample and runs/demo/chart.png.
 source "$(dirname "$0")/common.sh"
 install_deps
 build
 "$ROOT/scripts/fetch_data.sh"
 cd "$ROOT"
-"$BUILD_DIR/bin/swarmrt" train --config configs/tiny.toml --out runs/demo --overwrite "$@"
+bin="$BUILD_DIR/bin/swarmrt"
+# Extra arguments go to `swarmrt launch` (for example --set train.steps=50).
+"$bin" launch --local 2 --config configs/tiny.toml --out runs/demo --overwrite \
+  --http 127.0.0.1:0 "$@" |
+  while IFS= read -r line; do
+    printf '%s\n' "$line"
+    # The coordinator names the page once it serves it; its token is in a file only this user
+    # can read (the page keeps it in a cookie after the first visit).
+    if [[ $line =~ \]\ status\ page\ on\ (http://[^ ]+/)$ ]]; then
+      printf '\n    while it trains: open %s?token=%s\n\n' "${BASH_REMATCH[1]}" \
+        "$(cat runs/demo/http_token)"
+    fi
+  done
+"$bin" sample --checkpoint runs/demo --tokens 200 --prompt "The jury said"
 # The run's loss, bytes by kind and tokens/s against tokens, as a chart.
-"$BUILD_DIR/bin/swarmrt" plot runs/demo --out runs/demo/chart.png --title "swarmrt demo: configs/tiny.toml"
+"$bin" plot runs/demo --out runs/demo/chart.png --title "swarmrt demo: configs/tiny.toml"
+echo "chart: runs/demo/chart.png"
