@@ -6,21 +6,23 @@
 #                       fp4 pseudo-gradients), loss against tokens
 #   docs/img/chaos.png  the diloco-swarm run again with a random actor of the swarm killed every
 #                       CHAOS_S seconds: the kills and recoveries marked on the curve
-# Usage: bench/loss_curves.sh [STEPS] [CHAOS_S]  -> charts + bench/results/loss_curves.json
+# `single` gets both cores (train.threads = 2); the swarms run one thread per worker.
+# Usage: bench/loss_curves.sh [STEPS] [CHAOS_S] [CHART_DIR]
+#   -> CHART_DIR/modes.png, CHART_DIR/chaos.png (default docs/img) + bench/results/loss_curves.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 install_deps
 build
 scripts/fetch_data.sh
-steps=${1:-300} chaos_s=${2:-8}
+steps=${1:-300} chaos_s=${2:-2} charts=${3:-docs/img}
 bin=build/bin/swarmrt
 runs=runs/loss_curves
-mkdir -p "$runs" docs/img
+mkdir -p "$runs" "$charts"
 common=(--config configs/tiny.toml --set train.steps="$steps" --set train.log_every=10
   --set checkpoint.every_steps=0 --sample-tokens 0 --overwrite)
 declare -A sets=(
-  [single]="swarm.mode=single swarm.stages=1 swarm.workers_per_stage=1"
+  [single]="swarm.mode=single swarm.stages=1 swarm.workers_per_stage=1 train.threads=2"
   [pp]="swarm.mode=pp swarm.workers_per_stage=1"
   [diloco-swarm]=""
   [streaming]="diloco.fragments=2 diloco.overlap_steps=1 diloco.quantize=fp4"
@@ -34,14 +36,15 @@ for run in single pp diloco-swarm streaming chaos; do
     { echo "$run failed; its log: $runs/$run.log" >&2; tail -5 "$runs/$run.log" >&2; exit 1; }
 done
 "$bin" plot "$runs/single" "$runs/pp" "$runs/diloco-swarm" "$runs/streaming" \
-  --out docs/img/modes.png --smooth 10 --width 1100 --height 900 \
+  --out "$charts/modes.png" --smooth 10 --width 1100 --height 900 \
   --title "configs/tiny.toml: single vs pp vs diloco-swarm vs Streaming DiLoCo"
-"$bin" plot "$runs/diloco-swarm" "$runs/chaos" --out docs/img/chaos.png --smooth 10 \
+"$bin" plot "$runs/diloco-swarm" "$runs/chaos" --out "$charts/chaos.png" --smooth 10 \
   --width 1100 --height 900 --title "diloco-swarm 2x2, a random actor killed every ${chaos_s} s"
 machine=$(bench/machine.sh)
-python3 - "$machine" "$runs" "$steps" "$chaos_s" <<'PY'
+python3 - "$machine" "$runs" "$steps" "$chaos_s" "$charts" <<'PY'
 import json, sys
 machine, runs, steps, chaos_s = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+charts = sys.argv[5]
 rows = []
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
 print(f"{'run':<14}{'final val loss':>16}{'vs single':>11}{'tokens/s':>10}{'faults':>8}{'recovered':>11}")
@@ -59,7 +62,7 @@ for run in ["single", "pp", "diloco-swarm", "streaming", "chaos"]:
     print(f"{run:<14}{val:>16.4f}{val / base:>11.3f}{tps:>10.0f}{faults:>8}{recovered:>11}")
 json.dump({"benchmark": "loss_curves", "config": "configs/tiny.toml", "steps": steps,
            "chaos_kill_every_s": float(chaos_s), "machine": machine, "rows": rows,
-           "charts": ["docs/img/modes.png", "docs/img/chaos.png"]},
+           "charts": [f"{charts}/modes.png", f"{charts}/chaos.png"]},
           open("bench/results/loss_curves.json", "w"), indent=1)
-print("wrote docs/img/modes.png, docs/img/chaos.png and bench/results/loss_curves.json")
+print(f"wrote {charts}/modes.png, {charts}/chaos.png and bench/results/loss_curves.json")
 PY

@@ -35,6 +35,7 @@ BENCHMARKS=(
   "fault_recovery|bench/fault_recovery.sh 3|bench/fault_recovery.sh 1|fault_recovery.json"
   "balancer|bench/balancer.sh|bench/balancer.sh 30|balancer.json"
   "console|bench/console.sh|bench/console.sh 1 5 4|console.json"
+  "loss_curves|bench/loss_curves.sh|bench/loss_curves.sh 100 1 runs/loss_curves|loss_curves.json"
   "comm|build/bin/swarmrt bench comm -c configs/bench_comm.toml|build/bin/swarmrt bench comm -c configs/bench_comm.toml --set train.steps=128|comm.json"
 )
 
