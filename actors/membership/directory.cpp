@@ -4,8 +4,10 @@
 
 #include <cstdio>
 
+#include "messages/metrics.hpp"
 #include "model/fingerprint.hpp"
 #include "supervisors/entitled.hpp"
+#include "supervisors/roster.hpp"
 #include "transport/credential.hpp"
 
 namespace swarmrt::actors {
@@ -216,15 +218,30 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
           if (addr.node() != w.handle.node() ||
               std::find(node.workers.begin(), node.workers.end(), w.id) == node.workers.end())
             continue;
-          for (auto& st : s.membership.stages)
+          // A worker already in the membership came back under its id: a restart. A new id
+          // is a balancer's move, which the balancer records itself.
+          bool known = false;
+          for (auto& st : s.membership.stages) {
+            const auto before = st.size();
             st.erase(std::remove_if(st.begin(), st.end(),
                                     [&](const messages::Member& x) { return x.id == w.id; }),
                      st.end());
+            known = known || st.size() != before;
+          }
           if (w.stage < s.membership.stages.size()) s.membership.stages[w.stage].push_back(w);
           ++s.membership.version;
           self->send(s.setup.core.tracker, members_atom::value, s.membership);
           spdlog::info("node '{}' restarted worker {} (membership version {})", node.name, w.id,
                        s.membership.version);
+          // The node's supervisor has no metrics sink of its own (the run's is here), so the
+          // restart is recorded where an in-process supervisor records it.
+          if (known)
+            messages::send_metrics(
+                self, s.setup.core.sink,
+                {{"event", "recovered"},
+                 {"kind", "restart"},
+                 {"actor", supervisors::worker_name(w.id) + "@node" + std::to_string(node.index)},
+                 {"node", node.name}});
           return;
         }
         spdlog::warn("ignored a restart of worker {} from a node that does not own it", w.id);

@@ -2,7 +2,9 @@
 # coordinator --http against a swarm of real processes (a coordinator and two nodes on
 # 127.0.0.1): no token, a wrong one and a stranger's body are refused; with the token the page,
 # the JSON views, /metrics in the Prometheus format and the chart are served; a kill from the
-# page's command route restarts the worker and is recorded with the caller; the run completes.
+# page's command route restarts the worker and is recorded with the caller; in headless
+# Chromium the page lists every worker, draws the chart, and its kill button restarts a worker
+# (tests/cli/status_browser.py); the run completes.
 set -u
 bin=$1 root=$2
 tmp=$(mktemp -d)
@@ -131,6 +133,12 @@ for _ in range(50):
     time.sleep(0.5)
 assert code == 200 and "<svg" in svg and "tokens trained" in svg, (code, svg[:300])
 PY
+
+# The same page in a real browser: headless Chromium (Debian's chromium, installed by the
+# scripts) shows every worker and the chart, and its kill button restarts a worker.
+chromium=$(command -v chromium) || fail "chromium is not installed (scripts/common.sh installs it)"
+python3 "$(dirname "$0")/status_browser.py" "$chromium" "http://127.0.0.1:$http" \
+  "$tmp/run/http_token" "$tmp/run" 4 || fail "the page in headless Chromium"
 
 # Healed, the run completes.
 "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" heal all >/dev/null || fail "heal"
