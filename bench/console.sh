@@ -13,9 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-install_deps
-build
-scripts/fetch_data.sh
+prepare_bench
 pairs=${1:-4} window=${2:-10} repeat=${3:-21}
 export OPENBLAS_NUM_THREADS=1
 bin=build/bin/swarmrt

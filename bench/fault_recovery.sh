@@ -15,9 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-install_deps
-build
-scripts/fetch_data.sh
+prepare_bench
 rounds=${1:-3}
 steps=40
 export OPENBLAS_NUM_THREADS=1

@@ -12,9 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-install_deps
-build
-scripts/fetch_data.sh
+prepare_bench
 steps=${1:-300} chaos_s=${2:-2} charts=${3:-docs/img}
 bin=build/bin/swarmrt
 runs=runs/loss_curves

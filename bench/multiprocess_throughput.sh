@@ -10,9 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-install_deps
-build
-scripts/fetch_data.sh
+prepare_bench
 rounds=${1:-5} steps=${2:-12}
 export OPENBLAS_NUM_THREADS=1
 out=$(mktemp) tmp=$(mktemp -d)

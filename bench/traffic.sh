@@ -5,9 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-install_deps
-build
-scripts/fetch_data.sh
+prepare_bench
 steps=${1:-100} h=${2:-25}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -12,9 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-install_deps python3-torch
-build
-scripts/fetch_data.sh
+prepare_bench python3-torch
 rounds=${1:-3} steps=${2:-30}
 shape=(train.micro_batch=8 train.micro_batches=2 train.lr=1e-3)
 runs=()

@@ -19,6 +19,10 @@ void detail::set_current(ActorProbe* probe) {
   current_probe = probe;
 }
 
+void report_rate(double samples_per_s) {
+  if (current_probe) current_probe->set_rate(samples_per_s);
+}
+
 void annotate(const std::string& detail) {
   if (current_probe && current_probe->tracing()) current_probe->annotate(detail);
 }

@@ -41,6 +41,10 @@ class ActorProbe {
   }
   double busy_s() const { return busy_ns_.load(std::memory_order_relaxed) * 1e-9; }
   double uptime_s() const { return std::chrono::duration<double>(Clock::now() - born_).count(); }
+  // A stage worker's measured samples/s (the EMA its senders' wiring also measures), published
+  // by the worker so that the inspector reads it without asking; negative: none yet.
+  double rate() const { return rate_.load(std::memory_order_relaxed); }
+  void set_rate(double samples_per_s) { rate_.store(samples_per_s, std::memory_order_relaxed); }
 
   // Tracing: at most `limit` entries until `until`; take_trace() ends it and hands them over.
   void start_trace(size_t limit, Clock::time_point until);
@@ -63,6 +67,7 @@ class ActorProbe {
   std::atomic<uint64_t> handled_{0};
   std::atomic<uint64_t> busy_ns_{0};
   std::atomic<bool> tracing_{false};
+  std::atomic<double> rate_{-1.0};
   std::mutex mu_;
   std::vector<TraceEntry> trace_;
   size_t limit_ = 0;
@@ -83,6 +88,9 @@ ActorProbe* probe_of(const caf::strong_actor_ptr& handle);
 
 // Called from a handler: describes the message being handled in the trace ("forward").
 void annotate(const std::string& detail);
+
+// Called from a handler: publishes the handling actor's samples/s (ActorProbe::rate).
+void report_rate(double samples_per_s);
 
 // Tells every probe whether any actor is traced (then senders are looked up per message).
 void count_trace(int delta);

@@ -95,6 +95,8 @@ std::string prometheus_text(const nlohmann::json& stats, const nlohmann::json& a
               "busy_s");
     per_actor("swarmrt_actor_restarts_total", "counter", "restarts of the actor's name",
               "restarts");
+    per_actor("swarmrt_worker_samples_per_second", "gauge",
+              "a stage worker's measured samples/s (moving average)", "samples_per_s");
   }
   if (nodes.is_object() && nodes.contains("nodes") && nodes["nodes"].is_array()) {
     Family(os, "swarmrt_node_up", "gauge", "1 while the node is part of the swarm");

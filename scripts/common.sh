@@ -38,3 +38,11 @@ build() {
   fi
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
+
+# A benchmark's start: what it needs installed (extra packages as arguments), built, and the
+# corpus in data/.
+prepare_bench() {
+  install_deps "$@"
+  build
+  "$ROOT/scripts/fetch_data.sh"
+}

@@ -57,7 +57,8 @@ function stages(actors) {
   for (const k of Object.keys(by).sort((a, b) => a - b)) {
     const s = el("div", undefined, "stage"); s.appendChild(el("b", "stage " + k));
     for (const w of by[k].sort((a, b) => a.name.localeCompare(b.name))) {
-      const d = el("div", w.name + " · " + w.node + " · mailbox " + (w.mailbox ?? "?") +
+      const rate = w.samples_per_s === undefined ? "" : " · " + Number(w.samples_per_s).toFixed(1) + " samples/s";
+      const d = el("div", w.name + " · " + w.node + rate + " · mailbox " + (w.mailbox ?? "?") +
                    " · restarts " + w.restarts,
                    "worker" + (w.state !== "alive" ? " dead" : (w.mailbox > 4 ? " busy" : "")));
       const base = w.name.split("@")[0];

@@ -86,6 +86,7 @@ json actor_row(const Self* self, const supervisors::RosterEntry& e) {
     row["handled"] = probe->handled();
     row["busy_s"] = probe->busy_s();
     row["uptime_s"] = probe->uptime_s();
+    if (probe->rate() >= 0) row["samples_per_s"] = probe->rate();
   }
   return row;
 }

@@ -7,6 +7,7 @@
 
 #include "actors/runtime/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
+#include "inspect/probe.hpp"
 #include "model/diloco.hpp"
 #include "model/optim.hpp"
 
@@ -150,6 +151,7 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
                loss.item<double>(), h.route);
     s.faults.slow_down(started);
     s.rate.add(h.samples, seconds_since(started));
+    if (auto r = s.rate.value()) inspect::report_rate(*r);
     finish_backward(self, h, input_grad, upstream);
     return;
   }
@@ -183,6 +185,7 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   auto input_grad = backward(self, h, it->second.output, ts[0], input);
   s.faults.slow_down(now);
   s.rate.add(it->second.samples, it->second.forward_s + seconds_since(now));
+  if (auto r = s.rate.value()) inspect::report_rate(*r);
   s.inflight.erase(it);
   finish_backward(self, h, input_grad, upstream);
   flush_outbox(self);

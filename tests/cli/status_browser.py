@@ -1,7 +1,8 @@
 """Drives headless Chromium through the DevTools protocol (over --remote-debugging-pipe, so no
 port is opened and only the standard library is needed) against a live status page:
   1. without the token, the page and /metrics answer 401;
-  2. with it, the swarm diagram lists every worker, the chart's loss curve has points;
+  2. with it, the swarm diagram lists every worker with its samples/s, and the chart's loss
+     curve has points;
   3. clicking a worker's kill button (and accepting the page's confirm dialog) restarts it:
      the page shows the worker with one more restart, and metrics.jsonl records the console
      kill with the page's address and the worker's restart.
@@ -146,8 +147,11 @@ try:
     b.navigate(f"{base}/?token={token}")
     b.wait(f"document.querySelectorAll('#stages .worker').length === {workers}",
            f"{workers} workers in the diagram")
+    # Each worker's measured throughput, once it has taken micro-batches.
+    b.wait("[...document.querySelectorAll('#stages .worker')].every(d => / [0-9.]+ samples\\/s /.test(d.firstChild.textContent))",
+           "every worker's samples/s in the diagram")
     names = b.eval("[...document.querySelectorAll('#stages .worker')].map(d => d.firstChild.textContent)")
-    print("ok: the diagram lists", len(names), "workers:", "; ".join(n.split(" · ")[0] for n in names),
+    print("ok: the diagram lists", len(names), "workers:", "; ".join(names),
           flush=True)
     b.wait("document.getElementById('chart').complete && document.getElementById('chart').naturalWidth > 0",
            "the chart to be drawn")

@@ -107,6 +107,7 @@ assert re.search(r"^swarmrt_step \d+", text, re.M), text[:500]
 assert 'swarmrt_bytes_total{kind="activations"}' in text
 assert text.count("swarmrt_actor_mailbox{name=\"stage") >= 4, text
 assert 'swarmrt_node_up{node="node0"} 1' in text
+assert text.count('swarmrt_worker_samples_per_second{name="stage') >= 4, text
 
 # Commands: a body too large, a command the page may not run, a malformed body.
 assert call("/api/command", token=token, body=b"x" * (64 * 1024), method="POST")[0] == 413
