@@ -109,6 +109,28 @@ assert text.count("swarmrt_actor_mailbox{name=\"stage") >= 4, text
 assert 'swarmrt_node_up{node="node0"} 1' in text
 assert text.count('swarmrt_worker_samples_per_second{name="stage') >= 4, text
 
+# Scraped again two seconds later: every counter is as large as before, the tokens and the
+# workers' messages have grown.
+def samples(text):
+    counters = {l.split()[2] for l in text.splitlines() if l.startswith("# TYPE ") and l.split()[3] == "counter"}
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = (key.split("{")[0] in counters, float(value))
+    return out
+first = samples(text)
+time.sleep(2)
+second = samples(call("/metrics", token=token)[1])
+assert any(c for c, _ in first.values()), "no counter in /metrics"
+for key, (counter, value) in first.items():
+    if counter and key in second:
+        assert second[key][1] >= value, (key, value, second[key])
+assert second["swarmrt_tokens_total"][1] > first["swarmrt_tokens_total"][1], (first, second)
+grew = [k for k in first if k.startswith('swarmrt_actor_messages_total{name="stage')
+        and k in second and second[k][1] > first[k][1]]
+assert len(grew) >= 4, grew
+
 # Commands: a body too large, a command the page may not run, a malformed body.
 assert call("/api/command", token=token, body=b"x" * (64 * 1024), method="POST")[0] == 413
 code, text, _ = call("/api/command", token=token, body=b'{"args":["trace","tracker"]}', method="POST")
