@@ -25,8 +25,13 @@ int main(int argc, char** argv) {
   const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
   const int warmup = argc > 3 ? std::atoi(argv[3]) : 5;
   const int threads = argc > 4 ? std::atoi(argv[4]) : 1;
-  auto config =
-      load_config(argv[1], std::vector<std::string>(argv + std::min(argc, 5), argv + argc));
+  RunConfig config;
+  try {
+    config = load_config(argv[1], std::vector<std::string>(argv + std::min(argc, 5), argv + argc));
+  } catch (const std::exception& e) {  // a bad key or file: its message, not an abort
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   set_compute_threads(threads);
   auto corpus = TextCorpus::load(config.data.path, config.data.val_fraction);
   Windows windows(&corpus.train(), config.model.block_size);

@@ -23,6 +23,13 @@ double seconds_since(worker_state::Clock::time_point t) {
   return std::chrono::duration<double>(worker_state::Clock::now() - t).count();
 }
 
+// One micro-batch's compute measured: into the rate the worker reports, and onto its probe,
+// where the inspector (the console, the status page, /metrics) reads it without asking.
+void measure(worker_state& s, int64_t samples, double seconds) {
+  s.rate.add(samples, seconds);
+  if (auto r = s.rate.value()) inspect::report_rate(*r);
+}
+
 bool is_last(const worker_state& s) {
   return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
 }
@@ -150,8 +157,7 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
                loss.item<double>(), h.route);
     s.faults.slow_down(started);
-    s.rate.add(h.samples, seconds_since(started));
-    if (auto r = s.rate.value()) inspect::report_rate(*r);
+    measure(s, h.samples, seconds_since(started));
     finish_backward(self, h, input_grad, upstream);
     return;
   }
@@ -184,8 +190,7 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   }
   auto input_grad = backward(self, h, it->second.output, ts[0], input);
   s.faults.slow_down(now);
-  s.rate.add(it->second.samples, it->second.forward_s + seconds_since(now));
-  if (auto r = s.rate.value()) inspect::report_rate(*r);
+  measure(s, it->second.samples, it->second.forward_s + seconds_since(now));
   s.inflight.erase(it);
   finish_backward(self, h, input_grad, upstream);
   flush_outbox(self);
