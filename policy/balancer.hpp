@@ -17,9 +17,17 @@
 // 1000 peers changes P by a fraction of a percent, a plan of a few changes it measurably. A
 // newcomer goes where it raises P the most. Pure functions: the live balancer actor and
 // `swarmrt simulate` call the same ones.
+//
+// Links. A worker's link caps it too: at stage k it moves b_k bytes per sample (activations
+// and gradients, in and out: twice as many in a middle stage as at either end), so a worker
+// of measured link bandwidth l_w serves r_wk = min(s_w / c_k, l_w / b_k). A fast worker whose
+// link caps it in a middle stage is fast at an end stage, and the balancer sees it only when
+// it knows both figures: speed alone would call it slow everywhere. Without b (the live
+// runtime's workers do not measure their links yet) or l_w, r_wk = s_w / c_k as above.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
@@ -34,7 +42,21 @@ struct Peer {
   // <= 0: not measured yet (it counts with the mean of the measured ones and is not moved).
   double speed = 0;
   double moved_at = -std::numeric_limits<double>::infinity();  // balancer clock, seconds
+  double link = 0;  // bytes/s its link carries, measured; <= 0: not measured (no cap)
 };
+
+// The stages as the balancer models them. Converts from a vector of costs (no link model).
+struct Stages {
+  std::vector<double> cost;   // relative compute per sample
+  std::vector<double> bytes;  // per sample over a worker's link; empty: links not modelled
+  Stages(std::vector<double> c, std::vector<double> b = {})  // NOLINT: implicit on purpose
+      : cost(std::move(c)), bytes(std::move(b)) {}
+  Stages(std::initializer_list<double> c) : cost(c) {}
+  size_t size() const { return cost.size(); }
+};
+
+// r_wk: samples/s of `p` serving stage k (an unmeasured speed: `mean`).
+double rate_at(const Peer& p, const Stages& stages, size_t k, double mean);
 
 struct BalancerParams {
   double min_gain = 0.05;  // a plan must raise P by more than this fraction
@@ -54,24 +76,26 @@ struct Move {
   std::string reason;
 };
 
-// R_k for every stage (cost.size() stages); unmeasured peers count with the measured mean.
-std::vector<double> stage_rates(const std::vector<Peer>& peers, const std::vector<double>& cost);
-double pipeline_rate(const std::vector<Peer>& peers, const std::vector<double>& cost);
-double optimal_bound(const std::vector<Peer>& peers, const std::vector<double>& cost);
+// R_k for every stage; unmeasured peers count with the measured mean.
+std::vector<double> stage_rates(const std::vector<Peer>& peers, const Stages& stages);
+double pipeline_rate(const std::vector<Peer>& peers, const Stages& stages);
+// No placement of these peers beats it (bound.hpp; sum s / sum c without links).
+double optimal_bound(const std::vector<Peer>& peers, const Stages& stages);
 
 // The plan for this period: at most params.max_moves moves, in order, each the best single
 // move after the ones before it (ties: the lowest worker id, then the lowest stage); empty
 // unless together they raise P by more than params.min_gain (any P > 0 when a stage has none).
-std::vector<Move> plan_moves(const std::vector<Peer>& peers, const std::vector<double>& cost,
+std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& stages,
                              const BalancerParams& params, double now);
 
 // The first move of a plan of one.
-std::optional<Move> best_move(const std::vector<Peer>& peers, const std::vector<double>& cost,
+std::optional<Move> best_move(const std::vector<Peer>& peers, const Stages& stages,
                               BalancerParams params, double now);
 
-// The stage a newcomer of `speed` (<= 0: unknown, the measured mean) should serve: where P
-// becomes largest; ties: the stage with the lowest rate, then the lowest index.
-uint32_t place(const std::vector<Peer>& peers, const std::vector<double>& cost, double speed);
+// The stage a newcomer of `speed` (<= 0: unknown, the measured mean) and `link` (<= 0:
+// unknown) should serve: where P becomes largest; ties: the stage with the lowest rate, then
+// the lowest index.
+uint32_t place(const std::vector<Peer>& peers, const Stages& stages, double speed, double link = 0);
 
 // Without a balancer (the directory's rule): the stage with the fewest workers, lowest first.
 uint32_t place_fewest(const std::vector<Peer>& peers, size_t stages);

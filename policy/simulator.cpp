@@ -1,5 +1,7 @@
 #include "policy/simulator.hpp"
 
+#include "policy/bound.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -32,7 +34,7 @@ struct SimPeer {
   State state = State::down;
   uint64_t epoch = 0;
   double moved_at = -kInf;
-  double best_weighted = 0;  // max over stages of rate x cost: its share of the bound
+  double priced = 0;  // max over stages of price x rate: its share of the bound (bound.hpp)
 };
 
 void check(bool ok, const char* what) {
@@ -44,7 +46,7 @@ class Simulation {
   explicit Simulation(const SimParams& p)
       : p_(p),
         stages_(p.cost.size()),
-        total_cost_(std::accumulate(p.cost.begin(), p.cost.end(), 0.0)),
+        model_(p.cost, link_bytes(p)),
         speed_rng_(p.seed),
         churn_rng_(p.seed + 1),
         tick_rng_(p.seed + 2),
@@ -61,6 +63,13 @@ class Simulation {
       w.stage = place_fewest(view(), stages_);
       w.state = State::serving;
     }
+    // The bound's prices, from the peers at the start: any prices give an upper bound, so
+    // they stay valid as peers fail, recover and join.
+    std::vector<double> rate;
+    for (const auto& w : peers_)
+      for (size_t k = 0; k < stages_; ++k) rate.push_back(rate_at(w.speed, k));
+    prices_ = placement_bound(rate, p_.cost).prices;
+    for (auto& w : peers_) price(w);
     for (uint32_t i = 0; i < peers_.size(); ++i) schedule_failure(i);
     schedule_join();
     if (p_.balancer) schedule(next_period(), Kind::tick);
@@ -88,21 +97,37 @@ class Simulation {
   // Samples/s of a peer of `speed` serving stage k (the model in the header).
   double rate_at(double speed, size_t k) const {
     double r = speed / p_.cost[k];
-    const double hops = stages_ < 2 ? 0 : (k == 0 || k + 1 == stages_) ? 2 : 4;
-    if (p_.link_bytes_per_s > 0 && p_.sample_bytes > 0 && hops > 0)
-      r = std::min(r, p_.link_bytes_per_s / (hops * p_.sample_bytes));
-    if (p_.latency_s > 0 && hops > 0)
+    const double h = hops(k, stages_);
+    if (p_.link_bytes_per_s > 0 && p_.sample_bytes > 0 && h > 0)
+      r = std::min(r, p_.link_bytes_per_s / (h * p_.sample_bytes));
+    if (p_.latency_s > 0 && h > 0)
       r = std::min(r, static_cast<double>(p_.max_inflight) * p_.microbatch /
                           (2 * p_.latency_s + p_.microbatch * p_.cost[k] / speed));
     return r;
   }
 
+  // Bytes one sample moves over a worker's link at each stage, as the balancer models it.
+  static std::vector<double> link_bytes(const SimParams& p) {
+    std::vector<double> bytes;
+    if (p.link_bytes_per_s <= 0 || p.sample_bytes <= 0 || p.cost.size() < 2) return bytes;
+    for (size_t k = 0; k < p.cost.size(); ++k)
+      bytes.push_back(hops(k, p.cost.size()) * p.sample_bytes);
+    return bytes;
+  }
+  // Activations and gradients, in and out: 2 at either end of the pipeline, 4 between.
+  static double hops(size_t k, size_t stages) {
+    return stages < 2 ? 0 : (k == 0 || k + 1 == stages) ? 2 : 4;
+  }
+
   void add_peer(double speed) {
     SimPeer w;
     w.speed = speed;
-    for (size_t k = 0; k < stages_; ++k)
-      w.best_weighted = std::max(w.best_weighted, rate_at(speed, k) * p_.cost[k]);
     peers_.push_back(w);
+  }
+  void price(SimPeer& w) {
+    std::vector<double> row(stages_);
+    for (size_t k = 0; k < stages_; ++k) row[k] = rate_at(w.speed, k);
+    w.priced = priced_rate(row.data(), prices_);
   }
 
   void schedule(double t, Kind kind, uint32_t peer = 0, uint64_t epoch = 0) {
@@ -126,20 +151,25 @@ class Simulation {
   }
 
   // The peers as the balancer sees them: serving ones measured, moving ones already at their
-  // destination and not measured there yet.
+  // destination and not measured there yet. A worker measures its compute (samples/s over
+  // the time it computes, as the live runtime's workers do) and, where links are modelled,
+  // its link's bandwidth; each is off by the measurement noise.
   std::vector<Peer> view(bool measured = false) {
     std::vector<Peer> v;
     v.reserve(peers_.size());
     std::normal_distribution<double> gauss(0.0, 1.0);
+    auto noisy = [&](double x) {
+      return p_.noise > 0 ? x * std::max(0.05, 1.0 + p_.noise * gauss(noise_rng_)) : x;
+    };
     for (uint32_t i = 0; i < peers_.size(); ++i) {
       const auto& w = peers_[i];
       if (w.state == State::down) continue;
-      double speed = 0;
+      Peer peer{i, w.stage, 0, w.moved_at};
       if (measured && w.state == State::serving) {
-        speed = rate_at(w.speed, w.stage) * p_.cost[w.stage];
-        if (p_.noise > 0) speed *= std::max(0.05, 1.0 + p_.noise * gauss(noise_rng_));
+        peer.speed = noisy(w.speed);
+        if (!model_.bytes.empty()) peer.link = noisy(p_.link_bytes_per_s);
       }
-      v.push_back(Peer{i, w.stage, speed, w.moved_at});
+      v.push_back(peer);
     }
     return v;
   }
@@ -148,7 +178,7 @@ class Simulation {
   void enter(uint32_t i) {
     auto v = view();
     auto& w = peers_[i];
-    w.stage = p_.balancer ? place(v, p_.cost, 0) : place_fewest(v, stages_);
+    w.stage = p_.balancer ? place(v, model_, 0) : place_fewest(v, stages_);
     start_download(i);
   }
   void start_download(uint32_t i) {
@@ -180,6 +210,7 @@ class Simulation {
       case Kind::join: {
         ++result_.joins;
         add_peer(draw_speed(churn_rng_));
+        price(peers_.back());
         const auto i = static_cast<uint32_t>(peers_.size() - 1);
         enter(i);
         schedule_failure(i);
@@ -194,7 +225,7 @@ class Simulation {
         return;
       }
       case Kind::tick: {
-        for (const auto& m : plan_moves(view(true), p_.cost, p_.balance, now_)) {
+        for (const auto& m : plan_moves(view(true), model_, p_.balance, now_)) {
           auto& w = peers_[m.worker];
           w.stage = m.to;
           w.moved_at = now_;
@@ -222,13 +253,13 @@ class Simulation {
     for (const auto& w : peers_) {
       if (w.state == State::down) continue;
       ++alive_;
-      weighted += w.best_weighted;
+      weighted += w.priced;
       if (w.state != State::serving) continue;
       rates[w.stage] += rate_at(w.speed, w.stage);
       ++serving[w.stage];
     }
     rate_ = *std::min_element(rates.begin(), rates.end());
-    bound_ = weighted / total_cost_;
+    bound_ = weighted;
     if (p_.inner_steps > 0 && p_.step_samples > 0) {
       double round_s = 0;
       for (size_t k = 0; k < stages_; ++k) {
@@ -266,7 +297,8 @@ class Simulation {
 
   const SimParams& p_;
   const size_t stages_;
-  const double total_cost_;
+  const Stages model_;
+  std::vector<double> prices_;
   std::mt19937_64 speed_rng_, churn_rng_, tick_rng_, noise_rng_;
   std::vector<SimPeer> peers_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;

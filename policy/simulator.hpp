@@ -18,9 +18,13 @@
 // stage's round: a ring all-reduce of round_bytes, 2 x bytes over the link plus 2(n-1)
 // latencies.
 //
+// The balancer sees each serving peer's compute speed and link bandwidth, as measured (off by
+// `noise`), and models a stage's link bytes per sample as 2 or 4 x sample_bytes (balancer.hpp).
+//
 // The same churn (same seed) runs once with the balancer and once without (newcomers to the
 // stage with the fewest workers, no moves: the directory's rule); each is compared with the
-// bound of balancer.hpp over the peers alive at the time, rounds included.
+// optimal placement's throughput over the peers alive at the time, rounds included: bound.hpp's
+// upper bound, with prices computed from the peers at the start.
 #pragma once
 
 #include <cstdint>

@@ -140,5 +140,45 @@ TEST(Balancer, PlacesANewcomerWhereThePipelineNeedsIt) {
   EXPECT_EQ(place({{0, 0, 3}, {1, 1, 1}, {2, 2, 1}}, {1.0, 1.0, 1.0}, 1), 1u);
 }
 
+TEST(Balancer, LinkCapsAreModelledAndAnExchangeFreesAFastWorkerFromACappedStage) {
+  // Stage 1 moves 4 bytes per sample, stage 0 one; every link carries 4 bytes/s: stage 1
+  // caps a worker at 1 sample/s, stage 0 at 4. Worker 0 (speed 4) sits capped in stage 1,
+  // workers 1 and 2 (speed 1) in stage 0: rates 2 and 1, P = 1.
+  const Stages stages({1.0, 1.0}, {1.0, 4.0});
+  const std::vector<Peer> peers = {{0, 1, 4, -1e9, 4}, {1, 0, 1, -1e9, 4}, {2, 0, 1, -1e9, 4}};
+  EXPECT_EQ(stage_rates(peers, stages), (std::vector<double>{2, 1}));
+  EXPECT_EQ(rate_at(peers[0], stages, 0, 0), 4);
+  // No single move helps (worker 1 to stage 1 gives 1 and 2), and worker 0 is stage 1's only
+  // one: one move at a time P stays at 1.
+  BalancerParams p;
+  p.min_gain = 0;
+  p.max_moves = 1;
+  EXPECT_TRUE(plan_moves(peers, stages, p, 0).empty());
+  // With room for an exchange: worker 0 to stage 0 for worker 1 (5 and 1), then worker 2 to
+  // stage 1 (4 and 2): P = 2, the optimum.
+  p.max_moves = 3;
+  const auto moves = plan_moves(peers, stages, p, 0);
+  ASSERT_EQ(moves.size(), 3u);
+  EXPECT_EQ(moves[0].worker, 1u);
+  EXPECT_EQ(moves[0].to, 1u);
+  EXPECT_EQ(moves[1].worker, 0u);
+  EXPECT_EQ(moves[1].to, 0u);
+  EXPECT_EQ(moves[2].worker, 2u);
+  EXPECT_EQ(moves[2].to, 1u);
+  EXPECT_EQ(moves.back().after, 2);
+  // Splitting worker 0's time would do better still (0.4 of it in stage 1: 2.4 and 2.4):
+  // the bound is that linear program's optimum.
+  EXPECT_NEAR(optimal_bound(peers, stages), 2.4, 0.01);
+  EXPECT_GE(optimal_bound(peers, stages), 2.4 - 1e-9);
+  // Without link figures the balancer takes worker 0 for 4 samples/s in stage 1 (P = 2
+  // already, nothing to gain): the blind spot that measuring links removes.
+  std::vector<Peer> unmeasured = peers;
+  for (auto& w : unmeasured) w.link = 0;
+  EXPECT_EQ(pipeline_rate(unmeasured, stages), 2);
+  EXPECT_TRUE(plan_moves(unmeasured, stages, p, 0).empty());
+  // A newcomer with a measured link goes where it is not capped.
+  EXPECT_EQ(place({{0, 0, 1, -1e9, 4}, {1, 1, 4, -1e9, 4}}, stages, 4, 4), 0u);
+}
+
 }  // namespace
 }  // namespace swarmrt::policy
