@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
                         {"base_slow", base},
                         {"steps", secs.size() - warmup},
                         {"tokens_per_s", tokens / timed},
+                        {"step_seconds", std::vector<double>(secs.begin() + warmup, secs.end())},
                         {"moves", r.balancer.is_null() ? 0 : r.balancer.value("moves", 0)}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);

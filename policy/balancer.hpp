@@ -22,7 +22,10 @@
 // and gradients, in and out: twice as many in a middle stage as at either end), so a worker
 // of measured link bandwidth l_w serves r_wk = min(s_w / c_k, l_w / b_k). A fast worker whose
 // link caps it in a middle stage is fast at an end stage, and the balancer sees it only when
-// it knows both figures: speed alone would call it slow everywhere. Without b (the live
+// it knows both figures: speed alone would call it slow everywhere. Once every stage is near
+// P no single move helps such a worker (each slows the stage it leaves), so with links
+// modelled a plan also weighs exchanges: two workers of two stages trading places, counted as
+// two moves. Without b (the live
 // runtime's workers do not measure their links yet) or l_w, r_wk = s_w / c_k as above.
 #pragma once
 
