@@ -9,12 +9,14 @@
 #     asks `actors` REPEAT times; the median answer time (ctl --timing), the first left out.
 #  3. The CPU one console process takes: to start and answer one `stats`, and over 30 s of
 #     polling every 100 ms (getrusage of the child, /usr/bin/time).
+# A console's cost (under 1%) is smaller than this VM's drift between 10 s windows (a pair's
+# ratio spans 0.94-1.03): 12 rounds of 6 s windows, adjacent in time, and their median.
 # Usage: bench/console.sh [PAIRS] [WINDOW_S] [REPEAT] -> table + bench/results/console.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 prepare_bench
-pairs=${1:-4} window=${2:-10} repeat=${3:-21}
+pairs=${1:-12} window=${2:-6} repeat=${3:-21}
 export OPENBLAS_NUM_THREADS=1
 bin=build/bin/swarmrt
 tmp=$(mktemp -d)
