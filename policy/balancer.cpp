@@ -210,8 +210,8 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
     // an exchange fine-tunes stages by differences between workers' speeds, which live
     // measurements blur (equal workers sharing 2 cores measured up to 30% apart, and the
     // balancer exchanged two of them for a "gain" of 9%: two moves for nothing).
-    const bool exchange = !model.bytes.empty() &&
-                          static_cast<int64_t>(moves.size()) + 2 <= params.max_moves;
+    const bool exchange =
+        !model.bytes.empty() && static_cast<int64_t>(moves.size()) + 2 <= params.max_moves;
     auto step = best_step(plan, rates, count, model, params, now, current, exchange);
     if (!step) break;
     Peer& p = plan[step->peer];
