@@ -187,8 +187,9 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
   const auto start_rates = rates;
   std::vector<Move> moves;
   Score current = score_of(rates);
-  // Moves one worker of the plan to stage `to`.
-  auto apply = [&](Peer& p, size_t to, const Score& after) {
+  // Moves one worker of the plan to stage `to`; P after it is the stages' minimum then (for
+  // the first half of an exchange, the minimum in between).
+  auto apply = [&](Peer& p, size_t to) {
     const size_t from = p.stage;
     Move m;
     m.worker = p.id;
@@ -201,7 +202,7 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
     ++count[to];
     p.stage = static_cast<uint32_t>(to);
     p.moved_at = now;  // not twice in one plan
-    current = after;
+    current = score_of(rates);
     m.after = current[0];
     moves.push_back(std::move(m));
   };
@@ -214,21 +215,9 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
         !model.bytes.empty() && static_cast<int64_t>(moves.size()) + 2 <= params.max_moves;
     auto step = best_step(plan, rates, count, model, params, now, current, exchange);
     if (!step) break;
-    Peer& p = plan[step->peer];
-    const size_t a = p.stage;
-    if (step->partner) {
-      // The first half of an exchange leaves P where the pair's score says only once both
-      // are done: its own `after` is the stages' minimum in between.
-      apply(p, step->to, score_of([&] {
-              auto r = rates;
-              r[a] -= rate_at(p, model, a, mean);
-              r[step->to] += rate_at(p, model, step->to, mean);
-              return r;
-            }()));
-      apply(plan[*step->partner], a, step->score);
-    } else {
-      apply(p, step->to, step->score);
-    }
+    const size_t a = plan[step->peer].stage;
+    apply(plan[step->peer], step->to);
+    if (step->partner) apply(plan[*step->partner], a);
   }
   if (moves.empty()) return {};
   const double last = current[0];
