@@ -94,6 +94,9 @@ std::string console_node(Self* self) {
 }
 
 void record(Self* self, const ConsoleRequest& r, const std::string& from) {
+  // What the command changes shows in the next `actors`, even one gathered meanwhile.
+  self->state.actors_fresh = false;
+  ++self->state.actors_changes;
   std::string words;
   for (const auto& w : r.args) words += (words.empty() ? "" : " ") + w;
   spdlog::warn("console '{}' from {}: {}", r.console, from, words);
@@ -103,6 +106,31 @@ void record(Self* self, const ConsoleRequest& r, const std::string& from) {
 }
 
 using Promise = caf::typed_response_promise<std::string>;
+
+// Calls `done` with the swarm's actor rows and unreachable processes (JSON), from the shared
+// list when it is fresh enough, else once the gathering under way (or a new one) answers.
+void shared_actors(Self* self, const std::string& console, double timeout_s,
+                   std::function<void(const std::string&, const std::string&)> done) {
+  auto& s = self->state;
+  const auto now = std::chrono::steady_clock::now();
+  if (s.actors_fresh && now - s.actors_at <= inspector_state::kActorsMaxAge)
+    return done(s.actors_rows, s.actors_unreachable);
+  s.actors_waiting.push_back(std::move(done));
+  if (s.actors_gathering) return;
+  s.actors_gathering = true;
+  const uint64_t changes = s.actors_changes;
+  fan_out(self, {{"actors"}, console, false}, timeout_s, [=](std::vector<Part>& parts) {
+    auto& s = self->state;
+    s.actors_rows = all_actors(parts).dump();
+    s.actors_unreachable = unreachable(parts).dump();
+    s.actors_at = now;  // as old as the question: answers gathered after it started
+    s.actors_fresh = s.actors_changes == changes;
+    s.actors_gathering = false;
+    auto waiting = std::move(s.actors_waiting);
+    s.actors_waiting.clear();
+    for (auto& w : waiting) w(s.actors_rows, s.actors_unreachable);
+  });
+}
 
 // A `done` for fan_out to one process: its answer, or why it gave none.
 std::function<void(std::vector<Part>&)> deliver_one(Promise promise) {
@@ -225,15 +253,16 @@ caf::result<std::string> run_console_command(Self* self, const ConsoleRequest& r
       }
     }
     Promise promise = self->make_response_promise<std::string>();
-    fan_out(self, {{"actors"}, r.console, false}, timeout, [=](std::vector<Part>& parts) mutable {
-      json rows = json::array();
-      for (const auto& row : all_actors(parts))
-        if (matches(pattern, row["name"].get<std::string>()) &&
-            (kind.empty() || row["kind"] == kind) && (stage == -2 || row["stage"] == stage))
-          rows.push_back(row);
-      promise.deliver(
-          json{{"ok", true}, {"actors", rows}, {"unreachable", unreachable(parts)}}.dump());
-    });
+    shared_actors(
+        self, r.console, timeout, [=](const std::string& all, const std::string& gone) mutable {
+          json rows = json::array();
+          for (const auto& row : json::parse(all))
+            if (matches(pattern, row["name"].get<std::string>()) &&
+                (kind.empty() || row["kind"] == kind) && (stage == -2 || row["stage"] == stage))
+              rows.push_back(row);
+          promise.deliver(
+              json{{"ok", true}, {"actors", rows}, {"unreachable", json::parse(gone)}}.dump());
+        });
     return promise;
   }
 

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +69,16 @@ struct inspector_state {
   };
   std::map<uint64_t, Trace> traces;  // running traces by id
   uint64_t next_trace = 0;
+  // The coordinator's swarm-wide actor list, shared: a console asking within kActorsMaxAge of
+  // the last gathering, or while one is under way, gets its rows instead of every process
+  // being asked again (20 consoles polling `top` each second asked every process 20 times a
+  // second). A command that changes the swarm drops it.
+  static constexpr std::chrono::milliseconds kActorsMaxAge{500};
+  std::string actors_rows, actors_unreachable;  // JSON arrays
+  std::chrono::steady_clock::time_point actors_at{};
+  bool actors_fresh = false, actors_gathering = false;
+  uint64_t actors_changes = 0;  // commands that changed the swarm so far
+  std::vector<std::function<void(const std::string&, const std::string&)>> actors_waiting;
   static inline const char* name = "inspector";
 };
 

@@ -95,6 +95,7 @@ namespace {
 
 // What the console script below saw.
 struct Seen {
+  json shared_a, shared_b;
   json actors, confirm, killed, group, trace, restarted, events, unknown, healed, saved, self_cut;
   std::vector<json> workers;
   bool saved_file = false;
@@ -141,6 +142,24 @@ void console_script(caf::blocking_actor* self, caf::actor inspector, std::shared
   for (const auto* w : {"stage0/worker0", "stage0/worker1", "stage1/worker0", "stage1/worker1"})
     seen->slowed.push_back(ask({"slow", w, "10"}));
   seen->actors = ask({"actors", "--kind", "worker"});
+  {
+    // Two consoles asking at once: the second question arrives while the first is being
+    // gathered (the inspector's own part queues behind it), so both get the same list,
+    // message counts and all, from one gathering.
+    auto ask_later = [&](std::vector<std::string> args) {
+      return self->request(inspector, std::chrono::seconds(150), atoms::console_atom::value,
+                           messages::ConsoleRequest{std::move(args), "test console", false});
+    };
+    // The list the `actors` above gathered is shared for 500 ms: past that, the first of the
+    // two starts a gathering and the second joins it.
+    self->receive(caf::after(std::chrono::milliseconds(600)) >> [] {});
+    auto a = ask_later({"actors"});
+    auto b = ask_later({"actors", "stage0/*"});
+    auto keep = [](json& to) { return [&to](const std::string& s) { to = json::parse(s); }; };
+    auto lost = [](const caf::error&) {};
+    a.receive(keep(seen->shared_a), lost);
+    b.receive(keep(seen->shared_b), lost);
+  }
   seen->unknown = ask({"launch-missiles"});
   // Before the kill: a worker restarted during a step joins the membership (and so the
   // checkpoints) at the next step.
@@ -212,6 +231,14 @@ TEST(Inspector, ListsKillsRestartsTracesAndRecordsALiveRun) {
                                           "stage1/worker1"}));
   for (const auto& s : seen->slowed) EXPECT_TRUE(s["ok"]) << s.dump();
   EXPECT_EQ(seen->healed["healed"].size(), 4u) << seen->healed.dump();
+  // The list asked twice at once was gathered once: stage 0's rows are the same to the last
+  // message count in both answers (the workers handle messages all the while).
+  ASSERT_TRUE(seen->shared_a["ok"] && seen->shared_b["ok"]) << seen->shared_a.dump();
+  json stage0 = json::array();
+  for (const auto& r : seen->shared_a["actors"])
+    if (r["name"].get<std::string>().rfind("stage0/", 0) == 0) stage0.push_back(r);
+  EXPECT_GE(stage0.size(), 3u);  // two workers, their group, ...
+  EXPECT_EQ(stage0, seen->shared_b["actors"]);
   EXPECT_FALSE(seen->unknown["ok"]);
   EXPECT_TRUE(seen->unknown["usage"]);
 
