@@ -107,10 +107,10 @@ void record(Self* self, const ConsoleRequest& r, const std::string& from) {
 
 using Promise = caf::typed_response_promise<std::string>;
 
-// Calls `done` with the swarm's actor rows and unreachable processes (JSON), from the shared
+// Calls `done` with the swarm's actor rows and unreachable processes, from the shared
 // list when it is fresh enough, else once the gathering under way (or a new one) answers.
 void shared_actors(Self* self, const std::string& console, double timeout_s,
-                   std::function<void(const std::string&, const std::string&)> done) {
+                   std::function<void(const json&, const json&)> done) {
   auto& s = self->state;
   const auto now = std::chrono::steady_clock::now();
   if (s.actors_fresh && now - s.actors_at <= inspector_state::kActorsMaxAge)
@@ -121,8 +121,8 @@ void shared_actors(Self* self, const std::string& console, double timeout_s,
   const uint64_t changes = s.actors_changes;
   fan_out(self, {{"actors"}, console, false}, timeout_s, [=](std::vector<Part>& parts) {
     auto& s = self->state;
-    s.actors_rows = all_actors(parts).dump();
-    s.actors_unreachable = unreachable(parts).dump();
+    s.actors_rows = all_actors(parts);
+    s.actors_unreachable = unreachable(parts);
     s.actors_at = now;  // as old as the question: answers gathered after it started
     s.actors_fresh = s.actors_changes == changes;
     s.actors_gathering = false;
@@ -253,16 +253,14 @@ caf::result<std::string> run_console_command(Self* self, const ConsoleRequest& r
       }
     }
     Promise promise = self->make_response_promise<std::string>();
-    shared_actors(
-        self, r.console, timeout, [=](const std::string& all, const std::string& gone) mutable {
-          json rows = json::array();
-          for (const auto& row : json::parse(all))
-            if (matches(pattern, row["name"].get<std::string>()) &&
-                (kind.empty() || row["kind"] == kind) && (stage == -2 || row["stage"] == stage))
-              rows.push_back(row);
-          promise.deliver(
-              json{{"ok", true}, {"actors", rows}, {"unreachable", json::parse(gone)}}.dump());
-        });
+    shared_actors(self, r.console, timeout, [=](const json& all, const json& gone) mutable {
+      json rows = json::array();
+      for (const auto& row : all)
+        if (matches(pattern, row["name"].get<std::string>()) &&
+            (kind.empty() || row["kind"] == kind) && (stage == -2 || row["stage"] == stage))
+          rows.push_back(row);
+      promise.deliver(json{{"ok", true}, {"actors", rows}, {"unreachable", gone}}.dump());
+    });
     return promise;
   }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -74,11 +75,11 @@ struct inspector_state {
   // being asked again (20 consoles polling `top` each second asked every process 20 times a
   // second). A command that changes the swarm drops it.
   static constexpr std::chrono::milliseconds kActorsMaxAge{500};
-  std::string actors_rows, actors_unreachable;  // JSON arrays
+  nlohmann::json actors_rows, actors_unreachable;  // arrays
   std::chrono::steady_clock::time_point actors_at{};
   bool actors_fresh = false, actors_gathering = false;
   uint64_t actors_changes = 0;  // commands that changed the swarm so far
-  std::vector<std::function<void(const std::string&, const std::string&)>> actors_waiting;
+  std::vector<std::function<void(const nlohmann::json&, const nlohmann::json&)>> actors_waiting;
   static inline const char* name = "inspector";
 };
 
