@@ -7,6 +7,7 @@
 
 namespace swarmrt::policy {
 namespace {
+// What a sample is taken to cost on a worker while none of the candidates is measured.
 constexpr double kUnmeasuredSecondsPerSample = 1.0;
 
 // SplitMix64's finalizer: a well-mixed 64-bit function of its input.
@@ -25,6 +26,19 @@ double Wiring::min_key() const {
   double m = std::numeric_limits<double>::infinity();
   for (auto id : ids_) m = std::min(m, stats_.at(id).key);
   return std::isinf(m) ? 0.0 : m;
+}
+
+double Wiring::expected_seconds(uint32_t id, double samples) const {
+  if (const auto tput = throughput(id)) return samples / *tput;
+  // An unmeasured worker is taken to be as fast as the measured ones on average: charged a
+  // fixed 1 s per sample, a worker that joined a stage beside one slow worker (a balancer's
+  // move) got one micro-batch from each sender and then none until the slow worker's key had
+  // caught up, about 10 micro-batches (3 steps at its pace) later.
+  double sum = 0;
+  int n = 0;
+  for (auto other : ids_)
+    if (const auto t = throughput(other)) sum += *t, ++n;
+  return n ? samples * n / sum : samples * kUnmeasuredSecondsPerSample;
 }
 
 void Wiring::set_members(const std::vector<uint32_t>& ids) {
@@ -47,8 +61,7 @@ std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> p
   if (pinned && std::find(ids_.begin(), ids_.end(), *pinned) != ids_.end()) {
     auto& s = stats_[*pinned];
     if (s.inflight >= max_inflight_) return std::nullopt;
-    const auto tput = throughput(*pinned);
-    s.key += tput ? samples / *tput : samples * kUnmeasuredSecondsPerSample;
+    s.key += expected_seconds(*pinned, samples);
     ++s.inflight;
     return pinned;
   }
@@ -69,8 +82,7 @@ std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> p
       return sa.key != sb.key ? sa.key < sb.key : sa.tie < sb.tie;
     });
     auto& s = stats_[pick];
-    const auto tput = throughput(pick);
-    s.key += tput ? samples / *tput : samples * kUnmeasuredSecondsPerSample;
+    s.key += expected_seconds(pick, samples);
     s.tie = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
   ++stats_[pick].inflight;

@@ -2,8 +2,9 @@
 //
 // throughput (SWARM): a priority queue of (accumulated expected time, random tie-break,
 // worker). The minimum is chosen and its key grows by samples / ema_throughput(worker), so a
-// worker twice as fast receives twice the work. Unmeasured workers cost samples × 1.0 s; a
-// worker that joins enters at the current minimum key, so it is neither flooded nor starved.
+// worker twice as fast receives twice the work. An unmeasured worker costs as much as the
+// measured ones' mean throughput implies (1.0 s per sample while none is measured); a worker
+// that joins enters at the current minimum key, so it is neither flooded nor starved.
 // uniform: a uniformly random worker (the DiLoCo-SWARM baseline).
 // Both respect max_inflight per worker (backpressure) and skip excluded (failed) workers.
 #pragma once
@@ -77,6 +78,7 @@ class Wiring {
     Clock::time_point last_done{};
   };
   double min_key() const;
+  double expected_seconds(uint32_t id, double samples) const;  // what `samples` add to its key
 
   WiringPolicy policy_;
   std::mt19937_64 rng_;

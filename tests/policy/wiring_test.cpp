@@ -47,6 +47,27 @@ TEST(Wiring, BackpressureCapsInflight) {
   EXPECT_EQ(w.choose(1), std::optional<uint32_t>(6));
 }
 
+TEST(Wiring, AJoinerBesideASlowWorkerIsChargedTheMeasuredMeanNotAFixedCost) {
+  // One worker of a stage measured at 10 samples/s; a worker 4x faster joins (the balancer
+  // moved it there). Tasks of 4 samples. Charged a fixed 1 s per sample, the joiner took one
+  // task and then none of the next 9 (the slow worker's key grows 0.4 s a task); charged the
+  // mean, it takes its share from the start and, once measured, most of the tasks.
+  Wiring w(WiringPolicy::throughput, 7, 1000);
+  w.set_members({0});
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(w.choose(4.0), std::optional<uint32_t>(0));
+    w.completed(0, 4.0, 0.4);
+  }
+  w.set_members({0, 1});
+  int to_new = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto id = *w.choose(4.0);
+    to_new += id == 1;
+    w.completed(id, 4.0, id == 1 ? 0.1 : 0.4);
+  }
+  EXPECT_GE(to_new, 6);
+}
+
 TEST(Wiring, JoinerEntersAtTheMinimumKeyAndExcludedGetNothing) {
   Wiring w(WiringPolicy::throughput, 3, 1000);
   w.set_members({0, 1});
