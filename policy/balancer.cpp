@@ -43,11 +43,41 @@ double rate_at(const Peer& p, const Stages& stages, size_t k, double mean) {
   return r;
 }
 
-std::vector<double> stage_rates(const std::vector<Peer>& peers, const Stages& stages) {
-  std::vector<double> rates(stages.size(), 0.0);
-  const double mean = mean_speed(peers);
+double stage_rate(const std::vector<double>& worker_rates, int64_t micro_batches) {
+  double sum = 0;
+  for (double r : worker_rates) sum += std::max(r, 0.0);
+  if (micro_batches <= 0 || !(sum > 0)) return sum;
+  std::vector<int64_t> n(worker_rates.size(), 0);
+  double makespan = 0;
+  for (int64_t j = 0; j < micro_batches; ++j) {
+    size_t pick = 0;
+    double done = kInf;
+    for (size_t w = 0; w < worker_rates.size(); ++w)
+      if (worker_rates[w] > 0 && static_cast<double>(n[w] + 1) / worker_rates[w] < done)
+        done = static_cast<double>(n[w] + 1) / worker_rates[w], pick = w;
+    ++n[pick];
+    makespan = std::max(makespan, done);
+  }
+  return static_cast<double>(micro_batches) / makespan;
+}
+
+namespace {
+
+// Each stage's workers' rates there (r_wk; unmeasured: the mean speed).
+std::vector<std::vector<double>> crews(const std::vector<Peer>& peers, const Stages& stages,
+                                       double mean) {
+  std::vector<std::vector<double>> crew(stages.size());
   for (const auto& p : peers)
-    if (p.stage < rates.size()) rates[p.stage] += rate_at(p, stages, p.stage, mean);
+    if (p.stage < crew.size()) crew[p.stage].push_back(rate_at(p, stages, p.stage, mean));
+  return crew;
+}
+
+}  // namespace
+
+std::vector<double> stage_rates(const std::vector<Peer>& peers, const Stages& stages) {
+  const auto crew = crews(peers, stages, mean_speed(peers));
+  std::vector<double> rates;
+  for (const auto& c : crew) rates.push_back(stage_rate(c, stages.micro_batches));
   return rates;
 }
 
@@ -79,6 +109,10 @@ struct Step {
 };
 
 constexpr size_t kExchangeCandidates = 3;
+// Without links, an exchange needs its two workers' speeds this far apart: no more sensitive
+// to noise than a single move out of a balanced 2 + 2, which needs one worker measured faster
+// than two others together.
+constexpr double kDistinctSpeeds = 2.0;
 
 Score score_of(const std::vector<double>& rates) {
   Score sc{kInf, kInf, kInf};
@@ -102,6 +136,17 @@ std::optional<Step> best_step(const std::vector<Peer>& peers, const std::vector<
             [&](size_t x, size_t y) { return rates[x] != rates[y] ? rates[x] < rates[y] : x < y; });
   order.resize(std::min<size_t>(5, stages));
   std::optional<Step> best;
+  // Stage k's rate once a worker of rate `out` there has gone and one of rate `in` has come
+  // (0: none): additive without steps, else from its crew again.
+  std::vector<std::vector<double>> crew;
+  if (model.micro_batches > 0) crew = crews(peers, model, mean_speed(peers));
+  auto changed = [&](size_t k, double out, double in) {
+    if (model.micro_batches <= 0) return rates[k] - out + in;
+    auto c = crew[k];
+    if (auto it = std::find(c.begin(), c.end(), out); out > 0 && it != c.end()) c.erase(it);
+    if (in > 0) c.push_back(in);
+    return stage_rate(c, model.micro_batches);
+  };
   // Stage a's rate becomes ra and stage b's rb: a step when that beats the best so far.
   auto consider = [&](size_t a, size_t b, double ra, double rb, Step step) {
     double v[7];
@@ -127,53 +172,74 @@ std::optional<Step> best_step(const std::vector<Peer>& peers, const std::vector<
     if (!movable(p) || count[a] <= params.min_workers) continue;
     for (size_t b = 0; b < stages; ++b)
       if (b != a)
-        consider(a, b, rates[a] - rate_at(p, model, a, p.speed),
-                 rates[b] + rate_at(p, model, b, p.speed), Step{i, b, std::nullopt, {}});
+        consider(a, b, changed(a, rate_at(p, model, a, p.speed), 0),
+                 changed(b, 0, rate_at(p, model, b, p.speed)), Step{i, b, std::nullopt, {}});
   }
   if (!exchange) return best;
   // Exchanges: when links cap workers unequally across stages (a fast worker capped in a
   // middle stage, a slow one at an end stage that would not be), every single move from a
   // balanced placement slows the stage it leaves below P, but exchanging the two raises both.
+  // Without links the same holds for speeds: a fast worker beside a slow one in a stage that
+  // limits P, and only fast ones in the other (3 + 1 with the lone worker 4x slow is balanced
+  // best by moving two fast workers over and the slow one back; the single moves stop after
+  // the first).
   // Candidates: per stage pair (a, b), the few workers of a whose rate gains most, relatively,
-  // by serving b (comparative advantage): an exchange pairs one of a's with one of b's.
+  // by serving b (comparative advantage) when links are modelled, and without links (every
+  // worker of a stage gains alike) a's fastest and slowest few: an exchange pairs one of a's
+  // with one of b's.
+  const bool links = !model.bytes.empty();
   struct Candidate {
     double advantage;
     size_t peer;
   };
-  std::vector<std::vector<Candidate>> top(stages * stages);
+  // Kept sorted by advantage, then by index: the first of equals stays first.
+  auto keep = [](std::vector<Candidate>& t, Candidate c) {
+    auto at = std::find_if(t.begin(), t.end(),
+                           [&](const Candidate& o) { return c.advantage > o.advantage; });
+    if (static_cast<size_t>(at - t.begin()) >= kExchangeCandidates) return;
+    t.insert(at, c);
+    if (t.size() > kExchangeCandidates) t.pop_back();
+  };
+  std::vector<std::vector<Candidate>> top(stages * stages), slowest(stages);
   for (size_t i = 0; i < peers.size(); ++i) {
     const Peer& p = peers[i];
     if (!movable(p)) continue;
     const size_t a = p.stage;
     const double here = rate_at(p, model, a, p.speed);
-    for (size_t b = 0; b < stages; ++b) {
-      if (b == a) continue;
-      auto& t = top[a * stages + b];
-      const Candidate c{rate_at(p, model, b, p.speed) / here, i};
-      // Kept sorted by advantage, then by index: the first of equals stays first.
-      auto at = std::find_if(t.begin(), t.end(),
-                             [&](const Candidate& o) { return c.advantage > o.advantage; });
-      if (static_cast<size_t>(at - t.begin()) >= kExchangeCandidates) continue;
-      t.insert(at, c);
-      if (t.size() > kExchangeCandidates) t.pop_back();
-    }
+    if (!links) keep(slowest[a], {-p.speed, i});
+    for (size_t b = 0; b < stages; ++b)
+      if (b != a)
+        keep(top[a * stages + b], {links ? rate_at(p, model, b, p.speed) / here : p.speed, i});
   }
+  auto candidates = [&](size_t a, size_t b) {
+    auto c = top[a * stages + b];
+    if (!links)
+      for (const auto& x : slowest[a])
+        if (std::none_of(c.begin(), c.end(), [&](const Candidate& y) { return y.peer == x.peer; }))
+          c.push_back(x);
+    return c;
+  };
   for (size_t a = 0; a < stages; ++a)
-    for (size_t b = a + 1; b < stages; ++b)
-      for (const auto& x : top[a * stages + b])
-        for (const auto& y : top[b * stages + a]) {
+    for (size_t b = a + 1; b < stages; ++b) {
+      const auto from_b = candidates(b, a);
+      for (const auto& x : candidates(a, b))
+        for (const auto& y : from_b) {
           const Peer &p = peers[x.peer], &q = peers[y.peer];
-          consider(a, b, rates[a] - rate_at(p, model, a, p.speed) + rate_at(q, model, a, q.speed),
-                   rates[b] - rate_at(q, model, b, q.speed) + rate_at(p, model, b, p.speed),
+          // Without links, speeds closer than kDistinctSpeeds are as likely noise (equal
+          // workers on 2 busy cores measured up to 30% apart, and an exchange of two of them
+          // "gained" 9%: two moves for nothing).
+          if (!links && std::max(p.speed, q.speed) < kDistinctSpeeds * std::min(p.speed, q.speed))
+            continue;
+          consider(a, b, changed(a, rate_at(p, model, a, p.speed), rate_at(q, model, a, q.speed)),
+                   changed(b, rate_at(q, model, b, q.speed), rate_at(p, model, b, p.speed)),
                    Step{x.peer, b, y.peer, {}});
         }
+    }
   return best;
 }
 
-}  // namespace
-
-std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model,
-                             const BalancerParams& params, double now) {
+std::vector<Move> plan(const std::vector<Peer>& peers, const Stages& model,
+                       const BalancerParams& params, double now) {
   const size_t stages = model.size();
   if (stages < 2) return {};
   std::vector<Peer> plan = peers;  // the placement as the plan changes it, by id
@@ -201,18 +267,14 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
     --count[from];
     ++count[to];
     p.stage = static_cast<uint32_t>(to);
+    if (model.micro_batches > 0) rates = stage_rates(plan, model);
     p.moved_at = now;  // not twice in one plan
     current = score_of(rates);
     m.after = current[0];
     moves.push_back(std::move(m));
   };
   while (static_cast<int64_t>(moves.size()) < params.max_moves) {
-    // Exchanges only where links are modelled: they free link-capped workers. Without links
-    // an exchange fine-tunes stages by differences between workers' speeds, which live
-    // measurements blur (equal workers sharing 2 cores measured up to 30% apart, and the
-    // balancer exchanged two of them for a "gain" of 9%: two moves for nothing).
-    const bool exchange =
-        !model.bytes.empty() && static_cast<int64_t>(moves.size()) + 2 <= params.max_moves;
+    const bool exchange = static_cast<int64_t>(moves.size()) + 2 <= params.max_moves;
     auto step = best_step(plan, rates, count, model, params, now, current, exchange);
     if (!step) break;
     const size_t a = plan[step->peer].stage;
@@ -231,6 +293,21 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
   return moves;
 }
 
+}  // namespace
+
+std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model,
+                             const BalancerParams& params, double now) {
+  std::vector<Peer> trusted = peers;
+  bool provisional = false;
+  for (auto& p : trusted)
+    if (p.provisional) p.speed = 0, provisional = true;
+  auto moves = plan(trusted, model, params, now);
+  if (!moves.empty() || !provisional) return moves;
+  BalancerParams bold = params;
+  bold.min_gain = std::max(params.min_gain, params.provisional_gain);
+  return plan(peers, model, bold, now);
+}
+
 std::optional<Move> best_move(const std::vector<Peer>& peers, const Stages& stages,
                               BalancerParams params, double now) {
   params.max_moves = 1;
@@ -241,6 +318,7 @@ std::optional<Move> best_move(const std::vector<Peer>& peers, const Stages& stag
 
 uint32_t place(const std::vector<Peer>& peers, const Stages& stages, double speed, double link) {
   const auto rates = stage_rates(peers, stages);
+  const auto crew = crews(peers, stages, mean_speed(peers));
   Peer newcomer;
   newcomer.speed = speed > 0 ? speed : mean_speed(peers);
   newcomer.link = link;
@@ -248,8 +326,10 @@ uint32_t place(const std::vector<Peer>& peers, const Stages& stages, double spee
   double pick_after = -kInf;
   for (size_t b = 0; b < rates.size(); ++b) {
     double after = kInf;
+    auto joined = crew[b];
+    joined.push_back(rate_at(newcomer, stages, b, 0));
     for (size_t k = 0; k < rates.size(); ++k)
-      after = std::min(after, k == b ? rates[k] + rate_at(newcomer, stages, k, 0) : rates[k]);
+      after = std::min(after, k == b ? stage_rate(joined, stages.micro_batches) : rates[k]);
     if (after > pick_after || (after == pick_after && rates[b] < rates[pick])) {
       pick = b;
       pick_after = after;

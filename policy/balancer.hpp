@@ -6,6 +6,7 @@
 // sample, relative) and worker speeds s_w (samples/s at a stage of cost 1):
 //
 //   stage rate   R_k = sum over the workers w of stage k of s_w / c_k
+//                      (with M micro-batches a step: M / the step's makespan, stage_rate)
 //   pipeline     P   = min_k R_k
 //   bound        P*  = sum_w s_w / sum_k c_k   (every stage equally fast: no placement beats it)
 //
@@ -23,10 +24,15 @@
 // of measured link bandwidth l_w serves r_wk = min(s_w / c_k, l_w / b_k). A fast worker whose
 // link caps it in a middle stage is fast at an end stage, and the balancer sees it only when
 // it knows both figures: speed alone would call it slow everywhere. Once every stage is near
-// P no single move helps such a worker (each slows the stage it leaves), so with links
-// modelled a plan also weighs exchanges: two workers of two stages trading places, counted as
-// two moves. Without b (the live
-// runtime's workers do not measure their links yet) or l_w, r_wk = s_w / c_k as above.
+// P no single move helps such a worker (each slows the stage it leaves), so a plan also
+// weighs exchanges: two workers of two stages trading places, counted as two moves. Without b
+// (the live runtime's workers do not measure their links yet) or l_w, r_wk = s_w / c_k as
+// above, and an exchange trades a fast worker for one at least 2x slower (a slow worker
+// sharing the limiting stage with a fast one, where it adds little: see stage_rate).
+//
+// Measurements. A worker's speed from its first few micro-batches is provisional: used only
+// by a plan that more than doubles P. A moved worker keeps its speed until it has measured
+// itself at its new stage (the live balancer carries it over).
 #pragma once
 
 #include <cstdint>
@@ -46,17 +52,31 @@ struct Peer {
   double speed = 0;
   double moved_at = -std::numeric_limits<double>::infinity();  // balancer clock, seconds
   double link = 0;  // bytes/s its link carries, measured; <= 0: not measured (no cap)
+  // `speed` comes from a worker's first few micro-batches: a plan counts it only when it
+  // promises BalancerParams::provisional_gain (otherwise it is taken as unmeasured).
+  bool provisional = false;
 };
 
 // The stages as the balancer models them. Converts from a vector of costs (no link model).
 struct Stages {
   std::vector<double> cost;   // relative compute per sample
   std::vector<double> bytes;  // per sample over a worker's link; empty: links not modelled
-  Stages(std::vector<double> c, std::vector<double> b = {})  // NOLINT: implicit on purpose
-      : cost(std::move(c)), bytes(std::move(b)) {}
+  // Micro-batches a step (each stage does them all, then the step ends); 0: work flows
+  // without steps and a stage's rate is its workers' sum.
+  int64_t micro_batches = 0;
+  Stages(std::vector<double> c, std::vector<double> b = {},  // NOLINT: implicit on purpose
+         int64_t m = 0)
+      : cost(std::move(c)), bytes(std::move(b)), micro_batches(m) {}
   Stages(std::initializer_list<double> c) : cost(c) {}
   size_t size() const { return cost.size(); }
 };
+
+// A stage's samples/s from its workers' r_wk: their sum, or with M micro-batches a step, M
+// over the step's makespan when each micro-batch goes to the worker that would finish it first
+// (optimal for equal tasks on workers of different speeds). A 4x slow worker beside a fast
+// one adds nothing at M = 4 (the fast one does all four in the time the slow one does one)
+// where the sum says 25%.
+double stage_rate(const std::vector<double>& worker_rates, int64_t micro_batches);
 
 // r_wk: samples/s of `p` serving stage k (an unmeasured speed: `mean`).
 double rate_at(const Peer& p, const Stages& stages, size_t k, double mean);
@@ -66,6 +86,12 @@ struct BalancerParams {
   int64_t min_workers = 1;
   double cooldown_s = 120;
   int64_t max_moves = 1;  // moves in one plan at most
+  // A plan that needs a provisional speed must raise P by more than this (1: double it). A
+  // starved worker measures slowly: in a 3 + 1 start with the lone stage-1 worker 4x slow, each
+  // stage-0 worker does a third of its stage's few micro-batches and took 11 s to reach the
+  // measurements the balancer trusts, while a rate from 3 of them is close enough to see a
+  // fivefold imbalance; noise of that size it is not.
+  double provisional_gain = 1.0;
 };
 
 struct Move {
@@ -88,6 +114,8 @@ double optimal_bound(const std::vector<Peer>& peers, const Stages& stages);
 // The plan for this period: at most params.max_moves moves, in order, each the best single
 // move after the ones before it (ties: the lowest worker id, then the lowest stage); empty
 // unless together they raise P by more than params.min_gain (any P > 0 when a stage has none).
+// Provisional speeds count as unmeasured, unless no plan comes without them and one with them
+// raises P by more than params.provisional_gain.
 std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& stages,
                              const BalancerParams& params, double now);
 

@@ -21,8 +21,10 @@ namespace {
 
 // Micro-batches a worker's rate must cover before the balancer takes it as measured. (On
 // 2 busy cores, rates of the first micro-batches moved a worker of a balanced 2 + 2 swarm,
-// 1 of 7 runs of net.balancer.)
+// 1 of 7 runs of net.balancer.) From kProvisionalMeasurements on it is provisional: counted
+// only by a plan that more than doubles the pipeline (BalancerParams::provisional_gain).
 constexpr int kMinMeasurements = 8;
+constexpr int kProvisionalMeasurements = 3;
 
 double now_s(Self* self) {
   return std::chrono::duration<double>(balancer_state::Clock::now() - self->state.start).count();
@@ -70,6 +72,9 @@ void execute(Self* self, std::vector<policy::Move> moves, size_t i) {
       const auto id = static_cast<uint32_t>(fan->id);
       s.moved_at[id] = now_s(self);
       s.arriving[id] = now_s(self);
+      // Its speed moves with it (samples/s at cost 1) until it has measured itself anew.
+      for (const auto& p : s.measured)
+        if (p.id == m.worker && p.speed > 0) s.carried[id] = {p.speed, p.provisional};
       ++s.moves;
       spdlog::info("balancer: worker {} moves from stage {} to stage {} as worker {} ({})",
                    m.worker, m.from, m.to, id, m.reason);
@@ -91,17 +96,23 @@ void execute(Self* self, std::vector<policy::Move> moves, size_t i) {
         .then([=](int64_t id) { answered(id); }, [=](const caf::error&) { answered(-1); });
 }
 
+// The stages as the policy models them: costs, and the step's micro-batches (a stage's
+// workers share those few, so a slow one beside a fast one adds less than its speed).
+policy::Stages stages_of(const balancer_state& s) {
+  return {s.cost, {}, s.setup.ctx->config.train.micro_batches};
+}
+
 void plan(Self* self, const std::shared_ptr<Poll>& poll) {
   auto& s = self->state;
   s.measured = poll->peers;
-  auto moves = policy::plan_moves(poll->peers, s.cost, s.params, now_s(self));
+  auto moves = policy::plan_moves(poll->peers, stages_of(s), s.params, now_s(self));
   nlohmann::json planned = nlohmann::json::array();
   for (const auto& m : moves)
     planned.push_back({{"worker", m.worker}, {"from", m.from}, {"to", m.to}, {"gain", m.gain}});
   s.last = {{"period", s.periods},
             {"at_s", now_s(self)},
             {"rates", poll->rates},
-            {"stage_rates", policy::stage_rates(poll->peers, s.cost)},
+            {"stage_rates", policy::stage_rates(poll->peers, stages_of(s))},
             {"plan", planned}};
   if (moves.empty()) return done(self);
   execute(self, std::move(moves), 0);
@@ -119,45 +130,69 @@ void on_members(Self* self, const messages::Membership& m) {
                                                                             : std::next(it);
   if (!s.arriving.empty()) return done(self);
   auto poll = std::make_shared<Poll>();
+  std::map<uint32_t, balancer_state::Carried> carried;  // of the members only
   for (const auto& stage : m.stages)
     for (const auto& w : stage) {
       ++poll->waiting;
+      if (auto c = s.carried.find(w.id); c != s.carried.end()) carried.insert(*c);
       // New ids never repeat one the stage has had.
       auto& next = s.next_replica[w.stage];
       next = std::max(next, w.id % 1000 + 1);
     }
+  s.carried = std::move(carried);
   if (poll->waiting == 0) return done(self);
   const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
   for (const auto& stage : m.stages)
     for (const auto& w : stage) {
       const uint32_t id = w.id, k = w.stage;
-      auto answered = [=](double measured) {
+      auto answered = [=](double measured, bool provisional) {
         auto& s = self->state;
         const double rate = s.setup.speed ? s.setup.speed(id, measured) : measured;
         const auto moved = s.moved_at.find(id);
-        // Speed at a stage of cost 1; an unmeasured worker (0) counts with the mean.
-        poll->peers.push_back(
-            {id, k, k < s.cost.size() ? rate * s.cost[k] : 0.0,
-             moved == s.moved_at.end() ? -std::numeric_limits<double>::infinity() : moved->second});
-        poll->rates.push_back({{"worker", id}, {"stage", k}, {"samples_per_s", rate}});
+        policy::Peer p{
+            id, k, k < s.cost.size() ? rate * s.cost[k] : 0.0,
+            moved == s.moved_at.end() ? -std::numeric_limits<double>::infinity() : moved->second};
+        p.provisional = provisional && !s.setup.speed;
+        // Speed at a stage of cost 1. A worker a move started keeps its speed from before the
+        // move until it has measured itself as well (counted with the mean instead, a fast
+        // worker joining a slow one looked like a stage still short, and the next period
+        // moved two more); any other unmeasured worker (0) counts with the mean.
+        const auto c = s.carried.find(id);
+        const bool carried =
+            c != s.carried.end() && (!(p.speed > 0) || (p.provisional && !c->second.provisional));
+        if (carried)
+          p.speed = c->second.speed, p.provisional = c->second.provisional;
+        else if (p.speed > 0 && !p.provisional)
+          s.carried.erase(id);
+        poll->peers.push_back(p);
+        poll->rates.push_back({{"worker", id},
+                               {"stage", k},
+                               {"samples_per_s", rate},
+                               {"provisional", p.provisional},
+                               {"carried", carried}});
         if (--poll->waiting == 0) plan(self, poll);
       };
       self->request(w.handle, timeout, info_atom::value)
           .then(
               [=](const std::string& info) {
                 double measured = 0;
+                bool provisional = false;
                 try {
                   const auto j = nlohmann::json::parse(info);
                   // A rate of its first few micro-batches is mostly warm-up (first
-                  // allocations, a cold cache): it counts once it has kMinMeasurements.
+                  // allocations, a cold cache): it counts once it has kMinMeasurements,
+                  // provisionally from kProvisionalMeasurements.
+                  const int n = j.value("rate_measurements", 0);
                   if (j.contains("samples_per_s") && j["samples_per_s"].is_number() &&
-                      j.value("rate_measurements", 0) >= kMinMeasurements)
+                      n >= kProvisionalMeasurements) {
                     measured = j["samples_per_s"].get<double>();
+                    provisional = n < kMinMeasurements;
+                  }
                 } catch (const std::exception&) {
                 }
-                answered(measured);
+                answered(measured, provisional);
               },
-              [=](const caf::error&) { answered(0); });
+              [=](const caf::error&) { answered(0, false); });
     }
 }
 
@@ -195,7 +230,7 @@ caf::behavior balancer(Self* self, BalancerSetup setup) {
         if (s.measured.empty()) return stages;
         auto peers = s.measured;
         for (uint32_t i = 0; i < n; ++i) {
-          const uint32_t k = policy::place(peers, s.cost, 0);
+          const uint32_t k = policy::place(peers, stages_of(s), 0);
           stages.push_back(k);
           peers.push_back({std::numeric_limits<uint32_t>::max() - i, k, 0});
         }

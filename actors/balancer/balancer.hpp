@@ -47,6 +47,11 @@ struct balancer_state {
   uint64_t periods = 0, moves = 0;
   nlohmann::json last;  // the last period: rates and the plan, for the console's `info`
   std::vector<policy::Peer> measured;  // the last period's workers, for placing newcomers
+  struct Carried {
+    double speed;  // samples/s at cost 1, measured before the move
+    bool provisional;
+  };
+  std::map<uint32_t, Carried> carried;  // moved workers not measured anew yet, by new id
   static inline const char* name = "balancer";
 };
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -166,10 +167,54 @@ TEST(Balancer, TheLiveBalancersMoveIsTheSimulatorsForTheSameSpeeds) {
   p.min_gain = config.balancer.min_gain;
   p.cooldown_s = config.balancer.cooldown_s;
   p.max_moves = config.balancer.max_moves;
-  const auto plan = policy::plan_moves(peers, cost, p, 0);
+  const auto plan =
+      policy::plan_moves(peers, policy::Stages(cost, {}, config.train.micro_batches), p, 0);
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(moves[0]["worker"], plan[0].worker);
   EXPECT_EQ(moves[0]["from"], plan[0].from);
   EXPECT_EQ(moves[0]["to"], plan[0].to);
   EXPECT_DOUBLE_EQ(moves[0]["gain"].get<double>(), plan[0].gain);
+}
+
+TEST(Balancer, AMovedWorkerKeepsItsSpeedUntilItHasMeasuredItselfAgain) {
+  // 3 + 1, the stage-1 worker 4x slower than most, one of stage 0's faster than the others.
+  // The first plan moves the fastest to stage 1. The moved worker (1001) never reports a rate
+  // of its own here (injected 0: a worker's first micro-batches at its new stage). Counted with
+  // the mean of the others, stage 1 would look short and the next period would move another
+  // worker (the plan below); with its speed carried over, no further move.
+  auto config = balanced_run("diloco-swarm", 60);
+  config.balancer.max_moves = 2;
+  const auto cost = model::stage_costs(config);
+  const policy::Stages stages(cost, {}, config.train.micro_batches);
+  const std::map<uint32_t, double> speed = {{0, 12}, {1, 8}, {2, 8}, {1000, 2}};
+  auto injected = [&](uint32_t id, double) {
+    const auto it = speed.find(id);
+    return it == speed.end() ? 0.0 : it->second / cost[id / 1000];
+  };
+
+  policy::BalancerParams p;
+  p.min_gain = config.balancer.min_gain;
+  p.cooldown_s = config.balancer.cooldown_s;
+  p.max_moves = config.balancer.max_moves;
+  auto first = policy::plan_moves({{0, 0, 12}, {1, 0, 8}, {2, 0, 8}, {1000, 1, 2}}, stages, p, 0);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].worker, 0u);
+  const std::vector<policy::Peer> unmeasured = {
+      {1, 0, 8}, {2, 0, 8}, {1000, 1, 2}, {1001, 1, 0, 0}};
+  ASSERT_FALSE(policy::plan_moves(unmeasured, stages, p, 1).empty());  // what carrying prevents
+  auto carried = unmeasured;
+  carried[3].speed = 12;
+  ASSERT_TRUE(policy::plan_moves(carried, stages, p, 1).empty());
+
+  const auto [r, moves] = run_balanced(config, {3, 1}, injected);
+  ASSERT_EQ(r.report.losses.size(), 60u);
+  expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0]["worker"], 0);
+  EXPECT_EQ(moves[0]["new_worker"], 1001);
+  // The balancer's last period took 1001's speed from before its move.
+  bool seen = false;
+  for (const auto& rate : r.balancer["last"]["rates"])
+    if (rate["worker"] == 1001) seen = rate["carried"].get<bool>();
+  EXPECT_TRUE(seen) << r.balancer.dump();
 }

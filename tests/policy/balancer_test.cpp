@@ -75,6 +75,67 @@ std::vector<Peer> equal_peers(const std::vector<int>& per_stage) {
   return peers;
 }
 
+TEST(Balancer, ProvisionalSpeedsMoveAWorkerOnlyForAPlanThatMoreThanDoublesThePipeline) {
+  // 3 + 1, the lone stage-1 worker 4x slow and measured; stage 0's speeds are provisional
+  // (their first micro-batches). Taken as unmeasured they cannot move; counted, moving one
+  // takes P from 2 to min(24, 2 + 8) = 10: far more than double, so it is planned.
+  auto peer = [](uint32_t id, uint32_t stage, double speed, bool provisional) {
+    Peer p{id, stage, speed};
+    p.provisional = provisional;
+    return p;
+  };
+  const std::vector<Peer> starved = {peer(0, 0, 8, true), peer(1, 0, 8, true), peer(2, 0, 8, true),
+                                     peer(1000, 1, 2, false)};
+  auto moves = plan_moves(starved, kTwoEqual, {}, 0);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].from, 0u);
+  EXPECT_EQ(moves[0].to, 1u);
+  EXPECT_DOUBLE_EQ(moves[0].gain, 4.0);
+  // 3 + 1, all provisional, stage 1's worker at 15 and stage 0's at 10: moving one takes P
+  // from 15 to min(20, 25) = 20 (+33%): planned from trusted speeds, not from provisional ones.
+  std::vector<Peer> slower = {peer(0, 0, 10, true), peer(1, 0, 10, true), peer(2, 0, 10, true),
+                              peer(1000, 1, 15, true)};
+  EXPECT_TRUE(plan_moves(slower, kTwoEqual, {}, 0).empty());
+  for (auto& p : slower) p.provisional = false;
+  ASSERT_EQ(plan_moves(slower, kTwoEqual, {}, 0).size(), 1u);
+  // A provisional speed that is not needed does not hold a trusted plan back: stage 0's
+  // workers measured, stage 1's newcomer provisional and counted as the mean.
+  const std::vector<Peer> mixed = {peer(0, 0, 8, false), peer(1, 0, 8, false), peer(2, 0, 8, false),
+                                   peer(1000, 1, 1, true)};
+  moves = plan_moves(mixed, kTwoEqual, {}, 0);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_DOUBLE_EQ(moves[0].gain, 1.0);  // 8 (the mean) -> 16: the trusted plan
+}
+
+TEST(Balancer, WithoutLinksAnExchangeTradesAFastWorkerForASlowOneNotTwoAlike) {
+  // 3 + 1, the lone stage-1 worker 4x slow, stage 1 half again as costly. One move gives
+  // 2 + 2 with the slow worker in stage 1: P = min(8, 5 / 1.5) = 3.3. No single move helps
+  // from there, but exchanging a fast stage-0 worker for the slow one gives min(5, 8 / 1.5) = 5.
+  const Stages costly = {1.0, 1.5};
+  BalancerParams p;
+  p.max_moves = 4;
+  auto moves = plan_moves({{0, 0, 4}, {1, 0, 4}, {2, 0, 4}, {1000, 1, 1}}, costly, p, 0);
+  ASSERT_EQ(moves.size(), 3u);
+  EXPECT_EQ(moves[0].to, 1u);
+  EXPECT_EQ(moves[1].to, 1u);
+  EXPECT_EQ(moves[2].worker, 1000u);
+  EXPECT_EQ(moves[2].to, 0u);
+  EXPECT_DOUBLE_EQ(moves[2].after, 5.0);
+  // Workers whose speeds are within 2x of each other are not exchanged (measured speeds of
+  // equal workers spread that far): 6 + 6 against 4 + 4 would even out at 10 + 10 (+25%).
+  EXPECT_TRUE(
+      plan_moves({{0, 0, 6}, {1, 0, 6}, {1000, 1, 4}, {1001, 1, 4}}, kTwoEqual, p, 0).empty());
+  // 6 + 6 against 2.5 + 5.5: exchanging 6 for 2.5 takes P from 8 to 8.5.
+  moves = plan_moves({{0, 0, 6}, {1, 0, 6}, {1000, 1, 2.5}, {1001, 1, 5.5}}, kTwoEqual, p, 0);
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_EQ(moves[1].worker, 1000u);
+  EXPECT_DOUBLE_EQ(moves[1].after, 8.5);
+  // With one move allowed no exchange is planned.
+  p.max_moves = 1;
+  EXPECT_TRUE(
+      plan_moves({{0, 0, 6}, {1, 0, 6}, {1000, 1, 2.5}, {1001, 1, 5.5}}, kTwoEqual, p, 0).empty());
+}
+
 TEST(Balancer, PlansSeveralMovesThatTogetherBalanceTheStages) {
   BalancerParams p;
   p.max_moves = 10;
