@@ -19,6 +19,22 @@ TEST(Balancer, PipelineRateIsTheSlowestStagesSumAndTheBoundSharesAllSpeed) {
   EXPECT_EQ(stage_rates(peers, {1.0, 2.0}), (std::vector<double>{8, 1}));
 }
 
+TEST(Balancer, WithStepsAStagesRateIsItsMicroBatchesOverTheStepsMakespan) {
+  // Without steps, the sum. With 4 micro-batches a step, a worker 4x slower than the other adds
+  // nothing (the fast one finishes all four when the slow one would finish its first); two
+  // equal workers with 3 micro-batches take two rounds: 3 a step in 1 s, not 4.
+  EXPECT_EQ(stage_rate({4, 1}, 0), 5);
+  EXPECT_EQ(stage_rate({4, 1}, 4), 4);
+  EXPECT_EQ(stage_rate({4, 1}, 5), 5);  // the fifth goes to the slow one: 5 in 1 s
+  EXPECT_EQ(stage_rate({2, 2}, 4), 4);
+  EXPECT_EQ(stage_rate({2, 2}, 3), 3);
+  EXPECT_EQ(stage_rate({}, 4), 0);
+  // The pipeline the balancer sees: 2 + 2 with the slow worker in stage 1.
+  const std::vector<Peer> peers = {{0, 0, 4}, {1, 0, 4}, {1000, 1, 4}, {1001, 1, 1}};
+  EXPECT_EQ(stage_rates(peers, Stages({1, 1}, {}, 4)), (std::vector<double>{8, 4}));
+  EXPECT_EQ(stage_rates(peers, kTwoEqual), (std::vector<double>{8, 5}));
+}
+
 TEST(Balancer, MovesTheWorkerThatRaisesTheSlowestStageMost) {
   // Three workers in stage 0, one in stage 1, all equally fast: one moves to stage 1.
   const std::vector<Peer> peers = {{0, 0, 2}, {1, 0, 2}, {2, 0, 2}, {1000, 1, 2}};
