@@ -219,10 +219,7 @@ struct TransportConfig {
 struct BalancerConfig {
   bool enabled = true;  // false: placements stay as the swarm starts (DiLoCo-SWARM's behaviour)
   double period_s = 30;
-  // Measured rates of equal workers on a busy machine differ by up to 30%: at 0.05 a plan of
-  // two single moves that only traded two equal workers between stages (a predicted 7%) was
-  // made in each of 3 live runs.
-  double min_gain = 0.1;
+  double min_gain = 0.05;
   int64_t min_workers = 1;
   double cooldown_s = 120;
   int64_t max_moves = 4;  // moves planned in one period at most
