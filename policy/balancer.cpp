@@ -238,8 +238,9 @@ std::optional<Step> best_step(const std::vector<Peer>& peers, const std::vector<
   return best;
 }
 
-std::vector<Move> plan(const std::vector<Peer>& peers, const Stages& model,
-                       const BalancerParams& params, double now) {
+// The plan from these speeds, all taken as they are (plan_moves decides which to trust).
+std::vector<Move> greedy_plan(const std::vector<Peer>& peers, const Stages& model,
+                              const BalancerParams& params, double now) {
   const size_t stages = model.size();
   if (stages < 2) return {};
   std::vector<Peer> plan = peers;  // the placement as the plan changes it, by id
@@ -262,13 +263,15 @@ std::vector<Move> plan(const std::vector<Peer>& peers, const Stages& model,
     m.from = static_cast<uint32_t>(from);
     m.to = static_cast<uint32_t>(to);
     m.before = current[0];
-    rates[from] -= rate_at(p, model, from, mean);
-    rates[to] += rate_at(p, model, to, mean);
+    if (model.micro_batches <= 0) {
+      rates[from] -= rate_at(p, model, from, mean);
+      rates[to] += rate_at(p, model, to, mean);
+    }
     --count[from];
     ++count[to];
     p.stage = static_cast<uint32_t>(to);
-    if (model.micro_batches > 0) rates = stage_rates(plan, model);
-    p.moved_at = now;  // not twice in one plan
+    if (model.micro_batches > 0) rates = stage_rates(plan, model);  // not additive: again
+    p.moved_at = now;                                               // not twice in one plan
     current = score_of(rates);
     m.after = current[0];
     moves.push_back(std::move(m));
@@ -301,11 +304,11 @@ std::vector<Move> plan_moves(const std::vector<Peer>& peers, const Stages& model
   bool provisional = false;
   for (auto& p : trusted)
     if (p.provisional) p.speed = 0, provisional = true;
-  auto moves = plan(trusted, model, params, now);
+  auto moves = greedy_plan(trusted, model, params, now);
   if (!moves.empty() || !provisional) return moves;
   BalancerParams bold = params;
   bold.min_gain = std::max(params.min_gain, params.provisional_gain);
-  return plan(peers, model, bold, now);
+  return greedy_plan(peers, model, bold, now);
 }
 
 std::optional<Move> best_move(const std::vector<Peer>& peers, const Stages& stages,
