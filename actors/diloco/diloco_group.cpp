@@ -220,6 +220,24 @@ std::vector<at::Tensor> encode_mean(const group_state& s, const FragmentRounds& 
   return wire;
 }
 
+// Eager: each contributor's Δ̃_i as its worker stepped with it at the round's start, from the
+// last round's mean when this round follows it (a worker that missed that mean used none).
+std::vector<model::NamedTensors> eager_deltas(const group_state& s, const FragmentRounds& f) {
+  const bool have_mean = !f.last_mean.empty() && f.last_applied >= 0 &&
+                         static_cast<uint64_t>(f.last_applied) + 1 == f.round;
+  const auto first_m =
+      static_cast<size_t>(std::max<int64_t>(1, s.ctx->config.swarm.workers_per_stage));
+  std::vector<model::NamedTensors> out;
+  for (const auto& [id, delta] : f.contributions) {
+    const model::NamedTensors* own = nullptr;
+    if (auto it = f.last_contributions.find(id); have_mean && it != f.last_contributions.end())
+      own = &it->second;
+    out.push_back(model::eager_delta(delta, have_mean ? &f.last_mean : nullptr,
+                                     have_mean ? f.last_contributions.size() : 0, own, first_m));
+  }
+  return out;
+}
+
 void apply_round(Self* self, uint32_t p) {
   auto& s = self->state;
   auto& f = s.fragments[p];
@@ -240,11 +258,25 @@ void apply_round(Self* self, uint32_t p) {
   model::NamedTensors before;
   if (quantized && !eager && !whole_theta)
     for (const auto& [name, t] : f.outer->theta()) before.emplace_back(name, t.clone());
+  // θ is what joining and restarted workers start from, and what the last step hands every
+  // worker: the exact mean's outer step, or with eager steps the mean of the workers' own.
+  const auto tilde = eager ? eager_deltas(s, f) : std::vector<model::NamedTensors>{};
   std::vector<const model::NamedTensors*> deltas;
-  for (const auto& [id, delta] : f.contributions) deltas.push_back(&delta);
-  // The group's θ takes the exact mean in every mode: it is what joining and restarted
-  // workers start from, and what the last step hands every worker.
+  if (eager)
+    for (const auto& t : tilde) deltas.push_back(&t);
+  else
+    for (const auto& [id, delta] : f.contributions) deltas.push_back(&delta);
   f.outer->step(deltas);
+  if (eager) {
+    f.last_mean.clear();
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const auto& [name, theta] = f.outer->theta()[k];
+      f.last_mean.emplace_back(
+          name, quantized ? model::decode(tensors[k], d.quantize, d.quant_block, theta.sizes())
+                          : tensors[k].clone());
+    }
+    f.last_contributions = f.contributions;
+  }
   if (!eager && quantized && !whole_theta) {
     tensors = encode_update(s, f, before);
     h.update = true;

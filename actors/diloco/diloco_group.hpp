@@ -23,6 +23,12 @@
 // update, so every worker that applies it to θ(t−1) holds θ(t) bit for bit (its own error is
 // carried to the next update with diloco.error_feedback). A member new to the stage gets θ
 // itself. Streaming rounds never use the group communicator: each worker reports its own.
+//
+// Eager (diloco.eager): each worker steps its own outer optimizer with its Δ̃_i, and the group
+// answers with the mean Δ̄. The group steps θ with the mean of the contributors' Δ̃_i, which it
+// computes as they did; the outer step is linear, so θ stays the mean of the workers' θ (all
+// of them in every round) and the last step's exact outer step starts from where the workers
+// are. Stepping θ with Δ̄ instead drifts from the workers by rounds of Nesterov momentum.
 #pragma once
 
 #include <caf/all.hpp>
@@ -67,6 +73,10 @@ struct FragmentRounds {
   bool final = false;            // a contribution of the run's last step: answer with θ(t)
   model::NamedTensors residual;  // error feedback of the quantized updates sent
   uint64_t bytes = 0;            // its answers' payload, to every member
+  // Eager: the last applied round's mean as the workers decode it, and who was in it; the
+  // others' term of each worker's next eager step (model::eager_delta).
+  model::NamedTensors last_mean;
+  std::map<uint32_t, model::NamedTensors> last_contributions;
 };
 
 struct group_state {

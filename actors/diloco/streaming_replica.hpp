@@ -20,7 +20,8 @@
 // model::eager_delta: its fresh Δ_i and the others' Δ of the fragment's last round, and
 // trains on from the result, which becomes the fragment's anchor. The group answers with the
 // round's mean Δ̄ (and who is in it), which the merge τ steps later only records for the next
-// round. The group's θ still takes every exact mean, and the last step hands it to every
+// round. The group's θ follows the mean of the workers' eager steps (actors/diloco/
+// diloco_group.hpp), and the last step hands it, stepped with that round's exact mean, to every
 // worker. A restarted worker's local momentum starts from zero.
 //
 // Faults: a refused round (the group was collecting another, the sender was not a member, a

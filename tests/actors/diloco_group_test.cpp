@@ -2,10 +2,13 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <algorithm>
 #include <limits>
 
 #include "actor_test_util.hpp"
 #include "actors/diloco/diloco_group.hpp"
+#include "model/quantize.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -224,6 +227,86 @@ TEST(DilocoGroup, ANonFiniteContributionIsRefusedAndTheRoundGoesOn) {
       EXPECT_TRUE(
           at::allclose(f.tensors[0], at::tensor({1.0f - 1.33f * 0.2f, 2.0f - 1.33f * 0.4f})))
           << f.tensors[0];
+    }
+    a->send_exit(group, caf::exit_reason::user_shutdown);
+  }
+}
+
+// Eager (P = 1, two workers): each worker steps its own outer optimizer with its Δ̃_i
+// (model::eager_delta, from the means the group answered) and the group answers with the
+// mean Δ̄; over four rounds of different Δ's the group's θ stays the mean of the workers' θ,
+// so the last step's exact outer step starts from where the workers are. Stepping θ with Δ̄
+// drifts from them (by half the first round's step, then by rounds of momentum).
+TEST(DilocoGroup, EagerThetaStaysTheMeanOfTheWorkersOwnOuterSteps) {
+  for (auto q : {model::Quantize::none, model::Quantize::int4}) {
+    SCOPED_TRACE(model::name_of(q));
+    swarmrt::testing::TestSystem ts;
+    auto ctx = std::make_shared<actors::SwarmContext>();
+    auto& d = ctx->config.diloco;
+    d.outer_lr = 0.7;
+    d.outer_momentum = 0.9;
+    d.overlap_steps = 1;
+    d.eager = true;
+    d.quantize = q;
+    d.quant_block = 4;
+    ctx->config.swarm.workers_per_stage = 2;
+    const auto theta0 = at::tensor({1.0f, 2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 0.25f, 1.5f});
+    caf::scoped_actor a{*ts.sys}, b{*ts.sys};
+    auto group =
+        ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
+                      uint32_t{0}, model::NamedTensors{{"w", theta0.clone()}},
+                      std::make_shared<actors::GroupStore>(), caf::actor{});
+    messages::Membership m;
+    m.stages = {
+        {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
+    a->send(group, members_atom::value, m);
+
+    struct Worker {
+      caf::scoped_actor* self;
+      uint32_t id;
+      std::unique_ptr<model::OuterNesterov> outer;
+      model::NamedTensors last_sent;  // the Δ the group decoded of the last round
+    };
+    std::vector<Worker> workers;
+    workers.push_back({&a, 1, {}, {}});
+    workers.push_back({&b, 2, {}, {}});
+    for (auto& w : workers)
+      w.outer = std::make_unique<model::OuterNesterov>(model::NamedTensors{{"w", theta0.clone()}},
+                                                       0.7, 0.9);
+    model::NamedTensors mean;  // the last round's mean, as decoded
+    std::vector<uint32_t> mean_of;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+    for (uint64_t round = 0; round < 4; ++round) {
+      for (auto& w : workers) {
+        const auto delta = at::randn({8}, gen) * 0.1;
+        const auto wire = q == model::Quantize::none ? delta : model::encode(delta, q, 4);
+        const model::NamedTensors own{
+            {"w", q == model::Quantize::none ? delta : model::decode(wire, q, 4, {8})}};
+        const bool was_in = !mean.empty() && !w.last_sent.empty() &&
+                            std::count(mean_of.begin(), mean_of.end(), w.id) > 0;
+        const auto tilde = model::eager_delta(own, mean.empty() ? nullptr : &mean, mean_of.size(),
+                                              was_in ? &w.last_sent : nullptr, 2);
+        w.outer->step({&tilde});
+        w.last_sent = own;
+        (*w.self)->send(group, round_atom::value, contribution(round, w.id, wire));
+      }
+      for (auto& w : workers) {
+        auto [h, f] = next_round(*w.self);
+        ASSERT_EQ(h.status, RoundStatus::applied);
+        EXPECT_TRUE(h.average);
+        mean = {{"w", q == model::Quantize::none ? f.tensors[0]
+                                                 : model::decode(f.tensors[0], q, 4, {8})}};
+        mean_of = h.contributors;
+      }
+      const auto expected =
+          (workers[0].outer->theta()[0].second + workers[1].outer->theta()[0].second) / 2;
+      a->request(group, caf::infinite, params_atom::value)
+          .receive(
+              [&](const messages::TensorList& theta) {
+                EXPECT_TRUE(at::allclose(theta.tensors[0], expected, 1e-5, 1e-6))
+                    << "round " << round << ": " << theta.tensors[0] << " vs " << expected;
+              },
+              [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
     }
     a->send_exit(group, caf::exit_reason::user_shutdown);
   }
