@@ -10,10 +10,12 @@
 #   -> table + bench/results/comm_seeds.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
+first=${1:-2} last=${2:-13}
+[[ $first =~ ^[0-9]+$ && $last =~ ^[0-9]+$ && $first -le $last ]] ||
+  { echo "bench/comm_seeds.sh: FIRST and LAST must be seeds with FIRST <= LAST (got '$first' '$last')" >&2; exit 2; }
+shift $(($# < 2 ? $# : 2))
 source scripts/common.sh
 prepare_bench
-first=${1:-2} last=${2:-13}
-shift $(($# < 2 ? $# : 2))
 bin=build/bin/swarmrt
 runs=runs/comm_seeds
 mkdir -p "$runs"
