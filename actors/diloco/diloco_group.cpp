@@ -221,10 +221,10 @@ std::vector<at::Tensor> encode_mean(const group_state& s, const FragmentRounds& 
 }
 
 // Eager: each contributor's Δ̃_i as its worker stepped with it at the round's start, from the
-// last round's mean when this round follows it (a worker that missed that mean used none).
+// last round's mean (rounds are applied in order, so it is the round before this one; a
+// restarted group has none and sums afresh).
 std::vector<model::NamedTensors> eager_deltas(const group_state& s, const FragmentRounds& f) {
-  const bool have_mean = !f.last_mean.empty() && f.last_applied >= 0 &&
-                         static_cast<uint64_t>(f.last_applied) + 1 == f.round;
+  const bool have_mean = !f.last_mean.empty();
   const auto first_m =
       static_cast<size_t>(std::max<int64_t>(1, s.ctx->config.swarm.workers_per_stage));
   std::vector<model::NamedTensors> out;
