@@ -37,7 +37,7 @@ BENCHMARKS=(
   "console|bench/console.sh|bench/console.sh 1 5 4|console.json"
   "loss_curves|bench/loss_curves.sh|bench/loss_curves.sh 100 1 runs/loss_curves|loss_curves.json"
   "comm|build/bin/swarmrt bench comm -c configs/bench_comm.toml|build/bin/swarmrt bench comm -c configs/bench_comm.toml --set train.steps=128|comm.json"
-  "comm_seeds|bench/comm_seeds.sh 2 13|bench/comm_seeds.sh 2 3|comm_seeds.json"
+  "comm_seeds|bench/comm_seeds.sh 2 31|bench/comm_seeds.sh 2 3|comm_seeds.json"
 )
 
 known=()
