@@ -9,8 +9,11 @@
 // Each mode runs twice over. First the whole run in one process (`swarmrt train`): the bytes
 // every actor sent, by kind, and the final validation loss. Sync bytes are those of gradients,
 // pseudo-gradients and parameters; per worker and step they are the run's total over workers
-// and steps, and the peak is the most sent in any one step but the last (where Streaming
-// DiLoCo consolidates every fragment once). Then the tokens/s of `swarmrt launch --local W`,
+// and steps, and the peak is the most that one step's synchronization moves, both ways: a
+// round's contributions go in its step and the group's answers land up to overlap_steps (τ)
+// steps later, so the peak sums τ + 1 steps' bytes for the streaming mode (one step for the
+// others, whose answers come within the step); the last step, where Streaming DiLoCo
+// consolidates every fragment once, is left out. Then the tokens/s of `swarmrt launch --local W`,
 // one node per worker, so every worker's sync crosses a process link, with chaos.link_mbit_s
 // capping every link at each of --caps (0: no cap): H + 2 steps for the DiLoCo modes (so a
 // round of every fragment is in), 8 for swarm, tokens/s over the steps after the first two
@@ -40,6 +43,7 @@ struct Mode {
   std::string name;
   std::vector<std::string> overrides;  // on top of the config and --set
   int64_t throughput_steps = 0;
+  int64_t peak_span = 1;  // steps over which one step's rounds and their answers are counted
 };
 
 struct Args {
@@ -97,24 +101,40 @@ double sync_bytes(const nlohmann::json& bytes) {
          bytes.value("parameters", 0.0);
 }
 
-// Bytes and loss of a whole run in one process.
-nlohmann::json quality(const fs::path& dir, int64_t workers) {
+// Bytes and loss of a whole run in one process. The peak is what one step's rounds move: from
+// each step where contributions (gradients or pseudo-gradients) go out, the sync bytes of
+// `span` steps, because an overlapped round's answers are counted in the step they land in,
+// up to τ steps later. Counting single steps would halve a streaming round's figure when the
+// answers land in the next step, where a blocking round's holds both ways; starting only where
+// a round starts keeps one round's late answers out of the next round's window (rounds of a
+// stage start at least τ + 1 steps apart: the config refuses τ ≥ H/P).
+nlohmann::json quality(const fs::path& dir, int64_t workers, int64_t span) {
   const auto steps = records(dir / "metrics.jsonl", "step");
   const auto evals = records(dir / "metrics.jsonl", "eval");
   if (steps.empty() || evals.empty())
     throw std::runtime_error(dir.string() + "/metrics.jsonl holds no step or eval record");
-  double previous = 0, peak = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const double now = sync_bytes(steps[i].at("bytes"));
-    if (i + 1 < steps.size()) peak = std::max(peak, now - previous);
-    previous = now;
+  std::vector<double> total, sent;  // by the end of each step: sync bytes, contributions
+  for (const auto& s : steps) {
+    const auto& b = s.at("bytes");
+    total.push_back(sync_bytes(b));
+    sent.push_back(b.value("gradients", 0.0) + b.value("pseudo_gradients", 0.0));
   }
+  double peak = 0;
+  const size_t width = static_cast<size_t>(std::max<int64_t>(span, 1));
+  // windows that end before the last step, where Streaming DiLoCo consolidates every fragment
+  for (size_t start = 0; start + width < total.size(); ++start) {
+    const double before = start > 0 ? total[start - 1] : 0.0;
+    const double sent_before = start > 0 ? sent[start - 1] : 0.0;
+    if (sent[start] > sent_before) peak = std::max(peak, total[start + width - 1] - before);
+  }
+  const double previous = total.back();
   const auto n = static_cast<double>(steps.size());
   return {{"steps", steps.size()},
           {"sync_bytes_total", previous},
           {"bytes", steps.back().at("bytes")},
           {"sync_bytes_per_worker_step", previous / (n * static_cast<double>(workers))},
           {"peak_sync_bytes_per_worker_step", peak / static_cast<double>(workers)},
+          {"peak_span_steps", width},
           {"val_loss", evals.back().at("val_loss")}};
 }
 
@@ -166,7 +186,8 @@ std::string markdown(const nlohmann::json& result, const std::vector<double>& ca
   const auto& modes = result.at("modes");
   const auto& swarm = modes.at(0).at("quality");
   const auto& diloco = modes.at(1).at("quality");
-  md << "| mode | sync bytes / worker / step | ÷ swarm's | peak in one step | ÷ diloco's | val "
+  md << "| mode | sync bytes / worker / step | ÷ swarm's | peak for one step's sync | ÷ diloco's | "
+        "val "
         "loss "
         "| vs swarm |";
   for (double c : caps) md << " tok/s " << cap_name(c) << " |";
@@ -236,7 +257,7 @@ int run_bench(const Args& args) {
         {"swarm.mode=" + diloco_mode, "diloco.fragments=1", "diloco.overlap_steps=0",
          "diloco.quantize=none", "diloco.eager=false"},
         d.inner_steps + 2}},
-      {label, {"streaming", {"swarm.mode=" + diloco_mode}, d.inner_steps + 2}},
+      {label, {"streaming", {"swarm.mode=" + diloco_mode}, d.inner_steps + 2, 1 + d.overlap_steps}},
   };
   const fs::path work = args.work.empty() ? fs::temp_directory_path() /
                                                 ("swarmrt-bench-comm-" + std::to_string(getpid()))
@@ -265,7 +286,7 @@ int run_bench(const Args& args) {
       spdlog::error("{} run exited {}; see {}", mode.name, rc, log.string());
       return 1;
     }
-    entry["quality"] = quality(dir, workers);
+    entry["quality"] = quality(dir, workers, mode.peak_span);
     ++done;
     for (double cap : args.caps) {
       progress(done, total,

@@ -58,7 +58,7 @@ for _ in $(seq 1 280); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
 kill -0 "$pid" 2>/dev/null && fail "bench comm still running after 280 s: $(tail -5 "$tmp/bench.log")"
 wait "$pid" || fail "bench comm exited $?: $(tail -20 "$tmp/bench.log"; tail -30 "$tmp/work/runs.log")"
 pid=""
-python3 - "$tmp/comm.json" "$tmp/comm.md" <<'PY' || fail "results: $(cat "$tmp/bench.log")"
+python3 - "$tmp/comm.json" "$tmp/comm.md" "$tmp/work" <<'PY' || fail "results: $(cat "$tmp/bench.log")"
 import json, math, sys
 r = json.load(open(sys.argv[1]))
 modes = {m["mode"]: m for m in r["modes"]}
@@ -72,6 +72,18 @@ per = {k: m["quality"]["sync_bytes_per_worker_step"] for k, m in modes.items()}
 peak = {k: m["quality"]["peak_sync_bytes_per_worker_step"] for k, m in modes.items()}
 assert per["swarm"] > per["diloco"] > per["streaming"] > 0, per
 assert peak["streaming"] < peak["diloco"] / 2, peak
+# The peak counts a round both ways: its contributions in the step it starts and the group's
+# answers (int4 updates, as many bytes) in the steps up to tau = 1 later, where they land.
+steps = [json.loads(l) for l in open(sys.argv[3] + "/streaming-quality/metrics.jsonl")
+         if '"event":"step"' in l.replace(" ", "")]
+before = [{"bytes": {"pseudo_gradients": 0, "parameters": 0}}] + steps
+up = [s["bytes"]["pseudo_gradients"] - b["bytes"]["pseudo_gradients"] for b, s in zip(before, steps)]
+down = [s["bytes"]["parameters"] - b["bytes"]["parameters"] for b, s in zip(before, steps)]
+# rounds whose two steps end before the last one (the last step's consolidation is left out)
+rounds = [(i, up[i], down[i] + down[i + 1]) for i in range(len(steps) - 2) if up[i] > 0]
+assert rounds and all(u == d for _, u, d in rounds), rounds
+assert peak["streaming"] == max(u + d for _, u, d in rounds) / 2, (peak, rounds)
+assert modes["streaming"]["quality"]["peak_span_steps"] == 2, modes["streaming"]["quality"]
 assert r["machine"]["cores"] >= 1 and r["machine"]["cpu"], r["machine"]
 md = open(sys.argv[2]).read().splitlines()
 assert len(md) == 5 and md[0].startswith("| mode") and "Streaming DiLoCo" in md[4], md
