@@ -11,13 +11,13 @@
 // pseudo-gradients and parameters; per worker and step they are the run's total over workers
 // and steps, and the peak is the most that one step's synchronization moves, both ways: a
 // round's contributions go in its step and the group's answers land up to overlap_steps (τ)
-// steps later, so the peak sums τ + 1 steps' bytes for the streaming mode (one step for the
-// others, whose answers come within the step); the last step, where Streaming DiLoCo
-// consolidates every fragment once, is left out. Then the tokens/s of `swarmrt launch --local W`,
-// one node per worker, so every worker's sync crosses a process link, with chaos.link_mbit_s
-// capping every link at each of --caps (0: no cap): H + 2 steps for the DiLoCo modes (so a
-// round of every fragment is in), 8 for swarm, tokens/s over the steps after the first two
-// and before the last.
+// steps later, so the peak sums τ + 1 steps' bytes from each step where a round starts for the
+// streaming mode (one step for the others, whose answers come within it); the last step, where
+// Streaming DiLoCo consolidates every fragment once, is left out. Then the tokens/s of
+// `swarmrt launch --local W`, one node per worker, so every worker's sync crosses a process
+// link, with chaos.link_mbit_s capping every link at each of --caps (0: no cap): H + 2 steps
+// for the DiLoCo modes (so a round of every fragment is in), 8 for swarm, tokens/s over the
+// steps after the first two and before the last.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -186,10 +186,8 @@ std::string markdown(const nlohmann::json& result, const std::vector<double>& ca
   const auto& modes = result.at("modes");
   const auto& swarm = modes.at(0).at("quality");
   const auto& diloco = modes.at(1).at("quality");
-  md << "| mode | sync bytes / worker / step | ÷ swarm's | peak for one step's sync | ÷ diloco's | "
-        "val "
-        "loss "
-        "| vs swarm |";
+  md << "| mode | sync bytes / worker / step | ÷ swarm's | peak for one step's sync | ÷ diloco's "
+        "| val loss | vs swarm |";
   for (double c : caps) md << " tok/s " << cap_name(c) << " |";
   md << "\n|---|---|---|---|---|---|---|";
   for (size_t i = 0; i < caps.size(); ++i) md << "---|";
