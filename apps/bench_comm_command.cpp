@@ -127,12 +127,12 @@ nlohmann::json quality(const fs::path& dir, int64_t workers, int64_t span) {
     const double sent_before = start > 0 ? sent[start - 1] : 0.0;
     if (sent[start] > sent_before) peak = std::max(peak, total[start + width - 1] - before);
   }
-  const double previous = total.back();
+  const double sum = total.back();
   const auto n = static_cast<double>(steps.size());
   return {{"steps", steps.size()},
-          {"sync_bytes_total", previous},
+          {"sync_bytes_total", sum},
           {"bytes", steps.back().at("bytes")},
-          {"sync_bytes_per_worker_step", previous / (n * static_cast<double>(workers))},
+          {"sync_bytes_per_worker_step", sum / (n * static_cast<double>(workers))},
           {"peak_sync_bytes_per_worker_step", peak / static_cast<double>(workers)},
           {"peak_span_steps", width},
           {"val_loss", evals.back().at("val_loss")}};
