@@ -8,8 +8,10 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/publish.hpp>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "actors/membership/directory.hpp"
@@ -41,9 +43,39 @@ struct CoordinatorArgs {
   bool overwrite = false;
   bool resume = false;
   bool frames_over_caf = false;
-  std::string http;  // HOST:PORT of the status page, empty: none
+  std::string http;                 // HOST:PORT of the status page, empty: none
+  std::string run_id;               // hex; empty: a random one
+  double signal_checkpoint_s = 60;  // SIGTERM/SIGUSR1: wait this long for a checkpoint
   NetOptions net;
 };
+
+// A scheduler's SIGTERM (preemption, scancel) or SIGUSR1 (`--signal=USR1@120`, before the
+// time limit) asks for a checkpoint at the end of the step under way, so `--resume` in the
+// next allocation loses nothing; the swarm is stopped after it, or after `timeout_s`.
+void checkpoint_before_stop(caf::actor_system& sys, const caf::actor& tracker, double timeout_s) {
+  {
+    caf::scoped_actor self{sys};
+    self->request(tracker, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3)),
+                  checkpoint_atom::value)
+        .receive(
+            [&](const std::string& answer) {
+              const auto a = nlohmann::json::parse(answer, nullptr, false);
+              if (a.is_object() && a.value("ok", false))
+                spdlog::warn(
+                    "checkpoint of step {} written before stopping ({}): continue the run with "
+                    "--resume",
+                    a.value("step", 0), a.value("path", ""));
+              else
+                spdlog::warn("no checkpoint before stopping: {}",
+                             a.is_object() ? a.value("error", answer) : answer);
+            },
+            [&](const caf::error& e) {
+              spdlog::warn("no checkpoint before stopping within {} s: {}", timeout_s,
+                           sys.render(e));
+            });
+  }
+  caf::logger::set_current_actor_system(nullptr);  // see supervisors::send_from_here
+}
 
 int run_coordinator(const CoordinatorArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
@@ -51,9 +83,17 @@ int run_coordinator(const CoordinatorArgs& args) {
   caf::actor tracker_handle;
   caf::actor_system* system = nullptr;
   std::mutex handles_mutex;
+  bool saved_on_signal = false;
   StopSignals signals([&](int sig) {
-    spdlog::warn("coordinator: {} received, stopping the swarm", strsignal(sig));
+    const bool save = sig != SIGINT && args.signal_checkpoint_s > 0 && !saved_on_signal;
+    spdlog::warn("coordinator: {} received, {}stopping the swarm", strsignal(sig),
+                 save ? "saving a checkpoint, then " : "");
+    // Held while saving: the actor system outlives the request (the run's end waits for it).
     std::lock_guard<std::mutex> lock(handles_mutex);
+    if (save && system && tracker_handle) {
+      saved_on_signal = true;
+      checkpoint_before_stop(*system, tracker_handle, args.signal_checkpoint_s);
+    }
     // From an actor of this process: stop is refused from anyone else (supervisors/entitled).
     if (system && directory_handle)
       supervisors::send_from_here(*system, directory_handle, stop_atom::value);
@@ -76,8 +116,17 @@ int run_coordinator(const CoordinatorArgs& args) {
     return 2;
   }
   std::string secret;
+  uint64_t given_run_id = 0;
   try {
     secret = resolve_secret(args.net);
+    if (!args.run_id.empty()) {
+      size_t used = 0;
+      given_run_id = std::stoull(args.run_id, &used, 16);
+      if (used != args.run_id.size() || given_run_id == 0) throw std::invalid_argument("");
+    }
+  } catch (const std::invalid_argument&) {
+    spdlog::error("--run-id '{}': not a run id (16 hex digits, not all zero)", args.run_id);
+    return 2;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
@@ -116,8 +165,11 @@ int run_coordinator(const CoordinatorArgs& args) {
 
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = config;
-    // 64 random bits: two runs never share an id.
-    ctx->run_id = (static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
+    // 64 random bits: two runs never share an id (launch --from-env derives one from the job,
+    // so nodes it starts elsewhere join this run and no other).
+    ctx->run_id = given_run_id != 0 ? given_run_id
+                                    : (static_cast<uint64_t>(std::random_device{}()) << 32) |
+                                          std::random_device{}();
     actors::CoreOptions co;
     co.run = &run;
     co.resume = args.resume;
@@ -323,6 +375,13 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--http", args->http,
                   "HOST:PORT of the status page and /metrics (port 0: any free; the token is "
                   "written to RUN_DIR/http_token)");
+  cmd->add_option("--run-id", args->run_id,
+                  "this run's id, 16 hex digits (default: random); nodes given another are "
+                  "refused");
+  cmd->add_option("--signal-checkpoint-s", args->signal_checkpoint_s,
+                  "on SIGTERM or SIGUSR1, wait this long for a checkpoint of the step under way "
+                  "before stopping the swarm (0: stop at once, as on SIGINT)")
+      ->capture_default_str();
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_coordinator(*args); });
 }

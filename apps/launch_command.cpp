@@ -15,6 +15,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/hostfile.hpp"
+#include "apps/launch_from_env.hpp"
 #include "apps/net.hpp"
 #include "apps/process.hpp"
 #include "model/config.hpp"
@@ -32,13 +33,37 @@ struct LaunchArgs {
   std::vector<std::string> overrides;
   std::string out;
   bool overwrite = false;
-  uint32_t workers = 0;  // per local node; 0: the swarm's workers spread evenly
+  bool resume = false;
+  uint32_t workers = 0;  // per node; 0: the swarm's workers spread evenly (from env: per CPU)
   std::string listen = "127.0.0.1:0";
   std::string http;  // the coordinator's status page, empty: none
   std::vector<std::string> ssh_options;
   double grace_s = 10;
+  bool from_env = false;
+  FromEnvArgs env;  // --from-env's own settings
   NetOptions net;
 };
+
+// --from-env: this process becomes the coordinator or a node of a scheduler's job.
+int run_from_env(const LaunchArgs& args) {
+  std::string secret;
+  try {
+    model::load_config(args.config, args.overrides);  // a bad config fails here, on every rank
+    secret = resolve_secret(args.net);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  FromEnvArgs fe = args.env;
+  fe.config = args.config;
+  fe.overrides = args.overrides;
+  fe.out = args.out;
+  fe.resume = args.resume;
+  fe.http = args.http;
+  fe.workers = args.workers;
+  fe.net = args.net;
+  return launch_from_env(fe, secret);
+}
 
 void print_lines(Child& c) {
   for (const auto& line : c.read_lines()) std::printf("[%s] %s\n", c.label().c_str(), line.c_str());
@@ -94,6 +119,7 @@ void stop_all(std::vector<std::unique_ptr<Child>>& children, double grace_s) {
 }
 
 int run_launch(const LaunchArgs& args) {
+  if (args.from_env) return run_from_env(args);
   model::RunConfig config;
   std::vector<HostEntry> hosts;
   HostPort listen;
@@ -106,7 +132,7 @@ int run_launch(const LaunchArgs& args) {
     return 2;
   }
   if ((args.local > 0) == !hosts.empty()) {
-    spdlog::error("launch needs exactly one of --local N and --hostfile FILE");
+    spdlog::error("launch needs exactly one of --local N, --hostfile FILE and --from-env");
     return 2;
   }
   if (!hosts.empty() && listen.host == "0.0.0.0") {
@@ -134,6 +160,7 @@ int run_launch(const LaunchArgs& args) {
     for (const auto& o : args.overrides) argv.insert(argv.end(), {"--set", o});
     if (!args.out.empty()) argv.insert(argv.end(), {"--out", args.out});
     if (args.overwrite) argv.push_back("--overwrite");
+    if (args.resume) argv.push_back("--resume");
     if (!args.http.empty()) argv.insert(argv.end(), {"--http", args.http});
     for (const auto& f : net_flags(args.net)) argv.push_back(f);
     children.push_back(std::make_unique<Child>("coord", argv));
@@ -281,13 +308,43 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("launch", "start a coordinator and its nodes, here or over ssh");
   auto* local = cmd->add_option("--local", args->local, "run N nodes on this machine")
                     ->check(CLI::Range(1, 64));
-  cmd->add_option("--hostfile", args->hostfile, "start one node per hostfile line over ssh")
-      ->excludes(local);
+  auto* hostfile =
+      cmd->add_option("--hostfile", args->hostfile, "start one node per hostfile line over ssh")
+          ->excludes(local);
+  cmd->add_flag("--from-env", args->from_env,
+                "be the coordinator (rank 0) or a node of a job that Slurm (srun), Kubernetes "
+                "(an Indexed Job) or a torchrun-style launcher started, as its variables say")
+      ->excludes(local)
+      ->excludes(hostfile);
   cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
   cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
   cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
-  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first");
-  cmd->add_option("--workers,-w", args->workers, "workers per local node (default: spread evenly)");
+  auto* resume = cmd->add_flag("--resume", args->resume,
+                               "continue the run directory's run from its newest valid checkpoint");
+  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first")
+      ->excludes(resume);
+  cmd->add_option("--workers,-w", args->workers,
+                  "workers per node (default: --local spreads the swarm's evenly, --from-env "
+                  "runs one per CPU or GPU of the task)");
+  cmd->add_option("--port", args->env.port,
+                  "--from-env: rank 0's port (default MASTER_PORT, under Slurm 20000 + "
+                  "SLURM_JOB_ID % 20000)");
+  cmd->add_option("--listen-addr", args->env.listen_addr,
+                  "--from-env: the address other hosts reach this node on (default: its host "
+                  "name's, SLURMD_NODENAME or POD_IP)");
+  cmd->add_option("--stop-grace-s", args->env.stop_grace_s,
+                  "--from-env: after SIGTERM or SIGUSR1 a node serves this long more, for the "
+                  "coordinator's checkpoint and stop")
+      ->capture_default_str();
+  cmd->add_option("--signal-checkpoint-s", args->env.signal_checkpoint_s,
+                  "--from-env: after SIGTERM or SIGUSR1 the coordinator waits this long for a "
+                  "checkpoint before it stops the swarm")
+      ->capture_default_str();
+  cmd->add_option("--connect-timeout-s", args->env.connect_timeout_s,
+                  "--from-env: a node keeps trying to reach rank 0 this long")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run", args->env.dry_run,
+                "--from-env: print this rank's place and the command it would run, and exit");
   cmd->add_option("--listen", args->listen, "the coordinator's HOST:PORT")->capture_default_str();
   cmd->add_option("--http", args->http,
                   "the coordinator's status page and /metrics on HOST:PORT (its token in "

@@ -173,12 +173,15 @@ StopSignals::StopSignals(std::function<void(int)> on_signal) {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A scheduler's warning before the time limit (Slurm's --signal=USR1@SECONDS).
+  sigaction(SIGUSR1, &sa, nullptr);
   // Threads started from here on (CAF's, torch's) keep the signals blocked; the watcher
   // unblocks them for itself.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   thread_ = std::thread([this, set, on_signal = std::move(on_signal)] {
     pthread_sigmask(SIG_UNBLOCK, &set, nullptr);

@@ -77,7 +77,7 @@ struct TlsFilesGuard {
   ~TlsFilesGuard() { transport::remove_cluster_tls(files); }
 };
 
-// Blocks SIGINT and SIGTERM in every thread started after it (construct it before the actor
+// Blocks SIGINT, SIGTERM and SIGUSR1 in every thread started after it (construct it before the actor
 // system) and calls `on_signal` from its own thread when one arrives.
 class StopSignals {
  public:

@@ -38,8 +38,9 @@ struct NodeArgs {
   std::string name;
   std::string listen = "127.0.0.1";
   double connect_timeout_s = 30;
-  std::string run_id;   // hex; empty: join whatever run the coordinator runs
-  std::string console;  // HOST:PORT of a console port on this node; empty: none
+  std::string run_id;       // hex; empty: join whatever run the coordinator runs
+  std::string console;      // HOST:PORT of a console port on this node; empty: none
+  double stop_grace_s = 0;  // after SIGTERM/SIGUSR1, serve this long for the coordinator's stop
   NetOptions net;
 };
 
@@ -50,12 +51,18 @@ caf::behavior console_door(caf::event_based_actor*, caf::actor coordinator_inspe
   return {[=](inspector_atom) { return coordinator_inspector; }};
 }
 
-// Why this process cannot put its workers on `device`; empty when it can.
+// Why this process cannot put its workers on `device`; empty when it can. "cuda" spreads
+// the workers over every visible GPU.
 std::string device_problem(const std::string& device) {
   if (device == "cpu") return "";
+  if (device == "cuda")
+    return torch::cuda::is_available()
+               ? ""
+               : "this build's LibTorch has no CUDA (or no GPU is visible); build against a "
+                 "CUDA LibTorch to train on GPUs";
   if (device.rfind("cuda:", 0) != 0 || device.size() == 5 ||
       device.find_first_not_of("0123456789", 5) != std::string::npos)
-    return "unknown device (cpu or cuda:K)";
+    return "unknown device (cpu, cuda or cuda:K)";
   if (!torch::cuda::is_available())
     return "this build's LibTorch has no CUDA (or no GPU is visible); build against a CUDA "
            "LibTorch to train on GPUs";
@@ -72,6 +79,21 @@ int run_node(const NodeArgs& args) {
   std::mutex agent_mutex;
   StopSignals signals([&](int sig) {
     spdlog::warn("node: {} received", strsignal(sig));
+    // A scheduler signals every task of a job at once: the node keeps serving while the
+    // coordinator saves the step under way, and stops when it says so (or after the grace).
+    if (sig != SIGINT && args.stop_grace_s > 0) {
+      spdlog::warn("node: serving up to {} s more, for the coordinator's checkpoint and stop",
+                   args.stop_grace_s);
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(args.stop_grace_s * 1e3));
+      while (std::chrono::steady_clock::now() < until) {
+        {
+          std::lock_guard<std::mutex> lock(agent_mutex);
+          if (!system) return;  // stopped meanwhile
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     std::lock_guard<std::mutex> lock(agent_mutex);
     // From an actor of this process: the agent refuses stop from anyone but the coordinator.
     if (system && agent_handle)
@@ -220,7 +242,10 @@ int run_node(const NodeArgs& args) {
   for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
     auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
                                    reply.averagers, reply.groups);
-    ws.device = args.device;
+    // "cuda": worker i on the i-th visible GPU (round robin past the last).
+    ws.device = args.device == "cuda"
+                    ? "cuda:" + std::to_string(i % static_cast<size_t>(torch::cuda::device_count()))
+                    : args.device;
     by_stage[reply.stages[i]].push_back(ws);
   }
   for (auto& [stage, setups] : by_stage)
@@ -295,7 +320,8 @@ void add_node_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--device", args->device, "cpu or cuda:K")->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu, cuda:K, or cuda (one GPU per worker in turn)")
+      ->capture_default_str();
   cmd->add_option("--config,-c", args->config,
                   "this node's config; joining checks it against the coordinator's");
   cmd->add_option("--set", args->overrides, "override a key of --config (repeatable)");
@@ -311,6 +337,10 @@ void add_node_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--run-id", args->run_id,
                   "join only the run with this id (the coordinator prints it; launch passes it)");
+  cmd->add_option("--stop-grace-s", args->stop_grace_s,
+                  "after SIGTERM or SIGUSR1, keep serving this long for the coordinator's "
+                  "checkpoint and stop (a scheduler signals every task at once; 0: stop at once)")
+      ->capture_default_str();
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
 }
