@@ -28,6 +28,24 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# What tests beyond the C++ build need: a one-host Slurm (slurmctld, slurmd, munge) for
+# `launch --from-env` under sbatch, and the Kubernetes API types (npm, pinned by
+# tests/deploy/package-lock.json) that check deploy/k8s.
+SWARMRT_TEST_PACKAGES=(slurmctld slurmd slurm-client munge)
+
+install_test_tools() {
+  install_deps "${SWARMRT_TEST_PACKAGES[@]}"
+  # Debian's npm, unless a Node.js with its own npm is already there.
+  command -v npm >/dev/null || install_deps npm
+  local dir="$ROOT/tests/deploy"
+  # Again only when the lock file changed since the last install.
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.installed-lock.json"; then
+    echo "installing the manifest checker's npm packages (tests/deploy)"
+    (cd "$dir" && npm ci --silent --no-audit --no-fund)
+    cp "$dir/package-lock.json" "$dir/node_modules/.installed-lock.json"
+  fi
+}
+
 build() {
   # Precompiled headers are only cacheable by ccache with these sloppiness settings.
   export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}

@@ -3,6 +3,7 @@
 # Extra arguments go to ctest (for example: -L slow, -LE slow, -R Checkpoint).
 source "$(dirname "$0")/common.sh"
 install_deps
+install_test_tools
 build
 "$ROOT/scripts/fetch_data.sh"
 cd "$BUILD_DIR"
