@@ -119,17 +119,21 @@ int run_coordinator(const CoordinatorArgs& args) {
   uint64_t given_run_id = 0;
   try {
     secret = resolve_secret(args.net);
-    if (!args.run_id.empty()) {
-      size_t used = 0;
-      given_run_id = std::stoull(args.run_id, &used, 16);
-      if (used != args.run_id.size() || given_run_id == 0) throw std::invalid_argument("");
-    }
-  } catch (const std::invalid_argument&) {
-    spdlog::error("--run-id '{}': not a run id (16 hex digits, not all zero)", args.run_id);
-    return 2;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
+  }
+  if (!args.run_id.empty()) {
+    size_t used = 0;
+    try {
+      given_run_id = std::stoull(args.run_id, &used, 16);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != args.run_id.size() || given_run_id == 0) {
+      spdlog::error("--run-id '{}': not a run id (16 hex digits, not all zero)", args.run_id);
+      return 2;
+    }
   }
   const std::string out =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;

@@ -1,5 +1,6 @@
 // swarmrt launch --local N --config FILE         (a coordinator and N nodes on this machine)
 // swarmrt launch --hostfile FILE --config FILE --listen HOST:PORT   (nodes over ssh)
+// swarmrt launch --from-env --config FILE   (one task of a Slurm, Kubernetes or torchrun job)
 // Starts the coordinator, then the nodes once it listens; streams every process's output with
 // a prefix; stops them all by pid when the run ends, on Ctrl-C, or when no node is left.
 #include <poll.h>
@@ -59,6 +60,7 @@ int run_from_env(const LaunchArgs& args) {
   fe.overrides = args.overrides;
   fe.out = args.out;
   fe.resume = args.resume;
+  fe.overwrite = args.overwrite;
   fe.http = args.http;
   fe.workers = args.workers;
   fe.net = args.net;

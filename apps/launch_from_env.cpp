@@ -113,6 +113,7 @@ int launch_from_env(const FromEnvArgs& args, const std::string& secret) {
          head_ip + ":" + std::to_string(place.port), "--run-id", run_id});
     if (!args.out.empty()) add({"--out", args.out});
     if (args.resume) argv.push_back("--resume");
+    if (args.overwrite) argv.push_back("--overwrite");
     if (!args.http.empty()) add({"--http", args.http});
     add({"--signal-checkpoint-s", fmt::format("{}", args.signal_checkpoint_s)});
     role = "coordinator on " + head_ip + ":" + std::to_string(place.port);
@@ -144,7 +145,7 @@ int launch_from_env(const FromEnvArgs& args, const std::string& secret) {
          fmt::format("{}", args.connect_timeout_s), "--stop-grace-s",
          fmt::format("{}", args.stop_grace_s)});
     // One worker per visible GPU, each on its own device.
-    if (!place.gpus.empty() && args.workers == 0) add({"--device", "cuda"});
+    if (!place.gpus.empty()) add({"--device", "cuda"});
     role = "node with " + std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") +
            " joining " + head_ip + ":" + std::to_string(place.port);
   }

@@ -14,6 +14,7 @@ struct FromEnvArgs {
   std::vector<std::string> overrides;
   std::string out;
   bool resume = false;
+  bool overwrite = false;
   std::string http;
   uint16_t port = 0;        // rank 0's port; 0: from the environment
   std::string listen_addr;  // a node's frame-link address; empty: its host name's

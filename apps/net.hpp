@@ -77,8 +77,8 @@ struct TlsFilesGuard {
   ~TlsFilesGuard() { transport::remove_cluster_tls(files); }
 };
 
-// Blocks SIGINT, SIGTERM and SIGUSR1 in every thread started after it (construct it before the actor
-// system) and calls `on_signal` from its own thread when one arrives.
+// Blocks SIGINT, SIGTERM and SIGUSR1 in every thread started after it (construct it before the
+// actor system) and calls `on_signal` from its own thread when one arrives.
 class StopSignals {
  public:
   explicit StopSignals(std::function<void(int)> on_signal);

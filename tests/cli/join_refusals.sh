@@ -43,9 +43,16 @@ export SWARMRT_SECRET=unused
 [ $? = 2 ] || fail "--device cuda:99 must exit 2: $(cat "$tmp/dev.log")"
 grep -Eq -- "--device cuda:99: (this build's LibTorch has no CUDA|this machine has [0-9]+ CUDA device)" \
   "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
+# "cuda" (a worker per visible GPU, as launch --from-env asks where CUDA_VISIBLE_DEVICES is set)
+# is refused the same way by a LibTorch without CUDA; with CUDA it gets as far as the join.
+"$bin" node --join 127.0.0.1:1 --device cuda --connect-timeout-s 1 >"$tmp/dev.log" 2>&1
+code=$?
+{ [ $code = 2 ] && grep -q -- "--device cuda: this build's LibTorch has no CUDA" "$tmp/dev.log"; } ||
+  { [ $code = 1 ] && grep -q "cannot reach the coordinator" "$tmp/dev.log"; } ||
+  fail "--device cuda: exit $code: $(cat "$tmp/dev.log")"
 "$bin" node --join 127.0.0.1:1 --device tpu:0 >"$tmp/dev.log" 2>&1
 [ $? = 2 ] || fail "--device tpu:0 must exit 2"
-grep -q "unknown device (cpu or cuda:K)" "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
+grep -q "unknown device (cpu, cuda or cuda:K)" "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
 "$bin" node --join nowhere >"$tmp/bad.log" 2>&1
 [ $? = 2 ] || fail "a malformed --join must exit 2"
 grep -q "is not HOST:PORT" "$tmp/bad.log" || fail "message: $(cat "$tmp/bad.log")"
