@@ -138,11 +138,14 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
     auto& s = self->state;
     auto it = s.nodes.find(down.source);
     if (it == s.nodes.end()) return;
-    if (down.reason)
+    // After the directory told every node to stop, a node's connection closing is the stop
+    // it was asked for, not a fault.
+    if (down.reason && !s.stopped)
       spdlog::warn("node '{}' (node {}) is gone: {}", it->second.name, it->second.index,
                    self->system().render(down.reason));
     else
-      spdlog::info("node '{}' (node {}) stopped", it->second.name, it->second.index);
+      spdlog::info("node '{}' (node {}) stopped{}", it->second.name, it->second.index,
+                   s.stopped ? ", as the coordinator asked" : "");
     // Its workers leave the membership (the tracker has removed them already, through its
     // own monitors); their stages may take a new node's workers.
     for (auto id : it->second.workers)

@@ -42,6 +42,8 @@ grep -q "^\[node1\] .*serving 2 workers" "$tmp/multi.log" || fail "node1 did not
 grep -q "^\[node2\] .*serving 2 workers" "$tmp/multi.log" || fail "node2 did not serve"
 grep -q "swarm has 4/4 workers" "$tmp/multi.log" || fail "the swarm never was full"
 grep -q "frames were rejected" "$tmp/multi.log" && fail "frames were rejected"
+# Nodes told to stop at the end are not lost nodes: a clean end logs no fault.
+grep -E "\[warning\].*is gone" "$tmp/multi.log" && fail "a clean end logged a node as gone"
 multi=$(final_loss "$tmp/multi.log")
 [ -n "$multi" ] || fail "no final loss from the multi-process run: $(tail -20 "$tmp/multi.log")"
 ls "$tmp/multi/checkpoints/step_00000030.ckpt" >/dev/null || fail "no checkpoint from the coordinator"
