@@ -28,13 +28,33 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# Packages of daemons that the tests start themselves, by pid, with configurations of their
+# own: their postinst must not start them as services (they have no configuration yet, and a
+# failed start would fail the install), so starts are denied while they install.
+install_daemons() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local policy=/usr/sbin/policy-rc.d made=0 status=0
+  if [ "$(id -u)" = 0 ] && [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# swarmrt scripts/common.sh: no service starts while test daemons install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    made=1
+  fi
+  install_deps "${missing[@]}" || status=$?
+  [ $made = 1 ] && rm -f "$policy"
+  return $status
+}
+
 # What tests beyond the C++ build need: a one-host Slurm (slurmctld, slurmd, munge) for
 # `launch --from-env` under sbatch, and the Kubernetes API types (npm, pinned by
 # tests/deploy/package-lock.json) that check deploy/k8s.
 SWARMRT_TEST_PACKAGES=(slurmctld slurmd slurm-client munge)
 
 install_test_tools() {
-  install_deps "${SWARMRT_TEST_PACKAGES[@]}"
+  install_daemons "${SWARMRT_TEST_PACKAGES[@]}"
   # Debian's npm, unless a Node.js with its own npm is already there.
   command -v npm >/dev/null || install_deps npm
   local dir="$ROOT/tests/deploy"
