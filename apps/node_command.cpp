@@ -18,6 +18,7 @@
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
 #include "inspect/probe.hpp"
+#include "messages/device.hpp"
 #include "model/fingerprint.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
@@ -55,14 +56,12 @@ caf::behavior console_door(caf::event_based_actor*, caf::actor coordinator_inspe
 // the workers over every visible GPU.
 std::string device_problem(const std::string& device) {
   if (device == "cpu") return "";
+  if (auto why = messages::device_name_problem(device); !why.empty()) return why;
   if (device == "cuda")
     return torch::cuda::is_available()
                ? ""
                : "this build's LibTorch has no CUDA (or no GPU is visible); build against a "
                  "CUDA LibTorch to train on GPUs";
-  if (device.rfind("cuda:", 0) != 0 || device.size() == 5 ||
-      device.find_first_not_of("0123456789", 5) != std::string::npos)
-    return "unknown device (cpu, cuda or cuda:K)";
   if (!torch::cuda::is_available())
     return "this build's LibTorch has no CUDA (or no GPU is visible); build against a CUDA "
            "LibTorch to train on GPUs";

@@ -1,5 +1,7 @@
 #include "actors/membership/directory.hpp"
 
+#include "messages/device.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -69,8 +71,7 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
     }
   }
   if (r.workers == 0 || r.workers > 1000) return "a node brings 1 to 1000 workers";
-  if (r.device != "cpu" && r.device.rfind("cuda:", 0) != 0)
-    return "unknown device '" + r.device + "' (cpu or cuda:K)";
+  if (auto why = messages::device_name_problem(r.device); !why.empty()) return why;
   return {};
 }
 

@@ -52,7 +52,7 @@ code=$?
   fail "--device cuda: exit $code: $(cat "$tmp/dev.log")"
 "$bin" node --join 127.0.0.1:1 --device tpu:0 >"$tmp/dev.log" 2>&1
 [ $? = 2 ] || fail "--device tpu:0 must exit 2"
-grep -q "unknown device (cpu, cuda or cuda:K)" "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
+grep -q "unknown device .tpu:0. (cpu, cuda or cuda:K)" "$tmp/dev.log" || fail "message: $(cat "$tmp/dev.log")"
 "$bin" node --join nowhere >"$tmp/bad.log" 2>&1
 [ $? = 2 ] || fail "a malformed --join must exit 2"
 grep -q "is not HOST:PORT" "$tmp/bad.log" || fail "message: $(cat "$tmp/bad.log")"
