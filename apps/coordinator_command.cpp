@@ -20,6 +20,7 @@
 #include "apps/net.hpp"
 #include "apps/plot.hpp"
 #include "inspect/probe.hpp"
+#include "messages/run_id.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data.hpp"
 #include "model/fingerprint.hpp"
@@ -124,16 +125,12 @@ int run_coordinator(const CoordinatorArgs& args) {
     return 2;
   }
   if (!args.run_id.empty()) {
-    size_t used = 0;
-    try {
-      given_run_id = std::stoull(args.run_id, &used, 16);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != args.run_id.size() || given_run_id == 0) {
+    const auto id = messages::parse_run_id(args.run_id);
+    if (!id) {
       spdlog::error("--run-id '{}': not a run id (16 hex digits, not all zero)", args.run_id);
       return 2;
     }
+    given_run_id = *id;
   }
   const std::string out =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
@@ -299,7 +296,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}", listen.host,
                  *port, transport::cluster_ca_id(secret), endpoint.empty() ? "none" : endpoint);
     // The launcher reads these lines to learn the run (its nodes join no other) and the port.
-    std::printf("run id %016llx\n", static_cast<unsigned long long>(ctx->run_id));
+    std::printf("run id %s\n", messages::run_id_text(ctx->run_id).c_str());
     std::printf("coordinator listening on %s:%u\n", listen.host.c_str(), *port);
     std::fflush(stdout);
 

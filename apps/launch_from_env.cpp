@@ -19,6 +19,7 @@
 #include "apps/net.hpp"
 #include "apps/process.hpp"
 #include "launch/cluster_env.hpp"
+#include "messages/run_id.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -60,12 +61,6 @@ std::string scontrol_first_host(const std::string& nodelist) {
   return launch::first_slurm_host(nodelist);
 }
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 std::string this_host() {
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
@@ -102,7 +97,7 @@ int launch_from_env(const FromEnvArgs& args, const std::string& secret) {
                   place.head, place.describe());
     return 2;
   }
-  const std::string run_id = hex(place.run_id());
+  const std::string run_id = messages::run_id_text(place.run_id());
   const std::string exe = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<std::string> argv = {exe};
   auto add = [&](std::initializer_list<std::string> xs) { argv.insert(argv.end(), xs); };
@@ -146,11 +141,11 @@ int launch_from_env(const FromEnvArgs& args, const std::string& secret) {
          fmt::format("{}", args.stop_grace_s)});
     // One worker per visible GPU, each on its own device.
     if (!place.gpus.empty()) add({"--device", "cuda"});
+    // Nodes check their config against the coordinator's: a rank given another is refused.
+    add({"--config", args.config});
     role = "node with " + std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") +
            " joining " + head_ip + ":" + std::to_string(place.port);
   }
-  // Nodes check their config against the coordinator's: a rank given another one is refused.
-  if (!place.coordinator()) add({"--config", args.config});
   for (const auto& o : args.overrides) add({"--set", o});
   if (!args.net.secret_file.empty()) add({"--secret-file", args.net.secret_file});
   add({"--heartbeat-ms", std::to_string(args.net.heartbeat_ms), "--connection-timeout-ms",

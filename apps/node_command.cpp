@@ -19,6 +19,7 @@
 #include "apps/net.hpp"
 #include "inspect/probe.hpp"
 #include "messages/device.hpp"
+#include "messages/run_id.hpp"
 #include "model/fingerprint.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
@@ -57,14 +58,10 @@ caf::behavior console_door(caf::event_based_actor*, caf::actor coordinator_inspe
 std::string device_problem(const std::string& device) {
   if (device == "cpu") return "";
   if (auto why = messages::device_name_problem(device); !why.empty()) return why;
-  if (device == "cuda")
-    return torch::cuda::is_available()
-               ? ""
-               : "this build's LibTorch has no CUDA (or no GPU is visible); build against a "
-                 "CUDA LibTorch to train on GPUs";
   if (!torch::cuda::is_available())
     return "this build's LibTorch has no CUDA (or no GPU is visible); build against a CUDA "
            "LibTorch to train on GPUs";
+  if (device == "cuda") return "";
   const auto k = std::stol(device.substr(5));
   const auto n = static_cast<long>(torch::cuda::device_count());
   if (k >= n) return "this machine has " + std::to_string(n) + " CUDA device(s)";
@@ -130,17 +127,13 @@ int run_node(const NodeArgs& args) {
   gethostname(hostname, sizeof(hostname) - 1);
   request.protocol = model::kProtocolVersion;
   if (!args.run_id.empty()) {
-    size_t used = 0;
-    try {
-      request.run_id = std::stoull(args.run_id, &used, 16);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != args.run_id.size() || request.run_id == 0) {
+    const auto id = messages::parse_run_id(args.run_id);
+    if (!id) {
       spdlog::error("--run-id '{}': not a run id (the 16 hex digits a coordinator prints)",
                     args.run_id);
       return 2;
     }
+    request.run_id = *id;
   }
   request.node_name =
       args.name.empty() ? std::string(hostname) + ":" + std::to_string(getpid()) : args.name;

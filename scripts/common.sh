@@ -13,11 +13,17 @@ SWARMRT_PACKAGES=(
   iproute2 procps openssh-client openssh-server time chromium
 )
 
-install_deps() {
-  local missing=()
-  for p in "${SWARMRT_PACKAGES[@]}" "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+# The packages named that are not installed, one a line.
+missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"
   done
+}
+
+install_deps() {
+  local missing
+  mapfile -t missing < <(missing_packages "${SWARMRT_PACKAGES[@]}" "$@")
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then
     echo "missing packages: ${missing[*]}; run as root (or: sudo apt-get install ${missing[*]})" >&2
@@ -32,10 +38,8 @@ install_deps() {
 # own: their postinst must not start them as services (they have no configuration yet, and a
 # failed start would fail the install), so starts are denied while they install.
 install_daemons() {
-  local missing=() p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-  done
+  local missing
+  mapfile -t missing < <(missing_packages "$@")
   [ ${#missing[@]} -eq 0 ] && return 0
   local policy=/usr/sbin/policy-rc.d made=0 status=0
   if [ "$(id -u)" = 0 ] && [ ! -e "$policy" ]; then

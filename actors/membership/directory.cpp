@@ -1,6 +1,7 @@
 #include "actors/membership/directory.hpp"
 
 #include "messages/device.hpp"
+#include "messages/run_id.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -34,12 +35,6 @@ caf::error refuse(Self* self, const messages::JoinRequest& r, const std::string&
   return caf::make_error(caf::sec::invalid_argument, why);
 }
 
-std::string run_id_text(uint64_t id) {
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(id));
-  return hex;
-}
-
 // Why `r` may not join, or empty.
 std::string check_join(const directory_state& s, const messages::JoinRequest& r) {
   if (r.protocol != model::kProtocolVersion)
@@ -53,8 +48,8 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
   // A node started for one run (launch passes --run-id) never joins another that took over
   // the address, e.g. after a restart.
   if (r.run_id != 0 && r.run_id != s.setup.ctx->run_id)
-    return "this node was started for run " + run_id_text(r.run_id) + ", this coordinator runs " +
-           run_id_text(s.setup.ctx->run_id);
+    return "this node was started for run " + messages::run_id_text(r.run_id) +
+           ", this coordinator runs " + messages::run_id_text(s.setup.ctx->run_id);
   if (!r.fingerprint.empty()) {
     auto diff = model::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
     if (!diff.empty()) {
