@@ -205,6 +205,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     is.metrics = core.sink;
     is.config_toml = ds.config_toml;
     is.query_timeout_s = config.supervision.query_timeout_s;
+    is.answer_lead_ms = config.supervision.answer_lead_ms;
     auto inspector = inspect::spawn_probed(sys, actors::inspector, is);
     core.roster->put("inspector", "inspector", inspector);
     actors::register_inspector(inspector);

@@ -213,6 +213,8 @@ int run_node(const NodeArgs& args) {
     return 3;
   }
   ctx->run_id = reply.run_id;
+  caf::anon_send(inspector, timeouts_atom::value, ctx->config.supervision.query_timeout_s,
+                 ctx->config.supervision.answer_lead_ms);
   transport::set_max_message(ctx->config.max_message_bytes());
   transport::set_encrypt_mode(ctx->config.transport.encrypt);
   transport::set_link_delay(ctx->config.chaos.link_delay_ms);
@@ -223,6 +225,7 @@ int run_node(const NodeArgs& args) {
       reply.endpoint.empty() ? std::string() : transport::start_bulk_server(args.listen);
   transport::register_endpoint(dir.node(), reply.endpoint);
   actors::NodeAgentSetup setup;
+  setup.move_timeout_s = ctx->config.supervision.reply_timeout_s;
   setup.directory = dir;
   setup.name = request.node_name;
   setup.index = reply.node_index;

@@ -96,4 +96,7 @@ using trace_timer_atom = caf::atom_constant<caf::atom("tracetimer")>;
 using restart_timer_atom = caf::atom_constant<caf::atom("rsttimer")>;
 // The balancer's period.
 using balance_timer_atom = caf::atom_constant<caf::atom("baltimer")>;
+// A node's inspector, from its own process once the node has joined: the run's
+// (supervision.query_timeout_s, supervision.answer_lead_ms), which it did not know at start.
+using timeouts_atom = caf::atom_constant<caf::atom("timeouts")>;
 }  // namespace swarmrt::atoms

@@ -172,6 +172,8 @@ const std::vector<Field>& fields() {
                      "longest wait of a new worker for the state it starts from"),
       SWARMRT_NUMBER(supervision, retry_ms, node, between(0, 60000),
                      "pause before asking a restarting loader or DiLoCo group again"),
+      SWARMRT_NUMBER(supervision, answer_lead_ms, node, between(0, 60000),
+                     "pause between a console's answer and the kill or freeze it announced"),
       SWARMRT_CHOICE(transport, links, shared,
                      "auto (NCCL between CUDA workers), comm (links everywhere) or frames"),
       SWARMRT_NUMBER(transport, comm_timeout_s, shared, above(0),

@@ -195,6 +195,9 @@ struct SupervisionConfig {
   double query_timeout_s = 10;   // counters and membership asked at the end of a run
   double start_timeout_s = 600;  // a new worker's wait for the state it starts from
   double retry_ms = 100;         // pause before asking a restarting loader or group again
+  // A console command that kills or freezes a process answers first and acts this much
+  // later, so that the answer has left the process before it ends or stops.
+  double answer_lead_ms = 300;
 };
 
 // How tensors travel between stage workers in different processes (transport/).

@@ -108,7 +108,7 @@ std::string name_of_addr(const Self* self, const caf::actor_addr& addr) {
 
 // Starts `sh -c "sleep S; kill -CONT <pid>"` and then stops this whole process, as SIGSTOP
 // from outside would: every thread, heartbeats included, until the child wakes it.
-std::string freeze(double seconds) {
+std::string freeze(double seconds, double lead_ms) {
   const std::string cmd =
       "sleep " + std::to_string(seconds) + "; kill -CONT " + std::to_string(getpid());
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
@@ -116,8 +116,8 @@ std::string freeze(double seconds) {
   if (posix_spawn(&child, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
     return "cannot start the process that would wake this node: not frozen";
   // The answer leaves first; then the process stops.
-  std::thread([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread([lead_ms] {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(lead_ms));
     raise(SIGSTOP);
   }).detach();
   return "frozen for " + std::to_string(seconds) + " s";
@@ -265,14 +265,18 @@ caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
   if (cmd == "kill-node" && a.size() == 1) {
     if (is_coordinator(self)) return failure("the coordinator is not killed from its console");
     // The answer leaves first; the chaos actor then ends the process as a crash would.
-    self->delayed_send(chaos_of(self), std::chrono::milliseconds(300), kill_atom::value,
+    self->delayed_send(chaos_of(self),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::duration<double, std::milli>(
+                               self->state.setup.answer_lead_ms)),
+                       kill_atom::value,
                        std::string("node"));
     return json{{"ok", true}, {"killed", process_label(self)}}.dump();
   }
   if (cmd == "freeze" && a.size() == 2) {
     if (is_coordinator(self)) return failure("the coordinator is not frozen from its console");
     const double secs = std::stod(a[1]);
-    return json{{"ok", true}, {"node", process_label(self)}, {"result", freeze(secs)}}.dump();
+    return json{{"ok", true}, {"node", process_label(self)}, {"result", freeze(secs, self->state.setup.answer_lead_ms)}}.dump();
   }
   return failure("this process has no part of '" + cmd + "' with " + std::to_string(a.size() - 1) +
                      " argument(s)",
@@ -295,6 +299,11 @@ caf::behavior inspector(Self* self, InspectorSetup setup) {
         if (!is_coordinator(self))
           return failure("this is a node's inspector: a console connects to the coordinator");
         return console::run_console_command(self, r);
+      },
+      [=](timeouts_atom, double query_timeout_s, double answer_lead_ms) {
+        if (!supervisors::from_this_process(self)) return;
+        self->state.setup.query_timeout_s = query_timeout_s;
+        self->state.setup.answer_lead_ms = answer_lead_ms;
       },
       [=](trace_timer_atom, uint64_t id) {
         auto& s = self->state;

@@ -59,6 +59,7 @@ struct InspectorSetup {
   // A node only: the coordinator's process, whose inspector may send it commands.
   caf::node_id coordinator_node;
   double query_timeout_s = 10;  // a node's answer to one command part (supervision key)
+  double answer_lead_ms = 300;  // answer first, then kill or freeze (supervision key)
 };
 
 struct inspector_state {

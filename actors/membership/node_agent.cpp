@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "model/config.hpp"
 #include "supervisors/entitled.hpp"
 
 namespace swarmrt::actors {
@@ -66,7 +67,7 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
           if (id >= 0) *found = id;
           if (--*waiting == 0) promise.deliver(*found);
         };
-        const auto timeout = std::chrono::seconds(10);
+        const auto timeout = model::as_duration(s.setup.move_timeout_s);
         for (const auto& sup : s.setup.supervisors)
           self->request(sup, timeout, move_atom::value, old_id, stage, new_id)
               .then([=](int64_t id) mutable { answered(id); },

@@ -18,6 +18,9 @@ struct NodeAgentSetup {
   std::vector<messages::Member> workers;  // as first started
   std::vector<caf::actor> supervisors;    // one per stage served; they restart the workers
   caf::actor chaos;                       // this node's chaos control actor
+  // A balancer's move: how long the stages' supervisors may take to answer
+  // (supervision.reply_timeout_s; each asks its worker for at most query_timeout_s).
+  double move_timeout_s = 30;
 };
 
 struct node_agent_state {
