@@ -6,64 +6,30 @@
 # the new id (stage 1's third, 1002), the node's stage supervisor retires the old worker and
 # starts the new one, which takes stage 1's state. The console lists the new worker and the
 # run completes with every micro-batch counted once. Processes are stopped by pid.
-set -u
 bin=$1 root=$2
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-py() { python3 -c "$@"; }
+source "$(dirname "$0")/lib.sh"
 
-"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" \
+start_coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" \
   --set "data.path=$root/data/brown.txt" --set train.steps=60 --set train.eval_every=0 \
   --set train.eval_batches=4 --set diloco.inner_steps=5 --set balancer.period_s=1 \
-  --set balancer.cooldown_s=1000 >"$tmp/coord.log" 2>&1 &
-coord=$!
-pids+=("$coord")
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
-  [ -n "$port" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
-for n in 1 2; do
-  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name "n$n" \
-    >"$tmp/n$n.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 600); do grep -q "step 2/60" "$tmp/coord.log" && break; sleep 0.2; done
-grep -q "step 2/60" "$tmp/coord.log" || fail "the run did not start: $(tail -5 "$tmp/coord.log")"
-ctl() { "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" "$@"; }
+  --set balancer.cooldown_s=1000
+for n in 1 2; do join_node "n$n" -w 2; done
+wait_log "$tmp/coord.log" "step 2/60" || fail "the run did not start"
 for w in stage1/worker0 stage1/worker1; do
   ctl slow "$w" 8 >"$tmp/slow.out" 2>&1 || fail "slow $w: $(cat "$tmp/slow.out")"
 done
-for _ in $(seq 1 150); do
-  grep -q '"event":"rebalance"' "$tmp/run/metrics.jsonl" 2>/dev/null && break
-  sleep 0.2
-done
-grep -q '"event":"rebalance"' "$tmp/run/metrics.jsonl" ||
+wait_log "$tmp/run/metrics.jsonl" '"event":"rebalance"' 30 ||
   fail "no rebalance within 30 s: $(grep -i balanc "$tmp/coord.log" | tail -5)"
 # The console lists the moved worker under its new name once it has joined.
-listed=""
-for _ in $(seq 1 50); do
+lists_worker2() {
   ctl actors --json >"$tmp/actors.json" 2>&1 &&
-    py 'import json,sys; a=json.load(open(sys.argv[1]))["actors"]; sys.exit(0 if any(x["name"].startswith("stage1/worker2") for x in a) else 1)' "$tmp/actors.json" &&
-    listed=yes && break
-  sleep 0.2
-done
-[ -n "$listed" ] || fail "the console does not list stage1/worker2: $(cat "$tmp/actors.json")"
+    py 'import json,sys; a=json.load(open(sys.argv[1]))["actors"]; sys.exit(0 if any(x["name"].startswith("stage1/worker2") for x in a) else 1)' "$tmp/actors.json"
+}
+wait_until 10 lists_worker2 ||
+  fail "the console does not list stage1/worker2: $(cat "$tmp/actors.json")"
 ctl info balancer --json >"$tmp/balancer.json" 2>&1 || fail "info balancer: $(cat "$tmp/balancer.json")"
-for _ in $(seq 1 600); do kill -0 "$coord" 2>/dev/null || break; sleep 0.5; done
-kill -0 "$coord" 2>/dev/null && fail "the coordinator still runs after 300 s"
-wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
+wait_exit "$coord" 300 || fail "the coordinator still runs after 300 s"
+wait "$coord" || fail "coordinator exited with $?"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss"
 py '
 import json, sys

@@ -7,42 +7,22 @@
 # every step of metrics.jsonl counts its micro-batches once (no duplicate completion, no
 # sample backpropagated twice or missed). Processes are stopped by pid. SOAK_STEPS changes the
 # run length; SOAK_KEEP=DIR keeps the logs and metrics there.
-set -u
 bin=$1 root=$2
 steps=${SOAK_STEPS:-90}
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  [ -n "${SOAK_KEEP:-}" ] && cp -r "$tmp" "$SOAK_KEEP"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+source "$(dirname "$0")/lib.sh"
+at_exit '[ -n "${SOAK_KEEP:-}" ] && cp -r "$tmp" "$SOAK_KEEP"'
 net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
 step_lines() { grep -c "^\[.*step [0-9]*/$steps" "$tmp/coord.log"; }
 
 # Nodes take the coordinator's config, chaos and supervision included.
-"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
+start_coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
   --set "data.path=$root/data/brown.txt" --set train.steps="$steps" --set train.eval_every=0 \
   --set train.eval_batches=4 --set diloco.inner_steps=5 --set checkpoint.every_steps=0 \
   --set chaos.kill=any --set chaos.kill_every_s=0.2 --set chaos.kill_limit=15 \
   --set chaos.seed=11 --set supervision.max_restarts=200 --set supervision.max_backoff_ms=200 \
   --set chaos.drop_fraction=0.01 --set chaos.link_mbit_s=200 \
-  --set supervision.microbatch_timeout_s=2 \
-  >"$tmp/coord.log" 2>&1 &
-coord=$!
-pids+=("$coord")
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
-  [ -n "$port" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+  --set supervision.microbatch_timeout_s=2
+# A node's log is named by its life: a0, a1 (a restarted), ...
 start_node() { # name log
   "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name "$1" "${net[@]}" >"$2" 2>&1 &
   pids+=($!)
@@ -75,8 +55,7 @@ for i in 0 1 2; do
     || fail "the killed node's workers were not noticed as lost"
 done
 
-for _ in $(seq 1 600); do kill -0 "$coord" 2>/dev/null || break; sleep 0.5; done
-kill -0 "$coord" 2>/dev/null && fail "the coordinator still runs after 300 s: $(tail -5 "$tmp/coord.log")"
+wait_exit "$coord" 300 || fail "the coordinator still runs after 300 s: $(tail -5 "$tmp/coord.log")"
 wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss"
 

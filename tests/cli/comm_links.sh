@@ -9,34 +9,15 @@
 # must learn: its stochastic wiring makes two runs differ by a few percent (in one process too:
 # 2.80 and 2.84 seen), so it is held to a bound that a run which does not learn (ln 256 = 5.55
 # nats/byte) or learns from garbage cannot meet. Every process is stopped by pid.
-set -u
 bin=$1 data=$2 root=$3
-tmp=$(mktemp -d)
-launcher=""
-cleanup() {
-  if [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null; then
-    pkill -TERM -P "$launcher" 2>/dev/null
-    kill -TERM "$launcher" 2>/dev/null
-    sleep 1
-    pkill -KILL -P "$launcher" 2>/dev/null
-    kill -KILL "$launcher" 2>/dev/null
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 final_loss() { sed -n 's/.*final validation loss \([0-9.]*\).*/\1/p' "$1" | tail -1; }
 
 # launch --local 2 with `--set` arguments; waits (bounded) and fails with the log.
 launch() {
   local name=$1
   shift
-  "$bin" launch --local 2 "$@" -o "$tmp/$name" >"$tmp/$name.log" 2>&1 &
-  launcher=$!
-  for _ in $(seq 1 240); do kill -0 "$launcher" 2>/dev/null || break; sleep 1; done
-  kill -0 "$launcher" 2>/dev/null && fail "$name: launch still running after 240 s: $(tail -20 "$tmp/$name.log")"
-  wait "$launcher" || fail "$name: launch exited with $?: $(tail -30 "$tmp/$name.log")"
-  launcher=""
+  run_launch "$name" 240 --local 2 "$@" -o "$tmp/$name"
 }
 
 common=(-c "$root/configs/tiny.toml" --set "data.path=$data" --set train.eval_every=0

@@ -4,54 +4,23 @@
 # a kill of two workers that their supervisors restart, a group's round, a worker's trace, a
 # node killed from the console, the credential refused, and the interactive console through a
 # pseudo-terminal (console_pty.py). The run must still complete. Processes are stopped by pid.
-set -u
 bin=$1 root=$2
-tmp=$(mktemp -d)
-pids=()
+source "$(dirname "$0")/lib.sh"
 tops=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-# A failure shows the coordinator's last lines too: a command that found it gone says why.
-fail() {
-  echo "FAIL: $*"
-  echo "--- coordinator log, last 30 lines:"
-  tail -30 "$tmp/coord.log" 2>/dev/null
-  exit 1
-}
 net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
-py() { python3 -c "$1" "${@:2}"; }
 
 # The balancer is off: the commands below name workers, and the slowdowns they make would
 # move some (net.balancer tests the balancer through the console).
-"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
+start_coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
   --set "data.path=$root/data/brown.txt" --set train.steps=150 --set train.eval_every=0 \
   --set train.eval_batches=4 --set diloco.inner_steps=5 --set supervision.microbatch_timeout_s=8 \
-  --set balancer.enabled=false >"$tmp/coord.log" 2>&1 &
-coord=$!
-pids+=("$coord")
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
-  [ -n "$port" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+  --set balancer.enabled=false
 target=127.0.0.1:$port
 # Node a opens a console port too: a console reaches the whole swarm through it.
-for name in a b; do
-  extra=()
-  [ "$name" = a ] && extra=(--console 127.0.0.1:0)
-  "$bin" node --join "$target" --secret-file "$tmp/run/secret" -w 2 --name "$name" "${net[@]}" \
-    "${extra[@]}" >"$tmp/$name.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 600); do grep -q "step 3/150" "$tmp/coord.log" && break; sleep 0.1; done
-grep -q "step 3/150" "$tmp/coord.log" || fail "the run did not reach step 3: $(tail -5 "$tmp/coord.log")"
+join_node a -w 2 "${net[@]}" --console 127.0.0.1:0
+join_node b -w 2 "${net[@]}"
+wait_log "$tmp/coord.log" "step 3/150" 60 || fail "the run did not reach step 3: $(tail -5 "$tmp/coord.log")"
 # Slowed down, the run outlasts every command below.
-ctl() { "$bin" ctl "$target" --secret-file "$tmp/run/secret" "$@"; }
 for w in stage0/worker0 stage0/worker1 stage1/worker0 stage1/worker1; do
   ctl slow "$w" 3 >/dev/null || fail "slow $w"
 done
@@ -239,7 +208,7 @@ assert all(x["console"].startswith("ctl ") for x in e)
 ' "$tmp/events.json" || fail "events: $(cat "$tmp/events.json")"
 
 # The run completes.
-for _ in $(seq 1 600); do kill -0 "$coord" 2>/dev/null || break; sleep 0.2; done
+wait_exit "$coord" 120
 wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "the run did not complete: $(tail -20 "$tmp/coord.log")"
 grep -q '"event":"console"' "$tmp/run/metrics.jsonl" || fail "no console event in metrics.jsonl"

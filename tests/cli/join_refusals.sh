@@ -5,16 +5,8 @@
 # for another run; a coordinator slow to answer, which is no refusal. A coordinator started
 # without a secret makes one and keeps it in <run dir>/secret (0600, never logged).
 # Processes are stopped by pid.
-set -u
 bin=$1 root=$2
-tmp=$(mktemp -d)
-coord=""
-cleanup() {
-  [ -n "$coord" ] && kill -KILL "$coord" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 cfg="$root/configs/tiny.toml"
 
 # A secret on a command line shows in every process list: refused by every command.
@@ -59,15 +51,7 @@ grep -q "is not HOST:PORT" "$tmp/bad.log" || fail "message: $(cat "$tmp/bad.log"
 unset SWARMRT_SECRET
 
 # No secret given: the coordinator makes one, like a notebook server's token.
-env -u SWARMRT_SECRET "$bin" coordinator -c "$cfg" --listen 127.0.0.1:0 -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
-coord=$!
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
-  [ -n "$port" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+start_coordinator -c "$cfg" --listen 127.0.0.1:0 -o "$tmp/run"
 [ -s "$tmp/run/secret" ] || fail "no secret file in the run directory"
 [ "$(stat -c %a "$tmp/run/secret")" = 600 ] || fail "the secret file is not mode 600"
 secret=$(cat "$tmp/run/secret")

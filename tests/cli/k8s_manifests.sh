@@ -6,11 +6,8 @@
 # world is refused; a run directory with a checkpoint makes the pods resume. Each pod's
 # command runs here with --dry-run, with the manifest's variables (and the downward API's
 # values) and its paths moved under a temporary directory.
-set -u
 bin=$1 root=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 tools=$root/tests/deploy
 [ -d "$tools/node_modules/kubernetes-models" ] ||
   fail "the manifest checker's npm packages are missing: ./scripts/test.sh installs them"

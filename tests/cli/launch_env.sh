@@ -10,18 +10,10 @@
 # secret, a second rank 0 while the first listens, and a rank that read another world size
 # (the coordinator refuses its join: the run id follows the world). Every process is
 # stopped by pid.
-set -u
 bin=$1 root=$2
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  sleep 1
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+# The ranks get SIGTERM first, as a scheduler would send it.
+at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 1'
 # Only what each case sets: nothing inherited from the shell that runs the suite.
 clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" OPENBLAS_NUM_THREADS=1)
 (umask 077 && echo launch-env-secret >"$tmp/secret")
@@ -98,7 +90,7 @@ wait_ranks() {  # SECONDS: waits for rank 0, then the nodes; sets rank0_code
   wait "${pids[0]}"
   rank0_code=$?
   for r in 1 2; do
-    for _ in $(seq 1 30); do kill -0 "${pids[$r]}" 2>/dev/null || break; sleep 1; done
+    wait_exit "${pids[$r]}" 30
     wait "${pids[$r]}" || fail "rank $r exited with $?: $(tail -20 "$tmp/rank$r.log")"
   done
 }

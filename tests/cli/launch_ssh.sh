@@ -2,25 +2,12 @@
 # swarmrt launch --hostfile starts its nodes over ssh: here against an sshd this test starts
 # on 127.0.0.1 with a throwaway host key and user key. Two hostfile lines, one node each,
 # train diloco-swarm 2x2 for a few steps. sshd and the launcher are stopped by pid.
-set -u
 bin=$1 root=$2
+source "$(dirname "$0")/lib.sh"
 sshd_bin=$(command -v sshd || echo /usr/sbin/sshd)
 [ -x "$sshd_bin" ] || { echo "FAIL: sshd is not installed (scripts/test.sh installs openssh-server)"; exit 1; }
-tmp=$(mktemp -d)
-sshd_pid="" launcher=""
-cleanup() {
-  if [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null; then
-    pkill -TERM -P "$launcher" 2>/dev/null
-    kill -TERM "$launcher" 2>/dev/null
-    sleep 1
-    pkill -KILL -P "$launcher" 2>/dev/null
-    kill -KILL "$launcher" 2>/dev/null
-  fi
-  [ -n "$sshd_pid" ] && kill -TERM "$sshd_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+sshd_pid=""
+at_exit '[ -n "$sshd_pid" ] && kill -TERM "$sshd_pid" 2>/dev/null'
 
 ssh-keygen -q -t ed25519 -N '' -f "$tmp/host_key" || fail "host key"
 ssh-keygen -q -t ed25519 -N '' -f "$tmp/id" || fail "user key"
@@ -61,16 +48,11 @@ cat >"$tmp/hosts" <<HOSTS
 HOSTS
 echo hostfile-test >"$tmp/secret"
 chmod 600 "$tmp/secret"
-"$bin" launch --hostfile "$tmp/hosts" -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 \
+run_launch launch 240 --hostfile "$tmp/hosts" -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 \
   --ssh-option StrictHostKeyChecking=no --ssh-option UserKnownHostsFile=/dev/null \
   --ssh-option LogLevel=ERROR --secret-file "$tmp/secret" \
   --set train.steps=6 --set train.eval_every=0 --set train.eval_batches=2 \
-  --set diloco.inner_steps=3 -o "$tmp/run" >"$tmp/launch.log" 2>&1 &
-launcher=$!
-for _ in $(seq 1 240); do kill -0 "$launcher" 2>/dev/null || break; sleep 1; done
-kill -0 "$launcher" 2>/dev/null && fail "launch still running after 240 s: $(tail -20 "$tmp/launch.log")"
-wait "$launcher" || fail "launch exited with $?: $(tail -30 "$tmp/launch.log")"
-launcher=""
+  --set diloco.inner_steps=3 -o "$tmp/run"
 grep -q "^\[127.0.0.1\] .*serving 2 workers" "$tmp/launch.log" || fail "first ssh node: $(cat "$tmp/launch.log")"
 grep -q "^\[127.0.0.1#2\] .*serving 2 workers" "$tmp/launch.log" || fail "second ssh node"
 grep -q "final validation loss" "$tmp/launch.log" || fail "no final loss: $(tail -20 "$tmp/launch.log")"

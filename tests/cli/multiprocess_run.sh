@@ -11,33 +11,14 @@
 # taken in arrival order (and candidates in join order), 1 run in 7 took other routes (2.8419
 # against 2.8050) until picks were keyed by the micro-batch (policy::route_key). The final evaluation follows the last round, when every replica
 # holds θ, so its routing does not matter.
-set -u
 bin=$1 data=$2 root=$3
-tmp=$(mktemp -d)
-launcher=""
-cleanup() {
-  if [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null; then
-    pkill -TERM -P "$launcher" 2>/dev/null
-    kill -TERM "$launcher" 2>/dev/null
-    sleep 1
-    pkill -KILL -P "$launcher" 2>/dev/null
-    kill -KILL "$launcher" 2>/dev/null
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 final_loss() { sed -n 's/.*final validation loss \([0-9.]*\).*/\1/p' "$1" | tail -1; }
 
 args=(-c "$root/configs/tiny.toml" --set "data.path=$data" --set train.steps=30
       --set train.eval_every=0 --set train.log_every=10
       --set swarm.wiring=uniform --set swarm.max_inflight=4 --set train.micro_batches=4)
-"$bin" launch --local 2 "${args[@]}" -o "$tmp/multi" >"$tmp/multi.log" 2>&1 &
-launcher=$!
-for _ in $(seq 1 300); do kill -0 "$launcher" 2>/dev/null || break; sleep 1; done
-kill -0 "$launcher" 2>/dev/null && fail "launch still running after 300 s: $(tail -20 "$tmp/multi.log")"
-wait "$launcher" || fail "launch exited with $?: $(tail -30 "$tmp/multi.log")"
-launcher=""
+run_launch multi 300 --local 2 "${args[@]}" -o "$tmp/multi"
 grep -q "^\[node1\] .*serving 2 workers" "$tmp/multi.log" || fail "node1 did not serve: $(cat "$tmp/multi.log")"
 grep -q "^\[node2\] .*serving 2 workers" "$tmp/multi.log" || fail "node2 did not serve"
 grep -q "swarm has 4/4 workers" "$tmp/multi.log" || fail "the swarm never was full"

@@ -5,27 +5,16 @@
 # namespace address (so a secret is required), the nodes join from theirs, and a short
 # diloco-swarm run completes. Processes are stopped by pid and the namespaces removed, also on
 # failure.
-set -u
 bin=$1 root=$2
 [ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
 command -v ip >/dev/null && command -v tc >/dev/null || { echo "FAIL: needs iproute2"; exit 1; }
 tag=$(( $$ % 100000 ))
 hub="swh$tag" names=("swc$tag" "swa$tag" "swb$tag") addrs=(10.231.7.1 10.231.7.2 10.231.7.3)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  sleep 0.5
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  for n in "${names[@]}" "$hub"; do ip netns del "$n" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for i in 1 2; do echo "--- node $i log:"; tail -20 "$tmp/node$i.log" 2>/dev/null; done
-  exit 1
-}
+source "$(dirname "$0")/lib.sh"
+# Stopped gently first (each writes its last line), then the namespaces go.
+at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 0.5'
+at_exit 'for n in "${names[@]}" "$hub"; do ip netns del "$n" 2>/dev/null; done'
+on_fail() { for i in 1 2; do echo "--- node $i log:"; tail -20 "$tmp/node$i.log" 2>/dev/null; done; }
 ns() { ip netns exec "$@"; }
 
 ip netns add "$hub" || fail "cannot create namespaces"
@@ -55,8 +44,7 @@ for i in 1 2; do
     --listen "${addrs[$i]}" >"$tmp/node$i.log" 2>&1 &
   pids+=($!)
 done
-for _ in $(seq 1 240); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done
-kill -0 "$coord" 2>/dev/null && fail "coordinator still running after 240 s: $(tail -20 "$tmp/coord.log")"
+wait_exit "$coord" 240 || fail "coordinator still running after 240 s: $(tail -20 "$tmp/coord.log")"
 wait "$coord" || fail "coordinator exited with $?: $(tail -30 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss: $(cat "$tmp/coord.log")"
 grep -q "node 'ns1' joined" "$tmp/coord.log" || fail "ns1 did not join"
@@ -66,7 +54,7 @@ grep -q "node 'ns2' joined" "$tmp/coord.log" || fail "ns2 did not join"
 sent=$(ns "${names[1]}" tc -s qdisc show dev "v${names[1]}" | sed -n 's/.*Sent \([0-9]*\) bytes.*/\1/p' | head -1)
 [ "${sent:-0}" -gt 100000 ] || fail "tbf on ${names[1]} saw only ${sent:-0} bytes"
 for i in 1 2; do
-  for _ in $(seq 1 50); do kill -0 "${pids[$i]}" 2>/dev/null || break; sleep 0.2; done
+  wait_exit "${pids[$i]}" 10
   grep -q "stopped" "$tmp/node$i.log" || fail "node $i did not stop: $(cat "$tmp/node$i.log")"
 done
 echo "ok: $(grep 'final validation loss' "$tmp/coord.log"); ${sent} bytes through node 1's tbf"

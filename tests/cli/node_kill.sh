@@ -6,41 +6,19 @@
 # With a third argument "comm" the workers exchange hops over TCP communicator links
 # (transport.links = comm): links to the dead node fail, those hops are re-run, and the
 # node that comes back opens new links.
-set -u
 bin=$1 root=$2 links=${3:-auto}
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
 
-"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
+start_coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 -o "$tmp/run" "${net[@]}" \
   --set "data.path=$root/data/brown.txt" --set train.steps=60 --set train.eval_every=0 \
-  --set train.eval_batches=4 --set diloco.inner_steps=5 --set "transport.links=$links" \
-  >"$tmp/coord.log" 2>&1 &
-coord=$!
-pids+=("$coord")
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
-  [ -n "$port" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
-"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name steady "${net[@]}" >"$tmp/steady.log" 2>&1 &
-pids+=($!)
-"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name victim "${net[@]}" >"$tmp/victim.log" 2>&1 &
-victim=$!
-pids+=("$victim")
-for _ in $(seq 1 600); do grep -q "step 10/60" "$tmp/coord.log" && break; sleep 0.1; done
-grep -q "step 10/60" "$tmp/coord.log" || fail "the run did not reach step 10: $(tail -5 "$tmp/coord.log")"
+  --set train.eval_batches=4 --set diloco.inner_steps=5 --set "transport.links=$links"
+join_node steady -w 2 "${net[@]}"
+join_node victim -w 2 "${net[@]}"
+victim=$node
+wait_log "$tmp/coord.log" "step 10/60" 60 || fail "the run did not reach step 10: $(tail -5 "$tmp/coord.log")"
 kill -KILL "$victim"
-for _ in $(seq 1 100); do grep -q "went down at step" "$tmp/coord.log" && break; sleep 0.1; done
-grep -q "went down at step" "$tmp/coord.log" || fail "the lost workers were not noticed"
+wait_log "$tmp/coord.log" "went down at step" 10 || fail "the lost workers were not noticed"
 # The run goes on without the node...
 killed_at=$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")
 for _ in $(seq 1 300); do
@@ -50,17 +28,17 @@ done
 [ "$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")" -ge $((killed_at + 3)) ] \
   || fail "no step completed after the node was killed: $(tail -5 "$tmp/coord.log")"
 # ...and the node comes back.
-"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name victim "${net[@]}" >"$tmp/back.log" 2>&1 &
+"$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name victim "${net[@]}" \
+  >"$tmp/back.log" 2>&1 &
 back=$!
 pids+=("$back")
-for _ in $(seq 1 300); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done
-kill -0 "$coord" 2>/dev/null && fail "the coordinator still runs after 300 s"
+wait_exit "$coord" 300 || fail "the coordinator still runs after 300 s"
 wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss"
 grep -q '"kind":"worker_lost"' "$tmp/run/metrics.jsonl" || fail "no worker_lost fault in metrics.jsonl"
 grep -q "took its state from DiLoCo group" "$tmp/back.log" \
   || fail "the restarted node's workers did not load state from a peer: $(cat "$tmp/back.log")"
-for _ in $(seq 1 50); do kill -0 "$back" 2>/dev/null || break; sleep 0.2; done
+wait_exit "$back" 10
 mb=$(sed -n "s/.*node 'victim' stopped; bytes sent by its workers: activations \([0-9.]*\) MB.*/\1/p" "$tmp/back.log")
 [ -n "$mb" ] || fail "the restarted node did not stop cleanly: $(tail -5 "$tmp/back.log")"
 awk -v x="$mb" 'BEGIN { exit !(x > 0) }' || fail "the restarted node never took work"

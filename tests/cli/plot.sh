@@ -2,11 +2,8 @@
 # swarmrt plot on real runs: a swarm run with a worker killed and a DiLoCo-SWARM run of the
 # same small model, drawn as PNG and SVG (gnuplot); bad input refused with its reason and an
 # existing chart left as it was.
-set -u
 bin=$1 data=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 head -c 400000 "$data" >"$tmp/text.txt"
 cat >"$tmp/c.toml" <<TOML
 [model]

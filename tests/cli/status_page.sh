@@ -5,49 +5,25 @@
 # page's command route restarts the worker and is recorded with the caller; in headless
 # Chromium the page lists every worker, draws the chart, and its kill button restarts a worker
 # (tests/cli/status_browser.py); the run completes.
-set -u
 bin=$1 root=$2
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- coordinator log, last 20 lines:"
-  tail -20 "$tmp/coord.log" 2>/dev/null
-  exit 1
-}
+source "$(dirname "$0")/lib.sh"
 net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
 
-"$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+start_coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
   -o "$tmp/run" "${net[@]}" --set "data.path=$root/data/brown.txt" --set train.steps=200 \
-  --set train.eval_every=20 --set train.eval_batches=2 --set balancer.enabled=false \
-  >"$tmp/coord.log" 2>&1 &
-coord=$!
-pids+=("$coord")
-port="" http=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
+  --set train.eval_every=20 --set train.eval_batches=2 --set balancer.enabled=false
+http_port() {
   http=$(sed -n 's|^status page on http://127.0.0.1:\([0-9]*\)/$|\1|p' "$tmp/coord.log")
-  [ -n "$port" ] && [ -n "$http" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] && [ -n "$http" ] || fail "no control or status port: $(cat "$tmp/coord.log")"
+  [ -n "$http" ]
+}
+wait_until 20 http_port || fail "no status port"
 [ "$(stat -c %a "$tmp/run/http_token")" = 600 ] || fail "the token file is not 0600"
 grep -q "$(cat "$tmp/run/http_token")" "$tmp/coord.log" && fail "the token was logged"
-for name in a b; do
-  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" -w 2 --name "$name" \
-    "${net[@]}" >"$tmp/$name.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 600); do grep -q "step 3/200" "$tmp/coord.log" && break; sleep 0.1; done
-grep -q "step 3/200" "$tmp/coord.log" || fail "the run did not reach step 3"
+for name in a b; do join_node "$name" -w 2 "${net[@]}"; done
+wait_log "$tmp/coord.log" "step 3/200" 60 || fail "the run did not reach step 3"
 # Slowed, the run outlasts the requests below.
 for w in stage0/worker0 stage0/worker1 stage1/worker0 stage1/worker1; do
-  "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" slow "$w" 3 >/dev/null \
+  ctl slow "$w" 3 >/dev/null \
     || fail "slow $w"
 done
 
@@ -164,8 +140,8 @@ python3 "$(dirname "$0")/status_browser.py" "$chromium" "http://127.0.0.1:$http"
   "$tmp/run/http_token" "$tmp/run" 4 || fail "the page in headless Chromium"
 
 # Healed, the run completes.
-"$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" heal all >/dev/null || fail "heal"
-for _ in $(seq 1 900); do kill -0 "$coord" 2>/dev/null || break; sleep 0.2; done
+ctl heal all >/dev/null || fail "heal"
+wait_exit "$coord" 180
 wait "$coord" || fail "coordinator exited with $?"
 grep -q "final validation loss" "$tmp/coord.log" || fail "the run did not complete"
 echo "ok: status page, JSON views, /metrics and commands behind the token"

@@ -11,46 +11,27 @@
 # 1 GiB header grew the coordinator by ~1 GB), no node loses its connection, and the run
 # completes every step.
 # Processes are stopped by pid.
-set -u
 bin=$1 stranger=$2 root=$3
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "== $f"; tail -5 "$f"; done; exit 1; }
+source "$(dirname "$0")/lib.sh"
+unset SWARMRT_SECRET  # the nodes and the coordinator take the run's file
 steps=800
 rss_kb() { sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
 threads() { sed -n 's/^Threads:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
 
-env -u SWARMRT_SECRET "$bin" coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 \
+start_coordinator -c "$root/configs/tiny.toml" --listen 127.0.0.1:0 \
   -o "$tmp/run" --set "data.path=$root/data/brown.txt" --set train.steps=$steps \
   --set train.eval_every=0 --set train.eval_batches=4 --set diloco.inner_steps=10 \
-  --set checkpoint.every_steps=0 >"$tmp/coord.log" 2>&1 &
-coord=$!
-pids+=("$coord")
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
-  [ -n "$port" ] && break
-  sleep 0.2
-done
-[ -n "$port" ] || fail "the coordinator did not listen: $(cat "$tmp/coord.log")"
+  --set checkpoint.every_steps=0
 nodes=()
 for n in 1 2; do
-  env -u SWARMRT_SECRET "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" \
-    -w 2 --name "n$n" >"$tmp/n$n.log" 2>&1 &
-  nodes+=($!)
-  pids+=($!)
+  join_node "n$n" -w 2
+  nodes+=("$node")
 done
 # The attacks start after two DiLoCo rounds (inner_steps = 10), when the run's own one-time
 # allocations (outer optimizer state, buffer pools) are behind it. No periodic checkpoints:
 # gathering every worker's state every 100 steps moved the coordinator's RSS by tens of MiB on
 # its own, and once, under a loaded suite, past the bound while it was attacked (+121 MiB).
-for _ in $(seq 1 1200); do grep -q "step 25/$steps" "$tmp/coord.log" && break; sleep 0.1; done
-grep -q "step 25/$steps" "$tmp/coord.log" || fail "the run did not reach step 25: $(tail -5 "$tmp/coord.log")"
+wait_log "$tmp/coord.log" "step 25/$steps" 120 || fail "the run did not reach step 25: $(tail -5 "$tmp/coord.log")"
 
 links=($(sed -n 's/.*frame link \(127\.0\.0\.1:[0-9]*\).*/\1/p' "$tmp/coord.log" "$tmp/n1.log" "$tmp/n2.log"))
 [ ${#links[@]} = 3 ] || fail "expected 3 frame links, found: ${links[*]}"
@@ -101,8 +82,7 @@ for i in 0 1 2; do
 done
 grep -q "step $steps/$steps" "$tmp/coord.log" && fail "the run ended before the attacks did: raise steps"
 
-for _ in $(seq 1 500); do kill -0 "$coord" 2>/dev/null || break; sleep 1; done
-kill -0 "$coord" 2>/dev/null && fail "the coordinator still runs after 500 s"
+wait_exit "$coord" 500 || fail "the coordinator still runs after 500 s"
 wait "$coord" || fail "the run did not complete (exit $?): $(tail -20 "$tmp/coord.log")"
 grep -q "step $steps/$steps" "$tmp/coord.log" || fail "not every step completed"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss"

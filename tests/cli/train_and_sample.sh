@@ -1,11 +1,8 @@
 #!/usr/bin/env bash
 # End to end through the executable: train a few steps, refuse to clobber the run, resume it,
 # sample from its checkpoint, and refuse a corrupt checkpoint naming the file.
-set -u
 bin=$1 data=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 head -c 400000 "$data" >"$tmp/text.txt"
 cat >"$tmp/c.toml" <<TOML
 [model]

@@ -1,0 +1,110 @@
+# What the CLI tests do the same way, sourced by each (`source "$(dirname "$0")/lib.sh"`) after
+# it has read its own arguments. It gives:
+#   $tmp            a private folder, removed on exit
+#   pids            processes started by the test, killed by pid on exit (append with pids+=)
+#   launchers       `swarmrt launch` processes: on exit each gets SIGTERM with its children,
+#                   then SIGKILL a second later (append with launchers+=)
+#   at_exit CMD     one more thing to undo on exit (before the kills; a network namespace)
+#   fail MSG        prints FAIL and exits 1; with $fail_log set, that log's last lines too,
+#                   and where the test defines on_fail, what it prints
+#   py CODE ARGS    python3 -c CODE ARGS
+#   wait_until S CMD...      runs CMD every 0.1 s until it succeeds, for at most S seconds
+#   wait_log FILE PATTERN [S] wait_until the file holds the pattern (120 s)
+#   wait_exit PID S           wait_until the process has ended; 1 if it still runs
+#   run_launch NAME S ARGS... `swarmrt launch ARGS`, its log in $tmp/NAME.log, waited for at
+#                             most S seconds; fails if it runs on or exits non-zero
+#   start_coordinator ARGS... `swarmrt coordinator ARGS` in the background, its log in
+#                             $tmp/coord.log (fail_log), its pid in $coord, its control port
+#                             in $port once it listens (fails after 20 s)
+#   join_node NAME ARGS...    `swarmrt node --join 127.0.0.1:$port` with the run's secret,
+#                             --name NAME and ARGS, its log in $tmp/NAME.log, its pid in $node
+#   ctl ARGS...               `swarmrt ctl` against the coordinator with the run's secret
+# The scripts keep what makes each test itself: its config, its faults, its checks.
+set -u
+: "${bin:?a CLI test sets bin (the swarmrt binary) before sourcing lib.sh}"
+tmp=$(mktemp -d)
+pids=()
+launchers=()
+exit_steps=()
+fail_log=""
+coord="" port="" node=""
+
+at_exit() { exit_steps+=("$*"); }
+
+cleanup() {
+  local step p
+  for step in "${exit_steps[@]}"; do eval "$step"; done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for p in "${launchers[@]}"; do
+    running "$p" || continue
+    pkill -TERM -P "$p" 2>/dev/null
+    kill -TERM "$p" 2>/dev/null
+    sleep 1
+    pkill -KILL -P "$p" 2>/dev/null
+    kill -KILL "$p" 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*"
+  if [ -n "$fail_log" ] && [ -f "$fail_log" ]; then
+    echo "--- $fail_log, last 30 lines:"
+    tail -30 "$fail_log"
+  fi
+  if declare -F on_fail >/dev/null; then on_fail; fi
+  exit 1
+}
+
+py() { python3 -c "$1" "${@:2}"; }
+
+wait_until() {
+  local tries=$(($1 * 10))
+  shift
+  for _ in $(seq 1 "$tries"); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+wait_log() { wait_until "${3:-120}" grep -q -- "$2" "$1" 2>/dev/null; }
+
+running() { kill -0 "$1" 2>/dev/null; }
+ended() { ! running "$1"; }
+wait_exit() { wait_until "$2" ended "$1"; }
+
+listening_port() {
+  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
+  [ -n "$port" ]
+}
+
+start_coordinator() {
+  "$bin" coordinator "$@" >"$tmp/coord.log" 2>&1 &
+  coord=$!
+  pids+=("$coord")
+  fail_log="$tmp/coord.log"
+  wait_until 20 listening_port || fail "the coordinator did not listen"
+}
+
+join_node() {
+  local name=$1
+  shift
+  "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" --name "$name" "$@" \
+    >"$tmp/$name.log" 2>&1 &
+  node=$!
+  pids+=("$node")
+}
+
+ctl() { "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" "$@"; }
+
+run_launch() {
+  local name=$1 secs=$2 launcher
+  shift 2
+  "$bin" launch "$@" >"$tmp/$name.log" 2>&1 &
+  launcher=$!
+  launchers+=("$launcher")
+  wait_exit "$launcher" "$secs" || fail "$name: launch still running after $secs s: $(tail -20 "$tmp/$name.log")"
+  wait "$launcher" || fail "$name: launch exited with $?: $(tail -30 "$tmp/$name.log")"
+}
