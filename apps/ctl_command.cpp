@@ -25,6 +25,7 @@
 #include "apps/commands.hpp"
 #include "apps/ctl_format.hpp"
 #include "apps/net.hpp"
+#include "messages/console_commands.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::apps {
@@ -292,8 +293,9 @@ std::vector<std::string> split(const std::string& line) {
 }
 
 // Tab completion: the first word is a command; later words are actor or node names, as the
-// last `actors` and `nodes` answers gave them.
-std::vector<std::string> g_names;
+// command's row says (messages/console_commands.hpp) and the last `actors` and `nodes`
+// answers gave them.
+std::vector<std::string> g_actor_names, g_node_names;
 char* complete_word(const char* text, int state) {
   static size_t index = 0;
   static std::vector<std::string> candidates;
@@ -304,11 +306,16 @@ char* complete_word(const char* text, int state) {
         rl_point == 0 || std::string(rl_line_buffer, rl_point).find(' ') == std::string::npos;
     const std::string prefix(text);
     if (first) {
-      for (const auto& c : ctl::commands())
+      for (const auto& c : messages::console_commands())
         if (c.name.rfind(prefix, 0) == 0) candidates.push_back(c.name);
     } else {
-      for (const auto& n : g_names)
-        if (n.rfind(prefix, 0) == 0) candidates.push_back(n);
+      const std::string line(rl_line_buffer, rl_point);
+      const auto* command = messages::find_console_command(line.substr(0, line.find(' ')));
+      const auto completes = command ? command->completes : messages::Completes::nothing;
+      const auto& names = completes == messages::Completes::nodes ? g_node_names : g_actor_names;
+      if (completes != messages::Completes::nothing)
+        for (const auto& n : names)
+          if (n.rfind(prefix, 0) == 0) candidates.push_back(n);
     }
   }
   if (index >= candidates.size()) return nullptr;
@@ -321,17 +328,20 @@ char** complete(const char* text, int, int) {
 }
 
 void refresh_names(Console& console) {
-  std::vector<std::string> names;
+  g_actor_names.clear();
+  g_node_names.clear();
   auto actors = console.ask({"actors"}, false);
   if (actors.code == 0)
-    for (const auto& r : actors.body["actors"]) names.push_back(r["name"].get<std::string>());
+    for (const auto& r : actors.body["actors"])
+      g_actor_names.push_back(r["name"].get<std::string>());
   auto nodes = console.ask({"nodes"}, false);
   if (nodes.code == 0)
     for (const auto& n : nodes.body["nodes"]) {
-      names.push_back(n["node"].get<std::string>());
-      names.push_back(n["name"].get<std::string>());
+      g_node_names.push_back(n["node"].get<std::string>());
+      g_node_names.push_back(n["name"].get<std::string>());
     }
-  g_names = std::move(names);
+  // `heal all`, `heal NAME`: actors and the word all.
+  g_actor_names.push_back("all");
 }
 
 int interactive(Console& console, const std::string& target, bool as_json) {

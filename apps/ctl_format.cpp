@@ -4,46 +4,16 @@
 
 #include <algorithm>
 
+#include "messages/console_commands.hpp"
+
 namespace swarmrt::apps::ctl {
 using json = nlohmann::json;
 
-const std::vector<CommandHelp>& commands() {
-  static const std::vector<CommandHelp> all = {
-      {"nodes", "nodes", "the coordinator and every node: alive, workers, threads, memory, CPU"},
-      {"actors", "actors [PATTERN] [--stage K] [--kind KIND]",
-       "every actor (glob PATTERN: 'stage1/*'): kind, stage, node, mailbox, messages, restarts"},
-      {"info", "info NAME", "one actor: its figures and what it says of itself (step, round, ...)"},
-      {"top", "top [SECONDS]",
-       "actors by mailbox length, then busy time, every SECONDS (default 1) until a key"},
-      {"stats", "stats", "the last step: loss, tokens/s, samples/s per stage, bytes by kind"},
-      {"watch", "watch [SECONDS]", "stats every SECONDS (default 1) until a key"},
-      {"trace", "trace NAME [SECONDS]",
-       "messages into and out of one actor for SECONDS (default 5, at most 60)"},
-      {"events", "events [--follow]",
-       "faults, recoveries, rejections, rebalances, console commands"},
-      {"kill", "kill PATTERN [--yes]",
-       "kill matching actors (their supervisors restart them); more than one asks first"},
-      {"kill-node", "kill-node NODE", "end a node's process at once, as a crash would"},
-      {"freeze", "freeze NODE SECONDS", "stop a node's process for SECONDS, as SIGSTOP would"},
-      {"slow", "slow NAME FACTOR", "a worker computes FACTOR times slower"},
-      {"drop", "drop NAME FRACTION", "a worker loses FRACTION of the hops it sends"},
-      {"delay", "delay NODE MS", "every frame a process sends waits MS first"},
-      {"partition", "partition NODE_A NODE_B",
-       "frames between two processes are lost, both ways, until `heal all`"},
-      {"heal", "heal [NAME|all]", "undo slow, drop (and, for all, delay and partitions)"},
-      {"checkpoint", "checkpoint", "save the swarm once the open step closes; prints the path"},
-      {"config", "config", "the run's effective configuration"},
-      {"help", "help [COMMAND]", "this list, or one command's usage"},
-      {"quit", "quit", "leave the console (the swarm goes on)"},
-  };
-  return all;
-}
-
 std::string help_text(const std::string& command) {
   std::string out;
-  for (const auto& c : commands()) {
+  for (const auto& c : messages::console_commands()) {
     if (!command.empty() && c.name != command) continue;
-    out += fmt::format("  {:<44} {}\n", c.usage, c.help);
+    out += fmt::format("  {:<44} {}{}\n", c.usage, c.help, c.destructive ? " [changes the swarm]" : "");
   }
   return out;
 }

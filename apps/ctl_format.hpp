@@ -7,14 +7,7 @@
 
 namespace swarmrt::apps::ctl {
 
-struct CommandHelp {
-  std::string name;
-  std::string usage;
-  std::string help;
-};
-// Every console command, in the order `help` lists them.
-const std::vector<CommandHelp>& commands();
-// `help` or `help COMMAND`; empty when COMMAND is unknown.
+// `help` or `help COMMAND` (messages/console_commands.hpp); empty when COMMAND is unknown.
 std::string help_text(const std::string& command);
 
 // The answer to `args` as text (the caller has checked "ok").

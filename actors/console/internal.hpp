@@ -27,6 +27,9 @@ inline bool matches(const std::string& pattern, const std::string& full) {
          fnmatch(pattern.c_str(), full.substr(0, at).c_str(), 0) == 0;
 }
 
+// A command of messages/console_commands.hpp, run for the whole swarm (console.cpp).
 caf::result<std::string> run_console_command(Self* self, const messages::ConsoleRequest& r);
+// Whether the coordinator has a handler for it (every command that is not ctl_only does).
+bool runs_console_command(const std::string& name);
 
 }  // namespace swarmrt::actors::console
