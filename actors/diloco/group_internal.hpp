@@ -1,0 +1,44 @@
+// What the DiLoCo group's files share: its state and behaviour (diloco_group.cpp), its round
+// arithmetic and encoding (group_round.cpp) and its communicator (group_comm.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "actors/diloco/diloco_group.hpp"
+#include "actors/runtime/tensor_list.hpp"
+#include "policy/round_quorum.hpp"
+#include "transport/bulk.hpp"
+
+namespace swarmrt::actors::group {
+
+using Self = caf::stateful_actor<group_state>;
+
+// group_round.cpp
+// Fragment p's tensors of `all` (the stage's θ or momentum), in θ's order.
+model::NamedTensors slice(const model::NamedTensors& all, const std::vector<size_t>& index);
+// The whole stage's θ (or outer momentum), assembled from its fragments.
+model::NamedTensors whole(const group_state& s, bool momentum);
+// Every applied fragment's θ as an `applied` round frame, for a worker new to the stage.
+void send_theta(Self* self, const caf::actor& to);
+// The run's quorum rule (diloco.min_replicas).
+policy::RoundQuorum quorum(const group_state& s);
+// Applies fragment p's round once every member has contributed or been refused in it (and at
+// least one contributed); true when it did.
+bool maybe_apply(Self* self, uint32_t p);
+// Steps fragment p's θ with the round's contributions and answers every member.
+void apply_round(Self* self, uint32_t p);
+// A contribution's tensors as float32 pseudo-gradients of fragment f, or why not; `excuse`
+// when they fit θ but their encoding does not decode (the round goes on without the sender).
+std::string decode_contribution(const group_state& s, const FragmentRounds& f,
+                                const messages::RoundHeader& h, const messages::Frame& frame,
+                                model::NamedTensors& delta, bool& excuse);
+
+// group_comm.cpp
+// A worker of the communicator is at `round`: the all-reduce goes ahead once every worker of
+// the current communicator is, else the round is reported per worker.
+void on_ready(Self* self, uint64_t round, uint64_t epoch, bool usable, const caf::actor& from);
+// Tells every member which communicator the group uses from now on (none: its own frames).
+void announce_comm(Self* self);
+
+}  // namespace swarmrt::actors::group
