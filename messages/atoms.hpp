@@ -90,6 +90,8 @@ using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
 // Step tracker: ask stage k's DiLoCo group for a worker's state again (its supervisor is
 // restarting it): (key, tries).
 using ask_group_timer_atom = caf::atom_constant<caf::atom("asktimer")>;
+// Step tracker: ask a loader for micro-batch (step, mb) again (the one asked did not answer).
+using batch_retry_timer_atom = caf::atom_constant<caf::atom("batchretry")>;
 // Inspector: a trace of (id) has run its time.
 using trace_timer_atom = caf::atom_constant<caf::atom("tracetimer")>;
 // Supervisors: child i's restart after its backoff: (i).

@@ -130,6 +130,59 @@ struct ConsoleRequest {
 // first, and a step of a slowed or recovering swarm may take this long.
 constexpr double kCheckpointWaitS = 120;
 
+// What stage workers tell the tracker about a micro-batch and a step. A report of an older
+// step or attempt than the tracker's is stale and dropped.
+// The last stage computed a micro-batch's loss (loss_atom); `route`: the worker of each stage
+// it went through, which hold its activations.
+struct LossReport {
+  uint64_t step = 0;
+  uint32_t micro_batch = 0;
+  uint32_t attempt = 0;
+  double loss = 0;
+  std::vector<uint32_t> route;
+};
+// Stage 0 finished a micro-batch's backward (done_atom): every stage holds its gradient.
+struct DoneReport {
+  uint64_t step = 0;
+  uint32_t micro_batch = 0;
+  uint32_t attempt = 0;
+  uint32_t worker = 0;  // the stage-0 worker that finished it
+};
+// A worker's squared gradient norm and the samples it accumulated in the step (norm_atom):
+// the tracker clips with the swarm-wide norm and checks that every sample was counted once.
+struct NormReport {
+  uint64_t step = 0;
+  uint32_t stage = 0;
+  uint32_t worker = 0;
+  double sqnorm = 0;
+  int64_t samples = 0;
+};
+// A worker's gradient of the step, for its stage's averager (grads_atom).
+struct GradsReport {
+  uint64_t step = 0;
+  uint32_t worker = 0;
+  int64_t samples = 0;
+  TensorList grads;
+};
+
+// A DiLoCo group's communicator from `epoch` on (group_comm_atom, to every member): its
+// backend (empty: none, each worker sends its own) and its workers by rank.
+struct GroupComm {
+  uint64_t epoch = 0;
+  std::string backend;
+  std::vector<caf::actor> handles;
+  std::vector<uint32_t> ids;
+};
+// From the communicator's rank 0, which created it, to rank `rank`: the id to join it by
+// (group_join_atom).
+struct GroupJoin {
+  uint64_t epoch = 0;
+  std::string backend;
+  std::vector<uint8_t> id;
+  int32_t rank = 0;
+  std::vector<uint32_t> ids;
+};
+
 // A DiLoCo group's counters (stats_atom).
 struct GroupStats {
   int64_t last_applied = -1;   // the last round applied
@@ -215,6 +268,39 @@ typename Inspector::result_type inspect(Inspector& f, WorkerStats& x) {
   return f(caf::meta::type_name("swarmrt::WorkerStats"), x.id, x.rejected, x.forwards, x.stale,
            x.recomputed, x.dropped, x.linked_frames, x.group_reduces, x.group_fallbacks,
            x.group_failures);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LossReport& x) {
+  return f(caf::meta::type_name("swarmrt::LossReport"), x.step, x.micro_batch, x.attempt, x.loss,
+           x.route);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DoneReport& x) {
+  return f(caf::meta::type_name("swarmrt::DoneReport"), x.step, x.micro_batch, x.attempt,
+           x.worker);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NormReport& x) {
+  return f(caf::meta::type_name("swarmrt::NormReport"), x.step, x.stage, x.worker, x.sqnorm,
+           x.samples);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GradsReport& x) {
+  return f(caf::meta::type_name("swarmrt::GradsReport"), x.step, x.worker, x.samples, x.grads);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GroupComm& x) {
+  return f(caf::meta::type_name("swarmrt::GroupComm"), x.epoch, x.backend, x.handles, x.ids);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GroupJoin& x) {
+  return f(caf::meta::type_name("swarmrt::GroupJoin"), x.epoch, x.backend, x.id, x.rank, x.ids);
 }
 
 template <class Inspector>

@@ -90,7 +90,8 @@ void announce_comm(Self* self) {
   }
   s.comm_epoch = epoch;
   s.comm_members = backend.empty() ? std::vector<caf::actor>{} : handles;
-  for (const auto& h : handles) self->send(h, group_comm_atom::value, epoch, backend, handles, ids);
+  for (const auto& h : handles)
+    self->send(h, group_comm_atom::value, messages::GroupComm{epoch, backend, handles, ids});
   if (!backend.empty())
     spdlog::info("diloco group {}: {} workers share a {} communicator (epoch {})", s.stage,
                  ids.size(), backend, epoch);

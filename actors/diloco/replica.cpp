@@ -189,8 +189,8 @@ void DilocoReplica::on_group_comm(Self* self, uint64_t epoch, const std::string&
     auto [comm, id] =
         transport::create_comm(backend, static_cast<int>(handles.size()), setup_.comm_options);
     for (size_t k = 1; k < handles.size(); ++k)
-      self->send(handles[k], group_join_atom::value, epoch, backend, id, static_cast<int32_t>(k),
-                 ids);
+      self->send(handles[k], group_join_atom::value,
+                 messages::GroupJoin{epoch, backend, id, static_cast<int32_t>(k), ids});
     comm_ = std::move(comm);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: no group communicator: {}", setup_.id, e.what());

@@ -108,7 +108,8 @@ void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor&
                      const caf::actor& upstream) {
   auto& s = self->state;
   if (s.setup.stage == 0) {
-    self->send(s.setup.tracker, done_atom::value, h.step, h.micro_batch, h.attempt, s.setup.id);
+    self->send(s.setup.tracker, done_atom::value,
+               messages::DoneReport{h.step, h.micro_batch, h.attempt, s.setup.id});
     return;
   }
   MicroBatchHeader up = h;
@@ -133,8 +134,9 @@ void report_norm(Self* self) {
                                                 ? item.value().grad().clone()
                                                 : at::zeros_like(item.value()));
   }
-  self->send(s.setup.tracker, norm_atom::value, s.step, s.setup.stage, s.setup.id,
-             model::grad_sqnorm(s.params), s.samples);
+  self->send(s.setup.tracker, norm_atom::value,
+             messages::NormReport{s.step, s.setup.stage, s.setup.id, model::grad_sqnorm(s.params),
+                                  s.samples});
 }
 
 }  // namespace
@@ -154,8 +156,8 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     // gradient is then the step mean, exactly as the single-process trainer computes it.
     auto seeded = loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()));
     auto input_grad = backward(self, h, seeded, {}, input);
-    self->send(s.setup.tracker, loss_atom::value, h.step, h.micro_batch, h.attempt,
-               loss.item<double>(), h.route);
+    self->send(s.setup.tracker, loss_atom::value,
+               messages::LossReport{h.step, h.micro_batch, h.attempt, loss.item<double>(), h.route});
     s.faults.slow_down(started);
     measure(s, h.samples, seconds_since(started));
     finish_backward(self, h, input_grad, upstream);
@@ -224,13 +226,12 @@ void send_gradient(Self* self) {
   s.sent->add(Traffic::gradients, bytes);
   s.sum_pending = true;
   // A capped link to an averager in another process (chaos.link_mbit_s) delivers it later.
-  messages::TensorList list{{}, std::move(grads), {}};
+  messages::GradsReport report{s.step, s.setup.id, s.samples, {{}, std::move(grads), {}}};
   const auto wire = transport::paced_delay(self->node(), s.setup.averager.node(), bytes);
   if (wire.count() > 0)
-    self->delayed_send(s.setup.averager, wire, grads_atom::value, s.step, s.setup.id, s.samples,
-                       std::move(list));
+    self->delayed_send(s.setup.averager, wire, grads_atom::value, std::move(report));
   else
-    self->send(s.setup.averager, grads_atom::value, s.step, s.setup.id, s.samples, std::move(list));
+    self->send(s.setup.averager, grads_atom::value, std::move(report));
 }
 
 // The tracker closed `step`: the gradient is reduced (through the averager, or by this

@@ -140,15 +140,14 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::act
                       s.early.end());
         return true;
       },
-      [=](grads_atom, uint64_t step, uint32_t worker, int64_t samples,
-          const messages::TensorList& grads) {
+      [=](grads_atom, const messages::GradsReport& r) {
         auto& s = self->state;
         const auto from = caf::actor_cast<caf::actor>(self->current_sender());
         if (!s.has_members) {  // restarted: the tracker's membership is on its way
-          s.early.push_back({step, worker, samples, grads, from});
+          s.early.push_back({r.step, r.worker, r.samples, r.grads, from});
           return;
         }
-        add_gradient(self, step, worker, samples, grads, from);
+        add_gradient(self, r.step, r.worker, r.samples, r.grads, from);
       },
   };
 }

@@ -120,15 +120,13 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       },
       // The DiLoCo group's communicator from now on: its first worker creates it and sends the
       // others its id; an empty backend means none.
-      [=](group_comm_atom, uint64_t epoch, const std::string& backend,
-          const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids) {
+      [=](group_comm_atom, const messages::GroupComm& c) {
         auto& s = self->state;
-        s.replica.on_group_comm(self, epoch, backend, handles, ids);
+        s.replica.on_group_comm(self, c.epoch, c.backend, c.handles, c.ids);
       },
-      [=](group_join_atom, uint64_t epoch, const std::string& backend,
-          const std::vector<uint8_t>& id, int32_t rank, const std::vector<uint32_t>& ids) {
+      [=](group_join_atom, const messages::GroupJoin& j) {
         auto& s = self->state;
-        s.replica.on_group_join(self, epoch, backend, id, rank, ids);
+        s.replica.on_group_join(self, j.epoch, j.backend, j.id, j.rank, j.ids);
       },
       // A peer in another process opened a communicator link to this worker.
       [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {

@@ -135,7 +135,7 @@ void request_batch(Self* self, uint32_t mb) {
             if (s.step != step) return;
             spdlog::warn("micro-batch {} of step {}: loader did not answer ({}); asking again", mb,
                          step, self->system().render(e));
-            self->delayed_send(self, retry_pause(s), batch_atom::value, step, mb);
+            self->delayed_send(self, retry_pause(s), batch_retry_timer_atom::value, step, mb);
           });
 }
 

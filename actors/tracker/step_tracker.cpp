@@ -63,7 +63,7 @@ caf::message_handler always(Self* self) {
         if (kind == "averager" && s.phase == Phase::reducing)
           spdlog::warn("averager {} restarted while reducing step {}", k, s.step);
       },
-      [=](batch_atom, uint64_t step, uint32_t mb) {
+      [=](batch_retry_timer_atom, uint64_t step, uint32_t mb) {
         auto& s = self->state;
         if (s.step == step && mb < s.micro.size() && !s.micro[mb].ready) request_batch(self, mb);
       },
@@ -136,32 +136,35 @@ caf::message_handler always(Self* self) {
         continue_run(self);
         return s.promise;
       },
-      [=](loss_atom, uint64_t step, uint32_t mb, uint32_t attempt, double loss,
-          const std::vector<uint32_t>& route) {
+      [=](loss_atom, const messages::LossReport& r) {
         auto& s = self->state;
-        if (step != s.step || mb >= s.micro.size() || attempt != s.micro[mb].attempt) return;
-        auto& m = s.micro[mb];
+        if (r.step != s.step || r.micro_batch >= s.micro.size() ||
+            r.attempt != s.micro[r.micro_batch].attempt)
+          return;
+        auto& m = s.micro[r.micro_batch];
         if (m.has_loss) {
           ++s.outcome.duplicates;
           return;
         }
         m.has_loss = true;
-        m.loss = loss;
-        m.route = route;
+        m.loss = r.loss;
+        m.route = r.route;
         if (m.done) m.pin = m.route;
         maybe_close_step(self);  // the loss and the completion may arrive in either order
       },
-      [=](done_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker) {
+      [=](done_atom, const messages::DoneReport& r) {
         auto& s = self->state;
-        if (step != s.step || mb >= s.micro.size() || attempt != s.micro[mb].attempt) return;
-        auto& m = s.micro[mb];
+        if (r.step != s.step || r.micro_batch >= s.micro.size() ||
+            r.attempt != s.micro[r.micro_batch].attempt)
+          return;
+        auto& m = s.micro[r.micro_batch];
         if (m.done) {
           ++s.outcome.duplicates;
           return;
         }
         m.done = true;
         if (m.has_loss) m.pin = m.route;  // backward went through all of them: they hold it
-        s.stage0.completed(worker, static_cast<double>(m.batch.tensors[0].size(0)), m.sent,
+        s.stage0.completed(r.worker, static_cast<double>(m.batch.tensors[0].size(0)), m.sent,
                            tracker_state::Clock::now());
         dispatch_waiting(self);
         maybe_close_step(self);
@@ -175,7 +178,7 @@ caf::message_handler stale() {
   return {
       [=](microbatch_timer_atom, uint64_t, uint32_t, uint32_t) {},
       [=](eval_timer_atom, uint64_t, uint32_t) {},
-      [=](norm_atom, uint64_t, uint32_t, uint32_t, double, int64_t) {},
+      [=](norm_atom, const messages::NormReport&) {},
       [=](applied_atom, uint64_t, uint32_t) {},
       [=](eval_loss_atom, uint64_t, uint32_t, double) {},
   };
@@ -214,13 +217,11 @@ caf::message_handler running(Self* self) {
 
 caf::message_handler reducing(Self* self) {
   return {
-      [=](norm_atom, uint64_t step, uint32_t stage, uint32_t worker, double sqnorm,
-          int64_t samples) {
+      [=](norm_atom, const messages::NormReport& r) {
         auto& s = self->state;
-        if (step != s.step) return;
-        (void)stage;
-        s.sqnorms[worker] = sqnorm;
-        s.outcome.samples[worker] = samples;
+        if (r.step != s.step) return;
+        s.sqnorms[r.worker] = r.sqnorm;
+        s.outcome.samples[r.worker] = r.samples;
         maybe_apply(self);
       },
   };

@@ -97,11 +97,10 @@ namespace {
 uint64_t announced_epoch(caf::scoped_actor& self, size_t members) {
   uint64_t epoch = 0;
   self->receive(
-      [&](group_comm_atom, uint64_t e, const std::string& backend,
-          const std::vector<caf::actor>& handles, const std::vector<uint32_t>&) {
-        EXPECT_EQ(backend, "tcp");
-        EXPECT_EQ(handles.size(), members);
-        epoch = e;
+      [&](group_comm_atom, const messages::GroupComm& c) {
+        EXPECT_EQ(c.backend, "tcp");
+        EXPECT_EQ(c.handles.size(), members);
+        epoch = c.epoch;
       },
       caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no communicator"; });
   return epoch;

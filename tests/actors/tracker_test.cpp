@@ -111,9 +111,9 @@ struct TrackerFixture : ::testing::Test {
   // Both micro-batches of `step` come back: stage 1 reports the loss, stage 0 the completion.
   void complete_step(uint64_t step) {
     for (uint32_t mb = 0; mb < 2; ++mb) {
-      caf::anon_send(tracker, loss_atom::value, step, mb, uint32_t{0}, 2.5,
-                     std::vector<uint32_t>{id0, id1});
-      caf::anon_send(tracker, done_atom::value, step, mb, uint32_t{0}, id0);
+      caf::anon_send(tracker, loss_atom::value,
+                     messages::LossReport{step, mb, 0, 2.5, std::vector<uint32_t>{id0, id1}});
+      caf::anon_send(tracker, done_atom::value, messages::DoneReport{step, mb, 0, id0});
     }
     sched->run();
   }
@@ -133,15 +133,15 @@ TEST_F(TrackerFixture, AStepGoesThroughReduceAndApplyOneMessageAtATime) {
   complete_step(1);
   EXPECT_EQ((count<reduce_atom, uint64_t>(log0)), 1u);
   EXPECT_EQ((count<reduce_atom, uint64_t>(log1)), 1u);
-  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 1.0, int64_t{2});
+  caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, 0, id0, 1.0, 2});
   sched->run();
   EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 0u);  // still waits for stage 1
-  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{1}, id1, 3.0, int64_t{2});
+  caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, 1, id1, 3.0, 2});
   sched->run();
   EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
   EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log1)), 1u);
   // A norm that arrives again once the step is applying is stale: no second apply.
-  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 1.0, int64_t{2});
+  caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, 0, id0, 1.0, 2});
   sched->run();
   EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
   EXPECT_EQ(frames_for(2), 0u);
@@ -153,7 +153,7 @@ TEST_F(TrackerFixture, AStepGoesThroughReduceAndApplyOneMessageAtATime) {
 
 TEST_F(TrackerFixture, AWorkerLostWhileTheStepReducesIsNoLongerWaitedFor) {
   complete_step(1);
-  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 1.0, int64_t{2});
+  caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, 0, id0, 1.0, 2});
   sched->run();
   ASSERT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 0u);
   caf::anon_send_exit(w1, caf::exit_reason::kill);  // stage 1's only worker, before its norm
@@ -178,9 +178,9 @@ TEST_F(TrackerFixture, AWorkerLostWhileTheStepReducesIsNoLongerWaitedFor) {
 
 TEST_F(TrackerFixture, AWorkerLostMidStepHasTheMicroBatchesThroughItReRun) {
   // Micro-batch 0 completed through both workers; micro-batch 1 is still on its way.
-  caf::anon_send(tracker, loss_atom::value, uint64_t{1}, uint32_t{0}, uint32_t{0}, 2.5,
-                 std::vector<uint32_t>{id0, id1});
-  caf::anon_send(tracker, done_atom::value, uint64_t{1}, uint32_t{0}, uint32_t{0}, id0);
+  caf::anon_send(tracker, loss_atom::value,
+                 messages::LossReport{1, 0, 0, 2.5, std::vector<uint32_t>{id0, id1}});
+  caf::anon_send(tracker, done_atom::value, messages::DoneReport{1, 0, 0, id0});
   sched->run();
   caf::anon_send_exit(w1, caf::exit_reason::kill);
   sched->run();
@@ -201,8 +201,8 @@ TEST_F(TrackerFixture, AWorkerLostMidStepHasTheMicroBatchesThroughItReRun) {
 TEST_F(TrackerFixture, ATrackerLostWhileApplyingHasItsSuccessorSendTheSameApply) {
   complete_step(1);
   // Norms large enough that the step is clipped (train.grad_clip = 1).
-  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{0}, id0, 100.0, int64_t{2});
-  caf::anon_send(tracker, norm_atom::value, uint64_t{1}, uint32_t{1}, id1, 300.0, int64_t{2});
+  caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, 0, id0, 100.0, 2});
+  caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, 1, id1, 300.0, 2});
   sched->run();
   auto applies = [&] {
     std::vector<std::pair<double, double>> out;  // (lr, coef)
@@ -280,7 +280,7 @@ TEST_F(TrackerFixture, AWorkerThatJoinsBetweenStepsTakesAPeersStateEvenIfAdopted
   sched->run();
   complete_step(1);
   for (auto [stage, id] : {std::pair<uint32_t, uint32_t>{0, id0}, {1, id1}})
-    caf::anon_send(tracker, norm_atom::value, uint64_t{1}, stage, id, 1.0, int64_t{2});
+    caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, stage, id, 1.0, 2});
   sched->run();
   caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
   caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
