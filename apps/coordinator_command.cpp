@@ -197,7 +197,11 @@ int run_coordinator(const CoordinatorArgs& args) {
     ds.fingerprint_text = model::fingerprint_text(config);
     ds.secret = secret;
     ds.endpoint = endpoint;
-    ds.core = core;
+    ds.tracker = core.tracker;
+    ds.averagers = core.averagers;
+    ds.groups = core.groups;
+    ds.sink = core.sink;
+    ds.roster = core.roster;
     // The console's entry: a console asks the directory for it, then sends it commands.
     actors::InspectorSetup is;
     is.roster = core.roster;

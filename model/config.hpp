@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "policy/wiring.hpp"
 
 namespace swarmrt::model {
 
@@ -24,7 +23,8 @@ struct ConfigError : std::runtime_error {
 // file uses, in the enum's order.
 enum class Mode { single, pp, dp, swarm, diloco, diloco_swarm };
 enum class Schedule { constant, cosine };
-using policy::WiringPolicy;  // throughput | uniform
+// swarm.wiring (policy/wiring.hpp): SWARM's throughput-proportional choice, or uniform.
+enum class WiringPolicy { throughput, uniform };
 enum class Links { automatic, comm, frames };
 enum class Encrypt { automatic, on, off };
 enum class KillPhase { start, reduce, apply };

@@ -4,18 +4,26 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <optional>
 
-#include "model/config.hpp"
 
 namespace swarmrt::policy {
+
+// The supervision.* keys it needs (model/config.hpp's SupervisionConfig holds them).
+struct RestartLimits {
+  int64_t max_restarts = 10;
+  double restart_window_s = 10.0;
+  double backoff_ms = 20;
+  double max_backoff_ms = 2000;
+};
 
 class RestartPolicy {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit RestartPolicy(const model::SupervisionConfig& config) : config_(config) {}
+  explicit RestartPolicy(const RestartLimits& limits) : config_(limits) {}
 
   // Records a restart wanted at `now`: the delay before it, or nullopt when the intensity
   // limit is exceeded (nothing recorded then).
@@ -25,7 +33,7 @@ class RestartPolicy {
   size_t recent(Clock::time_point now);
 
  private:
-  model::SupervisionConfig config_;
+  RestartLimits config_;
   std::deque<Clock::time_point> restarts_;
 };
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "policy/restart_policy.hpp"
+#include "supervisors/restart_limits.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {

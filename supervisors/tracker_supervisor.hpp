@@ -31,6 +31,7 @@
 
 #include "messages/types.hpp"
 #include "policy/restart_policy.hpp"
+#include "supervisors/restart_limits.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {

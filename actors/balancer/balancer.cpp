@@ -1,6 +1,6 @@
 #include "actors/balancer/balancer.hpp"
 
-#include "actors/runtime/runtime.hpp"
+#include "actors/common/worker_id.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/runtime/context.hpp"
+#include "actors/common/context.hpp"
 #include "policy/balancer.hpp"
 
 namespace swarmrt::actors {

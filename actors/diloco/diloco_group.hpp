@@ -39,7 +39,7 @@
 #include <set>
 #include <vector>
 
-#include "actors/runtime/context.hpp"
+#include "actors/common/context.hpp"
 #include "messages/frame.hpp"
 #include "model/diloco.hpp"
 #include "transport/transport.hpp"

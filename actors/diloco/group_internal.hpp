@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "actors/diloco/diloco_group.hpp"
-#include "actors/runtime/tensor_list.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "policy/round_quorum.hpp"
 #include "transport/bulk.hpp"
 

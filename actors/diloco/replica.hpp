@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/runtime/context.hpp"
+#include "actors/common/context.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gpt.hpp"

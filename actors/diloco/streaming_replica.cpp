@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "actors/runtime/tensor_list.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "model/diloco.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"

@@ -91,9 +91,9 @@ messages::JoinReply admit(Self* self, const messages::JoinRequest& r,
     reply.stages.push_back(k);
     reply.worker_ids.push_back(worker_id(static_cast<int64_t>(k), s.next_replica[k]++));
   }
-  reply.tracker = s.setup.core.tracker;
-  reply.averagers = s.setup.core.averagers;
-  reply.groups = s.setup.core.groups;
+  reply.tracker = s.setup.tracker;
+  reply.averagers = s.setup.averagers;
+  reply.groups = s.setup.groups;
   reply.endpoint = s.setup.endpoint;
   std::string ids;
   for (size_t i = 0; i < reply.worker_ids.size(); ++i)
@@ -156,7 +156,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
     s.setup.nodes->lost(it->second.index);
     s.nodes.erase(it);
     ++s.membership.version;
-    self->send(s.setup.core.tracker, members_atom::value, s.membership);
+    self->send(s.setup.tracker, members_atom::value, s.membership);
   });
   return {
       [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
@@ -167,8 +167,8 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         // A node that joins a running swarm with a balancer serves where the pipeline needs
         // it most; before the run starts (and without a balancer) stages fill evenly.
         caf::actor balancer;
-        if (s.full && s.setup.ctx->config.balancer.enabled && s.setup.core.roster)
-          if (auto b = s.setup.core.roster->find("balancer")) balancer = *b;
+        if (s.full && s.setup.ctx->config.balancer.enabled && s.setup.roster)
+          if (auto b = s.setup.roster->find("balancer")) balancer = *b;
         if (!balancer) return admit(self, r, fewest_first(s, r.workers), "");
         auto promise = self->make_response_promise<messages::JoinReply>();
         const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
@@ -204,7 +204,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
           s.membership.stages[w.stage].push_back(w);
         }
         ++s.membership.version;
-        self->send(s.setup.core.tracker, members_atom::value, s.membership);
+        self->send(s.setup.tracker, members_atom::value, s.membership);
         spdlog::info("swarm has {}/{} workers (membership version {})", joined_workers(s),
                      expected_workers(s.setup.ctx->config), s.membership.version);
         maybe_ready(self);
@@ -229,14 +229,14 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
           }
           if (w.stage < s.membership.stages.size()) s.membership.stages[w.stage].push_back(w);
           ++s.membership.version;
-          self->send(s.setup.core.tracker, members_atom::value, s.membership);
+          self->send(s.setup.tracker, members_atom::value, s.membership);
           spdlog::info("node '{}' restarted worker {} (membership version {})", node.name, w.id,
                        s.membership.version);
           // The node's supervisor has no metrics sink of its own (the run's is here), so the
           // restart is recorded where an in-process supervisor records it.
           if (known)
             messages::send_metrics(
-                self, s.setup.core.sink,
+                self, s.setup.sink,
                 {{"event", "recovered"},
                  {"kind", "restart"},
                  {"actor", supervisors::worker_name(w.id) + "@node" + std::to_string(node.index)},
@@ -304,7 +304,7 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
                     }
                     ++s.assigned[stage];
                     ++s.membership.version;
-                    self->send(s.setup.core.tracker, members_atom::value, s.membership);
+                    self->send(s.setup.tracker, members_atom::value, s.membership);
                   }
                   promise.deliver(id);
                 },

@@ -13,8 +13,9 @@
 #include <string>
 
 #include "actors/console/inspector.hpp"
-#include "actors/runtime/context.hpp"
-#include "actors/runtime/runtime.hpp"
+#include "actors/common/context.hpp"
+#include "actors/common/worker_id.hpp"
+#include "supervisors/roster.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::actors {
@@ -25,7 +26,12 @@ struct DirectorySetup {
   std::string fingerprint_text;  // model::fingerprint_text of it
   std::string secret;            // what joiners must present; empty: none
   std::string endpoint;          // this process's bulk frame link; empty: frames over CAF
-  CoreActors core;
+  // The coordinator's actors a joining node's workers report to, and where records go.
+  caf::actor tracker;
+  std::vector<caf::actor> averagers;  // per stage, invalid where the mode has none
+  std::vector<caf::actor> groups;     // per stage, invalid where the mode has none
+  caf::actor sink;                    // the metrics sink
+  std::shared_ptr<supervisors::Roster> roster;  // finds the balancer
   // The console's view: the directory enters each node it admits (with the node's inspector)
   // and marks it gone; it hands a console the coordinator's inspector (inspector_atom).
   std::shared_ptr<NodeBook> nodes = std::make_shared<NodeBook>();

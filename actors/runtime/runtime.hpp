@@ -12,7 +12,8 @@
 
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/loader/data_loader.hpp"
-#include "actors/runtime/context.hpp"
+#include "actors/common/context.hpp"
+#include "actors/common/worker_id.hpp"
 #include "actors/stage/stage_worker.hpp"
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"
@@ -66,11 +67,6 @@ struct RuntimeResult {
   std::vector<std::vector<std::vector<uint64_t>>> fragment_rounds;
   nlohmann::json balancer;  // the balancer's `info` at the end (periods, moves), when it ran
 };
-
-// Worker ids: stage k, replica r -> k * 1000 + r.
-inline uint32_t worker_id(int64_t stage, int64_t replica) {
-  return static_cast<uint32_t>(stage * 1000 + replica);
-}
 
 // The actor-system settings every swarmrt process uses: message types registered, two
 // scheduler threads that sleep when idle instead of busy polling.

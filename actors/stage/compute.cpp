@@ -5,7 +5,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
 
-#include "actors/runtime/tensor_list.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
 #include "inspect/probe.hpp"
 #include "model/diloco.hpp"

@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "actors/runtime/context.hpp"
+#include "actors/common/context.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::actors {

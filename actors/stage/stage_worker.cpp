@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/runtime/tensor_list.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
 #include "model/optim.hpp"
 #include "model/threads.hpp"
@@ -34,7 +34,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   s.optimizer = model::make_adamw(*s.module, cfg.train);
   s.params = s.module->parameters();
   s.next =
-      policy::Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
+      policy::Wiring(wiring_policy(cfg.swarm.wiring), static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
                      static_cast<int>(cfg.swarm.max_inflight));
   s.next.set_measure(s.setup.ctx->wiring_measure);
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,

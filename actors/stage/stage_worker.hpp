@@ -18,8 +18,8 @@
 
 #include "actors/diloco/replica.hpp"
 #include "actors/diloco/streaming_replica.hpp"
-#include "actors/runtime/byte_counters.hpp"
-#include "actors/runtime/context.hpp"
+#include "actors/common/byte_counters.hpp"
+#include "actors/common/context.hpp"
 #include "actors/stage/peer_links.hpp"
 #include "actors/stage/worker_faults.hpp"
 #include "messages/frame.hpp"

@@ -305,7 +305,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
   const auto& cfg = s.setup.ctx->config;
-  s.stage0 = policy::Wiring(cfg.swarm.wiring, static_cast<uint64_t>(cfg.train.seed),
+  s.stage0 = policy::Wiring(wiring_policy(cfg.swarm.wiring), static_cast<uint64_t>(cfg.train.seed),
                             static_cast<int>(cfg.swarm.max_inflight));
   s.stage0.set_measure(s.setup.ctx->wiring_measure);
   {

@@ -28,7 +28,7 @@
 
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/loader/data_loader.hpp"
-#include "actors/runtime/context.hpp"
+#include "actors/common/context.hpp"
 #include "messages/types.hpp"
 #include "model/data.hpp"
 #include "model/run_dir.hpp"

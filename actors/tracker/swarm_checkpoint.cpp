@@ -3,7 +3,7 @@
 #include <torch/serialize/input-archive.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/runtime/tensor_list.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "model/trainer.hpp"
 
 namespace swarmrt::actors {

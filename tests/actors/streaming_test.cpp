@@ -9,7 +9,7 @@
 
 #include "actor_test_util.hpp"
 #include "actors/diloco/streaming_replica.hpp"
-#include "actors/runtime/tensor_list.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
 

@@ -3,11 +3,18 @@
 
 #include <memory>
 
-#include "actors/runtime/byte_counters.hpp"
+#include "actors/common/byte_counters.hpp"
 #include "model/config.hpp"
 #include "policy/wiring.hpp"
 
 namespace swarmrt::actors {
+
+// The config's swarm.wiring as the wiring policy's own enum (model/ and policy/ know nothing
+// of each other).
+inline policy::WiringPolicy wiring_policy(model::WiringPolicy w) {
+  return w == model::WiringPolicy::uniform ? policy::WiringPolicy::uniform
+                                           : policy::WiringPolicy::throughput;
+}
 
 struct SwarmContext {
   model::RunConfig config;
