@@ -78,50 +78,57 @@ void checkpoint_before_stop(caf::actor_system& sys, const caf::actor& tracker, d
   caf::logger::set_current_actor_system(nullptr);  // see supervisors::send_from_here
 }
 
-int run_coordinator(const CoordinatorArgs& args) {
-  // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
-  caf::actor directory_handle;
-  caf::actor tracker_handle;
+// What the signal handler reaches: the actor system and the handles it sends stop to, set
+// once they exist and cleared before the system goes.
+struct SignalTargets {
+  std::mutex mu;
   caf::actor_system* system = nullptr;
-  std::mutex handles_mutex;
-  bool saved_on_signal = false;
-  StopSignals signals([&](int sig) {
-    const bool save = sig != SIGINT && args.signal_checkpoint_s > 0 && !saved_on_signal;
+  caf::actor directory, tracker;
+  bool saved = false;
+};
+
+// SIGTERM/SIGUSR1: a checkpoint of the step under way (once), then stop; SIGINT: stop.
+std::function<void(int)> on_signal(const CoordinatorArgs& args, SignalTargets& t) {
+  return [&args, &t](int sig) {
+    const bool save = sig != SIGINT && args.signal_checkpoint_s > 0 && !t.saved;
     spdlog::warn("coordinator: {} received, {}stopping the swarm", strsignal(sig),
                  save ? "saving a checkpoint, then " : "");
     // Held while saving: the actor system outlives the request (the run's end waits for it).
-    std::lock_guard<std::mutex> lock(handles_mutex);
-    if (save && system && tracker_handle) {
-      saved_on_signal = true;
-      checkpoint_before_stop(*system, tracker_handle, args.signal_checkpoint_s);
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (save && t.system && t.tracker) {
+      t.saved = true;
+      checkpoint_before_stop(*t.system, t.tracker, args.signal_checkpoint_s);
     }
     // From an actor of this process: stop is refused from anyone else (supervisors/entitled).
-    if (system && directory_handle)
-      supervisors::send_from_here(*system, directory_handle, stop_atom::value);
-    if (system && tracker_handle)
-      supervisors::send_from_here(*system, tracker_handle, stop_atom::value);
-  });
+    if (t.system && t.directory)
+      supervisors::send_from_here(*t.system, t.directory, stop_atom::value);
+    if (t.system && t.tracker) supervisors::send_from_here(*t.system, t.tracker, stop_atom::value);
+  };
+}
+
+// The command line read and checked: the config, the addresses, the secret and the run id.
+struct CoordinatorInputs {
   model::RunConfig config;
   HostPort listen, http;
+  std::string secret;  // empty: the coordinator makes one
+  uint64_t run_id = 0;  // 0: a random one
+  std::string out;      // the run directory
+};
+
+// Exit code 2 and the reason logged when anything is wrong; 0 when `in` is complete.
+int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
   try {
-    config = model::load_config(args.config, args.overrides);
-    listen = parse_host_port(args.listen, true);
-    if (!args.http.empty()) http = parse_host_port(args.http, true);
+    in.config = model::load_config(args.config, args.overrides);
+    in.listen = parse_host_port(args.listen, true);
+    if (!args.http.empty()) in.http = parse_host_port(args.http, true);
+    in.secret = resolve_secret(args.net);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (config.swarm.mode == model::Mode::single) {
+  if (in.config.swarm.mode == model::Mode::single) {
     spdlog::error("{}: swarm.mode = \"single\" trains without a swarm; use `swarmrt train`",
                   args.config);
-    return 2;
-  }
-  std::string secret;
-  uint64_t given_run_id = 0;
-  try {
-    secret = resolve_secret(args.net);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
     return 2;
   }
   if (!args.run_id.empty()) {
@@ -130,231 +137,281 @@ int run_coordinator(const CoordinatorArgs& args) {
       spdlog::error("--run-id '{}': not a run id (16 hex digits, not all zero)", args.run_id);
       return 2;
     }
-    given_run_id = *id;
+    in.run_id = *id;
   }
-  const std::string out =
+  in.out =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+  return 0;
+}
+
+// Without a given secret the coordinator makes one, like a notebook server's token, and keeps
+// it in the run directory (0600, never logged); a resumed run takes it up again.
+void ensure_secret(const CoordinatorArgs& args, CoordinatorInputs& in) {
+  if (!in.secret.empty()) return;
+  const std::string secret_path = (std::filesystem::path(in.out) / "secret").string();
+  if (args.resume && std::filesystem::exists(secret_path)) {
+    in.secret = transport::read_secret_file(secret_path);
+  } else {
+    in.secret = transport::generate_secret();
+    transport::write_secret_file(secret_path, in.secret);
+  }
+  spdlog::info("cluster secret in {} (nodes: --secret-file, or SWARMRT_SECRET)", secret_path);
+  // The launcher reads this line to hand the secret to the nodes it starts.
+  std::printf("cluster secret file %s\n", std::filesystem::absolute(secret_path).string().c_str());
+}
+
+// The transport's settings from the config, and the chaos a user asked for, said once.
+void set_up_transport(const model::RunConfig& config) {
+  transport::set_max_message(config.max_message_bytes());
+  transport::set_encrypt_mode(config.transport.encrypt);
+  transport::set_link_delay(config.chaos.link_delay_ms);
+  transport::set_link_bandwidth(config.chaos.link_mbit_s);
+  if (config.chaos.link_delay_ms > 0)
+    spdlog::warn("chaos: every frame sent between processes waits {} ms",
+                 config.chaos.link_delay_ms);
+  if (config.chaos.link_mbit_s > 0)
+    spdlog::warn("chaos: every frame link carries at most {} Mbit/s", config.chaos.link_mbit_s);
+  if (config.chaos.drop_fraction > 0)
+    spdlog::warn("chaos: {:.1f}% of micro-batch hops are lost on the way",
+                 config.chaos.drop_fraction * 100);
+}
+
+// The directory nodes join and the inspector consoles reach (the directory hands it out).
+struct MembershipActors {
+  caf::actor directory, inspector;
+};
+
+MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& core,
+                                  const std::shared_ptr<actors::SwarmContext>& ctx, const CoordinatorInputs& in,
+                            const std::string& endpoint, caf::actor& forward_kills) {
+  const auto& config = in.config;
+  actors::DirectorySetup ds;
+  ds.ctx = ctx;
+  ds.config_toml = model::to_toml(config);
+  ds.fingerprint_text = model::fingerprint_text(config);
+  ds.secret = in.secret;
+  ds.endpoint = endpoint;
+  ds.tracker = core.tracker;
+  ds.averagers = core.averagers;
+  ds.groups = core.groups;
+  ds.sink = core.sink;
+  ds.roster = core.roster;
+  // The console's entry: a console asks the directory for it, then sends it commands.
+  actors::InspectorSetup is;
+  is.roster = core.roster;
+  is.nodes = ds.nodes;
+  is.metrics = core.sink;
+  is.config_toml = ds.config_toml;
+  is.query_timeout_s = config.supervision.query_timeout_s;
+  is.answer_lead_ms = config.supervision.answer_lead_ms;
+  MembershipActors m;
+  m.inspector = inspect::spawn_probed(sys, actors::inspector, is);
+  core.roster->put("inspector", "inspector", m.inspector);
+  actors::register_inspector(m.inspector);
+  ds.inspector = m.inspector;
+  m.directory = inspect::spawn_probed(sys, actors::directory, ds);
+  core.roster->put("directory", "directory", m.directory);
+  forward_kills = m.directory;  // kills of workers and nodes go to the nodes
+  // The directory carries the balancer's moves to the workers' nodes.
+  actors::supervise_balancer(sys, core, ctx, {m.directory});
+  return m;
+}
+
+// The status page and /metrics: the same inspector, behind a token of its own (written 0600
+// beside the secret, never logged). Null, with the reason logged, when it cannot listen.
+std::unique_ptr<web::StatusServer> start_status_page(caf::actor_system& sys,
+                                                     const CoordinatorArgs& args,
+                                                     const CoordinatorInputs& in,
+                                                     const caf::actor& inspector) {
+  const std::string& out = in.out;
+  const std::string token_path = (std::filesystem::path(out) / "http_token").string();
+  const std::string token = transport::http_token(in.secret);
+  transport::write_secret_file(token_path, token);
+  web::StatusServerSetup ws;
+  ws.system = &sys;
+  ws.inspector = inspector;
+  ws.token = token;
+  ws.token_file = token_path;
+  ws.query_timeout_s = in.config.supervision.query_timeout_s;
+  const std::string chart_path = (std::filesystem::path(out) / "status_chart.svg").string();
+  ws.chart_svg = [out, chart_path](std::string& error) -> std::string {
+    try {
+      report::ChartOptions o;
+      o.format = report::ChartFormat::svg;
+      o.title = out;
+      o.width = 1000;
+      o.height = 900;
+      error = render_chart({report::read_run(out, std::filesystem::path(out).filename())}, o,
+                           chart_path);
+      if (!error.empty()) return "";
+      std::ifstream f(chart_path);
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    } catch (const std::exception& e) {
+      error = e.what();
+      return "";
+    }
+  };
+  const auto& http = in.http;
+  if (http.host.rfind("127.", 0) != 0 && http.host != "localhost" && http.host != "::1")
+    spdlog::warn(
+        "--http {}: the status page is plain HTTP, so its token crosses the network "
+        "in clear beyond this machine; serve it on 127.0.0.1 behind a TLS proxy",
+        args.http);
+  auto status = std::make_unique<web::StatusServer>(ws);
   try {
-    model::RunDir run(out, config,
+    const int port = status->start(http.host, http.port);
+    spdlog::info(
+        "status page on http://{}:{}/ (token in {}: open /?token=TOKEN once, or "
+        "send Authorization: Bearer TOKEN)",
+        http.host, port, token_path);
+    std::printf("status page on http://%s:%d/\n", http.host.c_str(), port);
+  } catch (const std::exception& e) {
+    spdlog::error("--http {}: {}", args.http, e.what());
+    return nullptr;
+  }
+  return status;
+}
+
+// Waits for a full swarm and trains; the exit code (the reason logged on the last line when
+// the run did not complete).
+int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
+                const std::shared_ptr<actors::SwarmContext>& ctx, const caf::actor& dir, model::RunDir& run,
+                const StopSignals& signals, const std::function<void()>& shutdown) {
+  const auto& config = ctx->config;
+  caf::scoped_actor self{sys};
+  bool full = false;
+  self->request(dir, caf::infinite, ready_atom::value)
+      .receive([&] { full = true; }, [&](const caf::error&) {});
+  if (!full) {
+    shutdown();
+    spdlog::error("the run did not complete: the coordinator stopped before the swarm was full");
+    return 1;
+  }
+  messages::Membership membership;
+  self->request(dir, std::chrono::seconds(30), ask_members_atom::value)
+      .receive([&](const messages::Membership& m) { membership = m; }, [&](const caf::error&) {});
+  spdlog::info("swarm is full: training {} steps", config.train.steps);
+  actors::RuntimeResult result;
+  try {
+    result = actors::run_and_collect(sys, core, membership, false, ctx);
+  } catch (const std::exception& e) {
+    shutdown();
+    // Whatever stopped it, a run that did not reach train.steps exits non-zero and says why
+    // on its last line, so a launcher or a script never mistakes it for a finished one.
+    spdlog::error("the run did not complete its {} steps: {}{}", config.train.steps,
+                  signals.fired() ? "stopped by a signal; " : "", e.what());
+    return 1;
+  }
+  // The tracker saved the last step with the swarm's state (the whole model included), so
+  // the run can be extended with --resume; the whole model alone only where it did not.
+  if (!run.checkpoints().has(config.train.steps)) {
+    model::Checkpoint ckpt;
+    ckpt.tensors = result.params;
+    ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
+    run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
+  }
+  if (result.comm_frames > 0)
+    spdlog::info("{} hops came over communicator links (transport.links = {})",
+                 result.comm_frames, model::name_of(config.transport.links));
+  if (result.group_reduces > 0)
+    spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
+                 result.group_reduces);
+  if (result.group_fallbacks > 0)
+    spdlog::info(
+        "{} pseudo-gradients went to their group alone although it had a "
+        "communicator ({} after a failed all-reduce or an unanswered round)",
+        result.group_fallbacks, result.group_failures);
+  if (result.report.rejected_frames > 0)
+    spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
+  shutdown();
+  std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
+              result.report.val_loss, std::exp(result.report.val_loss),
+              static_cast<long long>(config.train.steps));
+  return 0;
+}
+
+// The named steps of a coordinator's life: read the command line, open the run directory,
+// start the core actors, the membership and the status page, listen, train, stop.
+int run_coordinator(const CoordinatorArgs& args) {
+  // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
+  SignalTargets targets;
+  StopSignals signals(on_signal(args, targets));
+  CoordinatorInputs in;
+  if (int code = read_inputs(args, in)) return code;
+  const auto& config = in.config;
+  try {
+    model::RunDir run(in.out, config,
                       args.resume      ? model::RunStart::resume
                       : args.overwrite ? model::RunStart::overwrite
                                        : model::RunStart::fresh);
     auto corpus = std::make_shared<const model::TextCorpus>(
         model::TextCorpus::load(config.data.path, config.data.val_fraction));
-    // Without a given secret the coordinator makes one, like a notebook server's token, and
-    // keeps it in the run directory (0600, never logged); a resumed run takes it up again.
-    const std::string secret_path = (std::filesystem::path(out) / "secret").string();
-    if (secret.empty()) {
-      if (args.resume && std::filesystem::exists(secret_path)) {
-        secret = transport::read_secret_file(secret_path);
-      } else {
-        secret = transport::generate_secret();
-        transport::write_secret_file(secret_path, secret);
-      }
-      spdlog::info("cluster secret in {} (nodes: --secret-file, or SWARMRT_SECRET)", secret_path);
-      // The launcher reads this line to hand the secret to the nodes it starts.
-      std::printf("cluster secret file %s\n",
-                  std::filesystem::absolute(secret_path).string().c_str());
-    }
+    ensure_secret(args, in);
     caf::actor_system_config cfg;
-    TlsFilesGuard tls{configure_network(cfg, args.net, secret, "coordinator")};
+    TlsFilesGuard tls{configure_network(cfg, args.net, in.secret, "coordinator")};
     caf::actor_system sys{cfg};
     AtScopeExit forget_system{[&] {
-      std::lock_guard<std::mutex> lock(handles_mutex);
-      system = nullptr;
+      std::lock_guard<std::mutex> lock(targets.mu);
+      targets.system = nullptr;
     }};
-
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = config;
     // 64 random bits: two runs never share an id (launch --from-env derives one from the job,
     // so nodes it starts elsewhere join this run and no other).
-    ctx->run_id = given_run_id != 0 ? given_run_id
-                                    : (static_cast<uint64_t>(std::random_device{}()) << 32) |
-                                          std::random_device{}();
+    ctx->run_id = in.run_id != 0 ? in.run_id
+                                 : (static_cast<uint64_t>(std::random_device{}()) << 32) |
+                                       std::random_device{}();
     actors::CoreOptions co;
     co.run = &run;
     co.resume = args.resume;
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
-    transport::set_max_message(config.max_message_bytes());
-    transport::set_encrypt_mode(config.transport.encrypt);
-    transport::set_link_delay(config.chaos.link_delay_ms);
-    transport::set_link_bandwidth(config.chaos.link_mbit_s);
-    if (config.chaos.link_delay_ms > 0)
-      spdlog::warn("chaos: every frame sent between processes waits {} ms",
-                   config.chaos.link_delay_ms);
-    if (config.chaos.link_mbit_s > 0)
-      spdlog::warn("chaos: every frame link carries at most {} Mbit/s", config.chaos.link_mbit_s);
-    if (config.chaos.drop_fraction > 0)
-      spdlog::warn("chaos: {:.1f}% of micro-batch hops are lost on the way",
-                   config.chaos.drop_fraction * 100);
+    set_up_transport(config);
     // Frames to and from the nodes go over a TCP link of their own beside CAF's.
     const std::string endpoint =
-        args.frames_over_caf ? std::string() : transport::start_bulk_server(listen.host);
-    actors::DirectorySetup ds;
-    ds.ctx = ctx;
-    ds.config_toml = model::to_toml(config);
-    ds.fingerprint_text = model::fingerprint_text(config);
-    ds.secret = secret;
-    ds.endpoint = endpoint;
-    ds.tracker = core.tracker;
-    ds.averagers = core.averagers;
-    ds.groups = core.groups;
-    ds.sink = core.sink;
-    ds.roster = core.roster;
-    // The console's entry: a console asks the directory for it, then sends it commands.
-    actors::InspectorSetup is;
-    is.roster = core.roster;
-    is.nodes = ds.nodes;
-    is.metrics = core.sink;
-    is.config_toml = ds.config_toml;
-    is.query_timeout_s = config.supervision.query_timeout_s;
-    is.answer_lead_ms = config.supervision.answer_lead_ms;
-    auto inspector = inspect::spawn_probed(sys, actors::inspector, is);
-    core.roster->put("inspector", "inspector", inspector);
-    actors::register_inspector(inspector);
-    ds.inspector = inspector;
-    auto dir = inspect::spawn_probed(sys, actors::directory, ds);
-    core.roster->put("directory", "directory", dir);
-    *co.forward_kills = dir;  // kills of workers and nodes go to the nodes
-    // The directory carries the balancer's moves to the workers' nodes.
-    actors::supervise_balancer(sys, core, ctx, {dir});
+        args.frames_over_caf ? std::string() : transport::start_bulk_server(in.listen.host);
+    const auto m = spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills);
     {
-      std::lock_guard<std::mutex> lock(handles_mutex);
-      directory_handle = dir;
-      tracker_handle = core.tracker;
-      system = &sys;
+      std::lock_guard<std::mutex> lock(targets.mu);
+      targets.directory = m.directory;
+      targets.tracker = core.tracker;
+      targets.system = &sys;
     }
     auto shutdown = [&] {
       caf::scoped_actor self{sys};
-      self->send(dir, stop_atom::value);
+      self->send(m.directory, stop_atom::value);
       // Give the stop messages a moment to leave before the connections close.
-      self->request(dir, std::chrono::seconds(5), ask_members_atom::value)
+      self->request(m.directory, std::chrono::seconds(5), ask_members_atom::value)
           .receive([](const messages::Membership&) {}, [](const caf::error&) {});
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       for (auto& a : core.all()) self->send_exit(a, caf::exit_reason::user_shutdown);
-      self->send_exit(dir, caf::exit_reason::user_shutdown);
-      self->send_exit(inspector, caf::exit_reason::user_shutdown);
+      self->send_exit(m.directory, caf::exit_reason::user_shutdown);
+      self->send_exit(m.inspector, caf::exit_reason::user_shutdown);
     };
-    // The status page and /metrics: the same inspector, behind a token of its own (written
-    // 0600 beside the secret, never logged).
     std::unique_ptr<web::StatusServer> status;
-    if (!args.http.empty()) {
-      const std::string token_path = (std::filesystem::path(out) / "http_token").string();
-      const std::string token = transport::http_token(secret);
-      transport::write_secret_file(token_path, token);
-      web::StatusServerSetup ws;
-      ws.system = &sys;
-      ws.inspector = inspector;
-      ws.token = token;
-      ws.token_file = token_path;
-      ws.query_timeout_s = config.supervision.query_timeout_s;
-      const std::string chart_path = (std::filesystem::path(out) / "status_chart.svg").string();
-      ws.chart_svg = [out, chart_path](std::string& error) -> std::string {
-        try {
-          report::ChartOptions o;
-          o.format = report::ChartFormat::svg;
-          o.title = out;
-          o.width = 1000;
-          o.height = 900;
-          error = render_chart({report::read_run(out, std::filesystem::path(out).filename())}, o,
-                               chart_path);
-          if (!error.empty()) return "";
-          std::ifstream f(chart_path);
-          return std::string(std::istreambuf_iterator<char>(f), {});
-        } catch (const std::exception& e) {
-          error = e.what();
-          return "";
-        }
-      };
-      if (http.host.rfind("127.", 0) != 0 && http.host != "localhost" && http.host != "::1")
-        spdlog::warn(
-            "--http {}: the status page is plain HTTP, so its token crosses the network "
-            "in clear beyond this machine; serve it on 127.0.0.1 behind a TLS proxy",
-            args.http);
-      status = std::make_unique<web::StatusServer>(ws);
-      try {
-        const int port = status->start(http.host, http.port);
-        spdlog::info(
-            "status page on http://{}:{}/ (token in {}: open /?token=TOKEN once, or "
-            "send Authorization: Bearer TOKEN)",
-            http.host, port, token_path);
-        std::printf("status page on http://%s:%d/\n", http.host.c_str(), port);
-      } catch (const std::exception& e) {
-        spdlog::error("--http {}: {}", args.http, e.what());
-        status.reset();
-        shutdown();
-        return 1;
-      }
+    if (!args.http.empty() && !(status = start_status_page(sys, args, in, m.inspector))) {
+      shutdown();
+      return 1;
     }
-    const char* host = listen.host == "0.0.0.0" ? nullptr : listen.host.c_str();
+    const char* host = in.listen.host == "0.0.0.0" ? nullptr : in.listen.host.c_str();
     // Over mutual TLS only: a peer without the cluster's certificate gets no handle.
-    auto port = caf::openssl::publish(dir, listen.port, host, true);
+    auto port = caf::openssl::publish(m.directory, in.listen.port, host, true);
     if (!port) {
       spdlog::error("cannot listen on {}: {}", args.listen, sys.render(port.error()));
       shutdown();
       return 1;
     }
-    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", out,
+    spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", in.out,
                  model::name_of(config.swarm.mode), config.swarm.stages,
                  config.swarm.workers_per_stage, model::fingerprint(config));
-    spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}", listen.host,
-                 *port, transport::cluster_ca_id(secret), endpoint.empty() ? "none" : endpoint);
+    spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}",
+                 in.listen.host, *port, transport::cluster_ca_id(in.secret),
+                 endpoint.empty() ? "none" : endpoint);
     // The launcher reads these lines to learn the run (its nodes join no other) and the port.
     std::printf("run id %s\n", messages::run_id_text(ctx->run_id).c_str());
-    std::printf("coordinator listening on %s:%u\n", listen.host.c_str(), *port);
+    std::printf("coordinator listening on %s:%u\n", in.listen.host.c_str(), *port);
     std::fflush(stdout);
-
-    caf::scoped_actor self{sys};
-    bool full = false;
-    self->request(dir, caf::infinite, ready_atom::value)
-        .receive([&] { full = true; }, [&](const caf::error&) {});
-    if (!full) {
-      shutdown();
-      spdlog::error("the run did not complete: the coordinator stopped before the swarm was full");
-      return 1;
-    }
-    messages::Membership membership;
-    self->request(dir, std::chrono::seconds(30), ask_members_atom::value)
-        .receive([&](const messages::Membership& m) { membership = m; }, [&](const caf::error&) {});
-    spdlog::info("swarm is full: training {} steps", config.train.steps);
-    actors::RuntimeResult result;
-    try {
-      result = actors::run_and_collect(sys, core, membership, false, ctx);
-    } catch (const std::exception& e) {
-      shutdown();
-      // Whatever stopped it, a run that did not reach train.steps exits non-zero and says why
-      // on its last line, so a launcher or a script never mistakes it for a finished one.
-      spdlog::error("the run did not complete its {} steps: {}{}", config.train.steps,
-                    signals.fired() ? "stopped by a signal; " : "", e.what());
-      return 1;
-    }
-    // The tracker saved the last step with the swarm's state (the whole model included), so
-    // the run can be extended with --resume; the whole model alone only where it did not.
-    if (!run.checkpoints().has(config.train.steps)) {
-      model::Checkpoint ckpt;
-      ckpt.tensors = result.params;
-      ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
-      run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
-    }
-    if (result.comm_frames > 0)
-      spdlog::info("{} hops came over communicator links (transport.links = {})",
-                   result.comm_frames, model::name_of(config.transport.links));
-    if (result.group_reduces > 0)
-      spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
-                   result.group_reduces);
-    if (result.group_fallbacks > 0)
-      spdlog::info(
-          "{} pseudo-gradients went to their group alone although it had a "
-          "communicator ({} after a failed all-reduce or an unanswered round)",
-          result.group_fallbacks, result.group_failures);
-    if (result.report.rejected_frames > 0)
-      spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
-    shutdown();
-    std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
-                result.report.val_loss, std::exp(result.report.val_loss),
-                static_cast<long long>(config.train.steps));
-    return 0;
+    return train_swarm(sys, core, ctx, m.directory, run, signals, shutdown);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -68,12 +68,15 @@ std::string device_problem(const std::string& device) {
   return "";
 }
 
-int run_node(const NodeArgs& args) {
-  // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
-  caf::actor agent_handle;
+// What the signal handler reaches: the actor system and the node agent it sends stop to.
+struct SignalTargets {
+  std::mutex mu;
   caf::actor_system* system = nullptr;
-  std::mutex agent_mutex;
-  StopSignals signals([&](int sig) {
+  caf::actor agent;
+};
+
+std::function<void(int)> on_signal(const NodeArgs& args, SignalTargets& t) {
+  return [&args, &t](int sig) {
     spdlog::warn("node: {} received", strsignal(sig));
     // A scheduler signals every task of a job at once: the node keeps serving while the
     // coordinator saves the step under way, and stops when it says so (or after the grace).
@@ -84,37 +87,35 @@ int run_node(const NodeArgs& args) {
                          std::chrono::milliseconds(static_cast<int64_t>(args.stop_grace_s * 1e3));
       while (std::chrono::steady_clock::now() < until) {
         {
-          std::lock_guard<std::mutex> lock(agent_mutex);
-          if (!system) return;  // stopped meanwhile
+          std::lock_guard<std::mutex> lock(t.mu);
+          if (!t.system) return;  // stopped meanwhile
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
-    std::lock_guard<std::mutex> lock(agent_mutex);
+    std::lock_guard<std::mutex> lock(t.mu);
     // From an actor of this process: the agent refuses stop from anyone but the coordinator.
-    if (system && agent_handle)
-      supervisors::send_from_here(*system, agent_handle, stop_atom::value);
-  });
-  HostPort coord, console_at;
-  messages::JoinRequest request;
+    if (t.system && t.agent) supervisors::send_from_here(*t.system, t.agent, stop_atom::value);
+  };
+}
+
+// The command line read and checked into the join request; exit code 2 (the reason logged)
+// when anything is wrong.
+int read_request(const NodeArgs& args, HostPort& coord, HostPort& console_at,
+                 messages::JoinRequest& request) {
   try {
     coord = parse_host_port(args.join, false);
     if (!args.console.empty()) console_at = parse_host_port(args.console, true);
     if (!args.config.empty())
       request.fingerprint =
           model::fingerprint_text(model::load_config(args.config, args.overrides));
+    request.secret = resolve_secret(args.net);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
   }
   if (const auto why = device_problem(args.device); !why.empty()) {
     spdlog::error("--device {}: {}", args.device, why);
-    return 2;
-  }
-  try {
-    request.secret = resolve_secret(args.net);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
     return 2;
   }
   if (request.secret.empty()) {
@@ -139,26 +140,13 @@ int run_node(const NodeArgs& args) {
       args.name.empty() ? std::string(hostname) + ":" + std::to_string(getpid()) : args.name;
   request.workers = args.workers;
   request.device = args.device;
+  return 0;
+}
 
-  // Every worker computes with one torch thread on its own (detached) thread.
-  model::set_compute_threads(1);
-  caf::actor_system_config cfg;
-  transport::TlsFiles tls;
-  try {
-    tls = configure_network(cfg, args.net, request.secret, request.node_name);
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
-  TlsFilesGuard tls_guard{tls};
-  caf::actor_system sys{cfg};
-  AtScopeExit forget_system{[&] {
-    std::lock_guard<std::mutex> lock(agent_mutex);
-    system = nullptr;
-  }};
-  caf::scoped_actor self{sys};
-
-  // The coordinator may still be starting: retry until --connect-timeout-s.
+// The coordinator's directory (it may still be starting: retried until --connect-timeout-s);
+// an invalid handle, with the reason logged and `code` set, when there is none.
+caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,
+                           const StopSignals& signals, int& code) {
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
@@ -176,13 +164,107 @@ int run_node(const NodeArgs& args) {
         "hold the same cluster credential (wrong secret, or a certificate of another "
         "cluster); CAF said: {}",
         args.join, reached.error);
-    return 3;
-  }
-  if (!reached.directory) {
+    code = 3;
+  } else if (!reached.directory) {
     spdlog::error("cannot reach the coordinator at {}: {}", args.join, reached.error);
+    code = 1;
+  }
+  return reached.directory;
+}
+
+// The node's workers, one supervisor per stage served (it restarts a dead worker with the
+// same id and tells the directory, which announces the new handle), its chaos actor and its
+// agent.
+caf::actor spawn_node(caf::actor_system& sys, const NodeArgs& args, const actors::ContextPtr& ctx,
+                      const messages::JoinReply& reply, const caf::actor& dir,
+                      const std::string& bulk, const std::shared_ptr<supervisors::Roster>& roster,
+                      actors::NodeAgentSetup& setup) {
+  setup.move_timeout_s = ctx->config.supervision.reply_timeout_s;
+  setup.directory = dir;
+  setup.index = reply.node_index;
+  std::map<uint32_t, std::vector<actors::WorkerSetup>> by_stage;
+  for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
+    auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
+                                   reply.averagers, reply.groups);
+    // "cuda": worker i on the i-th visible GPU (round robin past the last).
+    ws.device = args.device == "cuda"
+                    ? "cuda:" + std::to_string(i % static_cast<size_t>(torch::cuda::device_count()))
+                    : args.device;
+    by_stage[reply.stages[i]].push_back(ws);
+  }
+  for (auto& [stage, setups] : by_stage)
+    setup.supervisors.push_back(actors::spawn_stage_supervisor(
+        sys, "node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx,
+        setups, bulk, dir, caf::actor{}, roster, setup.workers, reply.averagers, reply.groups));
+  supervisors::ChaosSetup chaos;
+  chaos.config = ctx->config.chaos;
+  chaos.roster = roster;
+  // A node kill is a crash: no goodbye to anyone, as a SIGKILL would leave it.
+  chaos.kill_self = [] { std::_Exit(137); };
+  setup.chaos = inspect::spawn_probed(sys, supervisors::chaos_control, chaos);
+  supervisors::register_chaos(setup.chaos);
+  roster->put("chaos", "chaos", setup.chaos);
+  auto agent = inspect::spawn_probed(sys, actors::node_agent, setup);
+  roster->put("agent", "agent", agent);
+  return agent;
+}
+
+// --console: a port of this node's own through which a console reaches the whole swarm (the
+// coordinator's inspector behind it). Invalid when none was asked for or it could not open.
+caf::actor open_console_door(caf::actor_system& sys, const NodeArgs& args,
+                             const HostPort& console_at, const caf::actor& dir) {
+  if (args.console.empty()) return {};
+  caf::scoped_actor self{sys};
+  caf::actor coordinator_inspector;
+  self->request(dir, std::chrono::seconds(10), inspector_atom::value)
+      .receive([&](const caf::actor& a) { coordinator_inspector = a; },
+               [&](const caf::error& e) {
+                 spdlog::error("no console port: the coordinator has no inspector: {}",
+                               sys.render(e));
+               });
+  if (!coordinator_inspector) return {};
+  auto door = sys.spawn(console_door, coordinator_inspector);
+  // Over mutual TLS only, like the coordinator's port: no handle without the credential.
+  auto port = caf::openssl::publish(door, console_at.port, console_at.host.c_str(), true);
+  if (port) {
+    std::printf("node console listening on %s:%u\n", console_at.host.c_str(), *port);
+    std::fflush(stdout);
+  } else {
+    spdlog::error("no console port on {}: {}", args.console, sys.render(port.error()));
+  }
+  return door;
+}
+
+// The named steps of a node's life: read the command line, reach the coordinator, join,
+// start the workers, serve until told to stop, say what was sent.
+int run_node(const NodeArgs& args) {
+  // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
+  SignalTargets targets;
+  StopSignals signals(on_signal(args, targets));
+  HostPort coord, console_at;
+  messages::JoinRequest request;
+  if (int code = read_request(args, coord, console_at, request)) return code;
+
+  // Every worker computes with one torch thread on its own (detached) thread.
+  model::set_compute_threads(1);
+  caf::actor_system_config cfg;
+  transport::TlsFiles tls;
+  try {
+    tls = configure_network(cfg, args.net, request.secret, request.node_name);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
     return 1;
   }
-  caf::actor dir = reached.directory;
+  TlsFilesGuard tls_guard{tls};
+  caf::actor_system sys{cfg};
+  AtScopeExit forget_system{[&] {
+    std::lock_guard<std::mutex> lock(targets.mu);
+    targets.system = nullptr;
+  }};
+  caf::scoped_actor self{sys};
+  int code = 0;
+  caf::actor dir = reach_directory(sys, args, coord, signals, code);
+  if (!dir) return code;
   // The node's inspector exists before the join: the directory hands it to consoles.
   auto roster = std::make_shared<supervisors::Roster>();
   actors::InspectorSetup inspector_setup;
@@ -224,70 +306,22 @@ int run_node(const NodeArgs& args) {
   const std::string bulk =
       reply.endpoint.empty() ? std::string() : transport::start_bulk_server(args.listen);
   transport::register_endpoint(dir.node(), reply.endpoint);
-  actors::NodeAgentSetup setup;
-  setup.move_timeout_s = ctx->config.supervision.reply_timeout_s;
-  setup.directory = dir;
-  setup.name = request.node_name;
-  setup.index = reply.node_index;
-  // One supervisor per stage this node serves: it restarts a dead worker (same id) and tells
-  // the directory, which announces the new handle.
   roster->set_node("node" + std::to_string(reply.node_index));
   roster->put("inspector", "inspector", inspector);
-  std::map<uint32_t, std::vector<actors::WorkerSetup>> by_stage;
-  for (size_t i = 0; i < reply.worker_ids.size(); ++i) {
-    auto ws = actors::worker_setup(ctx, reply.worker_ids[i], reply.stages[i], reply.tracker,
-                                   reply.averagers, reply.groups);
-    // "cuda": worker i on the i-th visible GPU (round robin past the last).
-    ws.device = args.device == "cuda"
-                    ? "cuda:" + std::to_string(i % static_cast<size_t>(torch::cuda::device_count()))
-                    : args.device;
-    by_stage[reply.stages[i]].push_back(ws);
-  }
-  for (auto& [stage, setups] : by_stage)
-    setup.supervisors.push_back(actors::spawn_stage_supervisor(
-        sys, "node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx,
-        setups, bulk, dir, caf::actor{}, roster, setup.workers, reply.averagers, reply.groups));
-  supervisors::ChaosSetup chaos;
-  chaos.config = ctx->config.chaos;
-  chaos.roster = roster;
-  // A node kill is a crash: no goodbye to anyone, as a SIGKILL would leave it.
-  chaos.kill_self = [] { std::_Exit(137); };
-  setup.chaos = inspect::spawn_probed(sys, supervisors::chaos_control, chaos);
-  supervisors::register_chaos(setup.chaos);
-  roster->put("chaos", "chaos", setup.chaos);
-  auto agent = inspect::spawn_probed(sys, actors::node_agent, setup);
-  roster->put("agent", "agent", agent);
+  actors::NodeAgentSetup setup;
+  setup.name = request.node_name;
+  auto agent = spawn_node(sys, args, ctx, reply, dir, bulk, roster, setup);
   {
-    std::lock_guard<std::mutex> lock(agent_mutex);
-    agent_handle = agent;
-    system = &sys;
+    std::lock_guard<std::mutex> lock(targets.mu);
+    targets.agent = agent;
+    targets.system = &sys;
   }
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
                setup.workers.size(), args.join, bulk.empty() ? "none (over CAF)" : bulk);
-  caf::actor door;
+  caf::actor door = open_console_door(sys, args, console_at, dir);
   AtScopeExit close_door{[&] {
     if (door) caf::anon_send_exit(door, caf::exit_reason::user_shutdown);
   }};
-  if (!args.console.empty()) {
-    caf::actor coordinator_inspector;
-    self->request(dir, std::chrono::seconds(10), inspector_atom::value)
-        .receive([&](const caf::actor& a) { coordinator_inspector = a; },
-                 [&](const caf::error& e) {
-                   spdlog::error("no console port: the coordinator has no inspector: {}",
-                                 sys.render(e));
-                 });
-    if (coordinator_inspector) {
-      door = sys.spawn(console_door, coordinator_inspector);
-      // Over mutual TLS only, like the coordinator's port: no handle without the credential.
-      auto port = caf::openssl::publish(door, console_at.port, console_at.host.c_str(), true);
-      if (port) {
-        std::printf("node console listening on %s:%u\n", console_at.host.c_str(), *port);
-        std::fflush(stdout);
-      } else {
-        spdlog::error("no console port on {}: {}", args.console, sys.render(port.error()));
-      }
-    }
-  }
   self->monitor(agent);
   bool failed = false;
   self->receive([&](const caf::down_msg& down) { failed = static_cast<bool>(down.reason); });

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/common/tensor_list.hpp"
 #include "model/diloco.hpp"
 #include "transport/transport.hpp"
 
@@ -36,7 +37,17 @@ void DilocoReplica::load_missed(model::GPT& module) {
   if (h.round_id + 1 > round_) load_global(module, missed, h);
 }
 
-bool DilocoReplica::start_round(Self* self, uint64_t step, const model::GPT& module) {
+void DilocoReplica::take_state(const messages::WorkerState& st, model::NamedTensors anchor) {
+  set_anchor(std::move(anchor));
+  if (st.round >= 0) round_ = static_cast<uint64_t>(st.round);
+}
+
+void DilocoReplica::give_state(messages::WorkerState& st) const {
+  st.anchor = to_list(anchor_, /*clone=*/true);
+  st.round = static_cast<int64_t>(round_);
+}
+
+bool DilocoReplica::after_inner_step(Self* self, uint64_t step, model::GPT& module) {
   const auto& cfg = setup_.ctx->config;
   const bool due = step % static_cast<uint64_t>(cfg.diloco.inner_steps) == 0 ||
                    static_cast<int64_t>(step) == cfg.train.steps;
@@ -130,13 +141,9 @@ void DilocoReplica::release_round(Self* self, bool reduce) {
 
 bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GPT& module,
                              bool busy, uint64_t step, const Reload& reload) {
-  messages::RoundHeader h;
-  try {
-    h = messages::open_round_frame(frame);
-  } catch (const messages::DecodeError& e) {
-    spdlog::warn("worker {} rejected a round frame: {}", setup_.id, e.what());
-    return false;
-  }
+  const auto opened = open_answer(frame, setup_.id);
+  if (!opened) return false;
+  const auto& h = *opened;
   if (!pending_) {
     // A round applied without this replica (it joined or restarted while the round was
     // collected): it takes θ(t), but it has no step to report applied. An in-place copy would
@@ -157,11 +164,7 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GP
     // next applied round brings θ.
     spdlog::warn("worker {}: round {} refused my contribution: {}", setup_.id, h.round_id,
                  h.reason);
-    if (h.reason.find("already applied") != std::string::npos && setup_.group)
-      self->request(setup_.group,
-                    model::as_duration(setup_.ctx->config.supervision.state_timeout_s),
-                    state_atom::value)
-          .await([=](const messages::WorkerState& st) { reload(st); }, [=](const caf::error&) {});
+    catch_up_if_behind(self, setup_, h, reload);
     self->send(setup_.tracker, applied_atom::value, step, setup_.id);
     return true;
   }
@@ -170,9 +173,11 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GP
   return true;
 }
 
-void DilocoReplica::on_group_comm(Self* self, uint64_t epoch, const std::string& backend,
-                                  const std::vector<caf::actor>& handles,
-                                  const std::vector<uint32_t>& ids) {
+void DilocoReplica::on_group_comm(Self* self, const messages::GroupComm& c) {
+  const auto epoch = c.epoch;
+  const auto& backend = c.backend;
+  const auto& handles = c.handles;
+  const auto& ids = c.ids;
   if (epoch < epoch_) return;
   if (epoch > epoch_) {
     // A round held for the old communicator's answer goes alone: a group that was restarted
@@ -197,9 +202,12 @@ void DilocoReplica::on_group_comm(Self* self, uint64_t epoch, const std::string&
   }
 }
 
-void DilocoReplica::on_group_join(Self* self, uint64_t epoch, const std::string& backend,
-                                  const std::vector<uint8_t>& id, int32_t rank,
-                                  const std::vector<uint32_t>& ids) {
+void DilocoReplica::on_group_join(Self* self, const messages::GroupJoin& j) {
+  const auto epoch = j.epoch;
+  const auto& backend = j.backend;
+  const auto& id = j.id;
+  const auto rank = j.rank;
+  const auto& ids = j.ids;
   if (epoch < epoch_) return;
   if (epoch > epoch_) release_round(self, false);  // as in on_group_comm
   epoch_ = epoch;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/common/context.hpp"
+#include "actors/diloco/worker_replica.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gpt.hpp"
@@ -32,28 +32,14 @@
 
 namespace swarmrt::actors {
 
-struct ReplicaSetup {
-  ContextPtr ctx;
-  uint32_t id = 0;     // the worker's
-  uint32_t stage = 0;  // the stage the group serves
-  caf::actor tracker;  // told `applied` once a round's answer is in
-  caf::actor group;
-  at::Device device{at::kCPU};
-  transport::CommOptions comm_options;
-  // What every round's tensors pass through before they leave (of the step they are sent
-  // in): the worker's fault injection wraps the replica's sends here (chaos.nan_worker).
-  std::function<void(uint64_t step, std::vector<at::Tensor>& tensors)> outgoing;
-  // The worker's own byte counts (the console's `info`), besides the process's in ctx.
-  std::shared_ptr<ByteCounters> sent;
-};
-
-class DilocoReplica {
+class DilocoReplica : public WorkerReplica {
  public:
-  using Self = caf::event_based_actor;
-  // Loads a state handed out by the group (after a round refused as "already applied").
-  using Reload = std::function<void(const messages::WorkerState&)>;
-
-  void configure(ReplicaSetup setup) { setup_ = std::move(setup); }
+  void configure(ReplicaSetup setup, const model::GPT& module) override {
+    setup_ = std::move(setup);
+    set_anchor(module);
+  }
+  void take_state(const messages::WorkerState& st, model::NamedTensors anchor) override;
+  void give_state(messages::WorkerState& st) const override;
   void set_group(const caf::actor& group) { setup_.group = group; }
 
   // θ(t−1): the module's parameters now (a fresh start), or a handed-out anchor.
@@ -64,34 +50,30 @@ class DilocoReplica {
   uint64_t round() const { return round_; }
 
   // Whether this replica's round is open: the tracker hears `applied` when it closes.
-  bool round_open() const { return pending_.has_value() || awaiting_go_.has_value(); }
+  bool round_open() const override { return pending_.has_value() || awaiting_go_.has_value(); }
 
   // After the inner step of `step`: a round is due every H steps and at the last step.
   // False when none is due (the worker reports the step applied itself).
-  bool start_round(Self* self, uint64_t step, const model::GPT& module);
+  bool after_inner_step(Self* self, uint64_t step, model::GPT& module) override;
   // A θ that arrived while micro-batches were in flight: loaded now, after the inner step.
-  void load_missed(model::GPT& module);
+  void load_missed(model::GPT& module) override;
 
   // A round frame from the group. `busy`: micro-batches hold autograd graphs now. False when
   // the frame was refused (counted by the worker).
   bool on_round(Self* self, const messages::Frame& frame, model::GPT& module, bool busy,
-                uint64_t step, const Reload& reload);
+                uint64_t step, const Reload& reload) override;
 
   // The group's communicator from `epoch` on (group_comm_atom), or the id to join it by.
-  void on_group_comm(Self* self, uint64_t epoch, const std::string& backend,
-                     const std::vector<caf::actor>& handles, const std::vector<uint32_t>& ids);
-  void on_group_join(Self* self, uint64_t epoch, const std::string& backend,
-                     const std::vector<uint8_t>& id, int32_t rank,
-                     const std::vector<uint32_t>& ids);
+  void on_group_comm(Self* self, const messages::GroupComm& c) override;
+  void on_group_join(Self* self, const messages::GroupJoin& j) override;
   // The group's answer for a held round (all-reduce or not), or its timer.
-  void on_go(Self* self, uint64_t round, uint64_t epoch, bool go);
-  void on_go_timer(Self* self, uint64_t round, uint64_t epoch);
+  void on_go(Self* self, uint64_t round, uint64_t epoch, bool go) override;
+  void on_go_timer(Self* self, uint64_t round, uint64_t epoch) override;
   // The group was restarted: the held round goes alone, an unanswered one again.
-  void on_group_replaced(Self* self, const caf::actor& group);
+  void on_group_replaced(Self* self, const caf::actor& group) override;
 
-  uint64_t reduces() const { return reduces_; }
-  uint64_t fallbacks() const { return fallbacks_; }
-  uint64_t failures() const { return failures_; }
+  nlohmann::json info() const override { return {{"round", round_}}; }
+  ReplicaStats stats() const override { return {reduces_, fallbacks_, failures_}; }
 
  private:
   struct AwaitingGo {

@@ -23,6 +23,7 @@ void StreamingReplica::configure(ReplicaSetup setup, const model::GPT& module) {
   fragments_.assign(static_cast<size_t>(d.fragments), Fragment{});
   for (size_t i = 0; i < of.size(); ++i) fragments_[of[i]].index.push_back(i);
   last_step_ = static_cast<uint64_t>(setup_.ctx->config.train.steps);
+  set_anchor(module);
 }
 
 void StreamingReplica::set_anchor(const model::GPT& module) {
@@ -346,14 +347,11 @@ void StreamingReplica::load_missed(model::GPT& module) {
 }
 
 bool StreamingReplica::on_round(Self* self, const messages::Frame& frame, model::GPT& module,
-                                bool busy, const Reload& reload) {
-  messages::RoundHeader h;
-  try {
-    h = messages::open_round_frame(frame);
-  } catch (const messages::DecodeError& e) {
-    spdlog::warn("worker {} rejected a round frame: {}", setup_.id, e.what());
-    return false;
-  }
+                                bool busy, uint64_t /*step: each fragment keeps its own*/,
+                                const Reload& reload) {
+  const auto opened = open_answer(frame, setup_.id);
+  if (!opened) return false;
+  const auto& h = *opened;
   if (h.fragment >= fragments_.size()) {
     spdlog::warn("worker {} rejected a round frame of fragment {} (it has {})", setup_.id,
                  h.fragment, fragments_.size());
@@ -370,11 +368,7 @@ bool StreamingReplica::on_round(Self* self, const messages::Frame& frame, model:
                    h.reason);
       f.in_flight.reset();
       f.sent.reset();
-      if (h.reason.find("already applied") != std::string::npos && setup_.group)
-        self->request(setup_.group,
-                      model::as_duration(setup_.ctx->config.supervision.state_timeout_s),
-                      state_atom::value)
-            .await([=](const messages::WorkerState& st) { reload(st); }, [=](const caf::error&) {});
+      catch_up_if_behind(self, setup_, h, reload);
       settle(self, p, module);
       return true;
     }
@@ -403,7 +397,18 @@ void StreamingReplica::on_group_replaced(Self* self, const caf::actor& group) {
     if (f.sent) transport::send_frame(self, group, messages::FrameKind::round, *f.sent);
 }
 
-std::string StreamingReplica::info_json() const {
+void StreamingReplica::take_state(const messages::WorkerState& st, model::NamedTensors anchor) {
+  set_anchor(std::move(anchor));
+  set_rounds(st);
+}
+
+void StreamingReplica::give_state(messages::WorkerState& st) const {
+  st.anchor = to_list(anchor_, /*clone=*/true);
+  st.rounds = rounds();
+  st.round = static_cast<int64_t>(round());
+}
+
+nlohmann::json StreamingReplica::info() const {
   nlohmann::json j{{"merges", merges_},
                    {"eager", setup_.ctx->config.diloco.eager},
                    {"failures", failures_},
@@ -417,7 +422,7 @@ std::string StreamingReplica::info_json() const {
                               {"in_flight", f.in_flight.has_value()},
                               {"bytes", f.bytes}});
   }
-  return j.dump();
+  return {{"round", round()}, {"streaming", j}};
 }
 
 }  // namespace swarmrt::actors

@@ -37,20 +37,19 @@
 #include <string>
 #include <vector>
 
-#include "actors/diloco/replica.hpp"
+#include "actors/diloco/worker_replica.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gpt.hpp"
 
 namespace swarmrt::actors {
 
-class StreamingReplica {
+class StreamingReplica : public WorkerReplica {
  public:
-  using Self = caf::event_based_actor;
-  using Reload = DilocoReplica::Reload;
-
-  // The fragments of the module's parameters.
-  void configure(ReplicaSetup setup, const model::GPT& module);
+  // The fragments of the module's parameters, and θ(t−1) from them.
+  void configure(ReplicaSetup setup, const model::GPT& module) override;
+  void take_state(const messages::WorkerState& st, model::NamedTensors anchor) override;
+  void give_state(messages::WorkerState& st) const override;
   void set_group(const caf::actor& group) { setup_.group = group; }
 
   void set_anchor(const model::GPT& module);
@@ -62,27 +61,28 @@ class StreamingReplica {
   uint64_t round() const { return fragments_.empty() ? 0 : fragments_[0].round; }
 
   // Whether the tracker waits for this replica's `applied` of a step.
-  bool round_open() const { return held_step_.has_value(); }
+  bool round_open() const override { return held_step_.has_value(); }
 
   // After the inner step of `step`: merges the rounds that land now and starts those due.
   // False when nothing holds the step (the worker reports it applied itself).
-  bool after_inner_step(Self* self, uint64_t step, model::GPT& module);
+  bool after_inner_step(Self* self, uint64_t step, model::GPT& module) override;
   // θ of a round applied without this replica that arrived while micro-batches were in
   // flight: loaded now, after the inner step.
-  void load_missed(model::GPT& module);
+  void load_missed(model::GPT& module) override;
 
   // A round frame from the group. `busy`: micro-batches hold autograd graphs now. False when
   // the frame was refused (counted by the worker).
   bool on_round(Self* self, const messages::Frame& frame, model::GPT& module, bool busy,
-                const Reload& reload);
+                uint64_t step, const Reload& reload) override;
   // The group was restarted: unanswered contributions go to its successor.
-  void on_group_replaced(Self* self, const caf::actor& group);
+  void on_group_replaced(Self* self, const caf::actor& group) override;
 
   uint64_t merges() const { return merges_; }
-  uint64_t failures() const { return failures_; }
-  // What the console's `info` shows: per fragment its round, tensors, whether a round is in
-  // flight, and the bytes its rounds sent; the most sent in one step.
-  std::string info_json() const;
+  // What the console's `info` shows: fragment 0's round, and under "streaming" per fragment
+  // its round, tensors, whether a round is in flight, and the bytes its rounds sent; the most
+  // sent in one step.
+  nlohmann::json info() const override;
+  ReplicaStats stats() const override { return {0, 0, failures_}; }
 
  private:
   struct Fragment {

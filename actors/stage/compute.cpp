@@ -280,7 +280,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   // workers applied): taken once; a worker that has taken it says so again, unless its
   // round is still open (it reports when the round answers).
   if (step <= s.applied_step) {
-    const bool open = ctx.streaming() ? s.streaming.round_open() : s.replica.round_open();
+    const bool open = s.replica && s.replica->round_open();
     if (!open) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
     return;
   }
@@ -302,16 +302,11 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   }
   s.optimizer->zero_grad();
   s.samples = 0;
-  if (ctx.streaming())
-    s.streaming.load_missed(s.module);
-  else
-    s.replica.load_missed(s.module);
+  if (s.replica) s.replica->load_missed(s.module);
   s.accumulated.clear();
   for (auto it = s.min_attempt.begin(); it != s.min_attempt.end();)
     it = it->first.first <= step ? s.min_attempt.erase(it) : std::next(it);
-  const bool held = ctx.streaming() ? s.streaming.after_inner_step(self, step, s.module)
-                    : ctx.diloco()  ? s.replica.start_round(self, step, s.module)
-                                    : false;
+  const bool held = s.replica && s.replica->after_inner_step(self, step, s.module);
   if (!held) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
 }
 
@@ -323,17 +318,10 @@ void load_state(Self* self, const messages::WorkerState& st) {
       throw std::runtime_error("worker " + std::to_string(s.setup.id) + ": state from " +
                                st.source + " was refused: " + list->error);
   if (!st.params.tensors.empty()) model::assign_parameters(*s.module, to_named(st.params));
-  if (s.setup.ctx->streaming()) {
-    s.streaming.set_anchor(st.anchor.tensors.empty() ? model::parameters_of(*s.module)
-                                                     : to_named(st.anchor));
-    s.streaming.set_rounds(st);
-  } else if (s.setup.ctx->diloco()) {
-    s.replica.set_anchor(st.anchor.tensors.empty() ? model::parameters_of(*s.module)
-                                                   : to_named(st.anchor));
-  }
+  if (s.replica)
+    s.replica->take_state(st, st.anchor.tensors.empty() ? model::parameters_of(*s.module)
+                                                        : to_named(st.anchor));
   if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer, s.device);
-  if (st.round >= 0 && !s.setup.ctx->streaming())
-    s.replica.set_round(static_cast<uint64_t>(st.round));
   if (!st.params.tensors.empty())
     spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,
                  st.source);
@@ -344,16 +332,9 @@ messages::WorkerState state_of(Self* self) {
   auto& s = self->state;
   messages::WorkerState st;
   st.params = to_list(model::parameters_of(*s.module));
-  if (s.setup.ctx->streaming()) {
-    st.anchor = to_list(s.streaming.anchor(), /*clone=*/true);
-    st.rounds = s.streaming.rounds();
-  } else if (s.setup.ctx->diloco()) {
-    st.anchor = to_list(s.replica.anchor(), /*clone=*/true);
-  }
+  st.round = -1;
+  if (s.replica) s.replica->give_state(st);
   st.optimizer = model::optimizer_bytes(*s.optimizer);
-  st.round = s.setup.ctx->streaming() ? static_cast<int64_t>(s.streaming.round())
-             : s.setup.ctx->diloco()  ? static_cast<int64_t>(s.replica.round())
-                                      : -1;
   st.source = "peer " + std::to_string(s.setup.id);
   return st;
 }

@@ -81,9 +81,7 @@ void deliver(Self* self, messages::FrameKind kind, const Frame& frame, const caf
   // the parameters: a θ that arrives then waits for the inner step.
   auto reload = [self](const messages::WorkerState& st) { load_state(self, st); };
   const bool taken =
-      s.setup.ctx->streaming()
-          ? s.streaming.on_round(self, frame, s.module, !s.inflight.empty(), reload)
-          : s.replica.on_round(self, frame, s.module, !s.inflight.empty(), s.step, reload);
+      s.replica && s.replica->on_round(self, frame, s.module, !s.inflight.empty(), s.step, reload);
   if (!taken) ++s.rejected;
 }
 

@@ -48,13 +48,8 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
     ReplicaSetup rs{s.setup.ctx,   s.setup.id, s.setup.stage,          s.setup.tracker,
                     s.setup.group, s.device,   s.links.comm_options(), poison,
                     s.sent};
-    if (s.setup.ctx->streaming()) {
-      s.streaming.configure(rs, s.module);
-      s.streaming.set_anchor(s.module);
-    } else {
-      s.replica.configure(rs);
-      s.replica.set_anchor(s.module);
-    }
+    s.replica = make_replica(*s.setup.ctx);
+    s.replica->configure(rs, s.module);
   }
   // A worker may start in a swarm that is already training (a restart, a late join, a
   // resumed run): it takes its stage's state before it handles anything else. At the start
@@ -122,11 +117,11 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       // others its id; an empty backend means none.
       [=](group_comm_atom, const messages::GroupComm& c) {
         auto& s = self->state;
-        s.replica.on_group_comm(self, c.epoch, c.backend, c.handles, c.ids);
+        if (s.replica) s.replica->on_group_comm(self, c);
       },
       [=](group_join_atom, const messages::GroupJoin& j) {
         auto& s = self->state;
-        s.replica.on_group_join(self, j.epoch, j.backend, j.id, j.rank, j.ids);
+        if (s.replica) s.replica->on_group_join(self, j);
       },
       // A peer in another process opened a communicator link to this worker.
       [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {
@@ -155,11 +150,11 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       // The group's answer for a round held for it: all-reduce, or send this worker's own.
       [=](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
         auto& s = self->state;
-        s.replica.on_go(self, round, epoch, go);
+        if (s.replica) s.replica->on_go(self, round, epoch, go);
       },
       [=](go_timer_atom, uint64_t round, uint64_t epoch) {
         auto& s = self->state;
-        s.replica.on_go_timer(self, round, epoch);
+        if (s.replica) s.replica->on_go_timer(self, round, epoch);
       },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
       // Answers whether this worker holds the micro-batch's gradient of this step.
@@ -179,10 +174,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](replaced_atom, const std::string& kind, uint32_t stage, const caf::actor& handle) {
         auto& s = self->state;
         if (stage != s.setup.stage) return;
-        if (kind == "group" && s.setup.ctx->streaming())
-          s.streaming.on_group_replaced(self, handle);
-        else if (kind == "group")
-          s.replica.on_group_replaced(self, handle);
+        if (kind == "group" && s.replica) s.replica->on_group_replaced(self, handle);
         if (kind == "averager") {
           s.setup.averager = handle;
           // The dead averager's partial sum is gone: the new one needs this gradient again.
@@ -218,9 +210,10 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
             {"dropped", s.faults.dropped()},
             {"slow_factor", s.faults.slow_factor()},
             {"drop_fraction", s.faults.drop_fraction()},
-            {"round", s.setup.ctx->streaming() ? s.streaming.round() : s.replica.round()},
-            {"streaming", s.setup.ctx->streaming() ? nlohmann::json::parse(s.streaming.info_json())
-                                                   : nlohmann::json()},
+            {"round", s.replica ? s.replica->info().value("round", nlohmann::json(0))
+                                : nlohmann::json(0)},
+            {"streaming", s.replica ? s.replica->info().value("streaming", nlohmann::json())
+                                    : nlohmann::json()},
             {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
             {"rate_measurements", s.rate.measurements()},
             {"bytes_sent", s.sent->to_json()},
@@ -230,6 +223,7 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](last_grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
+        const auto r = s.replica ? s.replica->stats() : ReplicaStats{};
         return messages::WorkerStats{s.setup.id,
                                      s.rejected,
                                      s.forwards,
@@ -237,9 +231,9 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
                                      s.recomputed,
                                      s.faults.dropped(),
                                      s.links.frames_in(),
-                                     s.replica.reduces(),
-                                     s.replica.fallbacks(),
-                                     s.replica.failures() + s.streaming.failures()};
+                                     r.reduces,
+                                     r.fallbacks,
+                                     r.failures};
       },
   };
 }

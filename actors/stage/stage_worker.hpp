@@ -16,8 +16,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "actors/diloco/replica.hpp"
-#include "actors/diloco/streaming_replica.hpp"
+#include "actors/diloco/worker_replica.hpp"
 #include "actors/common/byte_counters.hpp"
 #include "actors/common/context.hpp"
 #include "actors/stage/peer_links.hpp"
@@ -94,8 +93,8 @@ struct worker_state {
   uint64_t step = 0;          // step being reduced/applied
   uint64_t applied_step = 0;  // the last step whose optimizer step this worker took
   model::NamedTensors last_grads;
-  DilocoReplica replica;       // DiLoCo modes: θ(t-1), rounds, the group's communicator
-  StreamingReplica streaming;  // Streaming DiLoCo (SwarmContext::streaming()) instead
+  // DiLoCo modes: θ(t-1), rounds (make_replica: plain or Streaming DiLoCo); null otherwise.
+  std::unique_ptr<WorkerReplica> replica;
   WorkerFaults faults;         // chaos: lost hops, slow compute, NaN sends
   // What the console's `info` shows of this worker alone: its compute rate (samples over
   // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.

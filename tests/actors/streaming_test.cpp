@@ -38,8 +38,7 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::ContextPtr
   const auto& cfg = ctx->config;
   s.module = model::GPT(model::GPTConfig::from(cfg.model), model::StageSpec{0, 1}, 1);
   s.replica.configure({ctx, 7, 0, tracker, group, at::Device(at::kCPU), {}, nullptr, nullptr},
-                      s.module);
-  s.replica.set_anchor(s.module);
+                      s.module);  // θ(t−1) from the module's parameters
   return {
       [=](inner_atom, uint64_t step) {
         auto& s = self->state;
@@ -51,7 +50,7 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::ContextPtr
       },
       [=](round_atom, const messages::Frame& f) {
         auto& s = self->state;
-        s.replica.on_round(self, f, s.module, false, [](const messages::WorkerState&) {});
+        s.replica.on_round(self, f, s.module, false, 0, [](const messages::WorkerState&) {});
       },
       [=](params_atom) { return actors::to_list(model::parameters_of(*self->state.module), true); },
   };

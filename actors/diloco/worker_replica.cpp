@@ -1,0 +1,36 @@
+#include "actors/diloco/worker_replica.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "actors/diloco/replica.hpp"
+#include "actors/diloco/streaming_replica.hpp"
+
+namespace swarmrt::actors {
+using namespace swarmrt::atoms;
+
+std::unique_ptr<WorkerReplica> make_replica(const SwarmContext& ctx) {
+  if (!ctx.diloco()) return nullptr;
+  if (ctx.streaming()) return std::make_unique<StreamingReplica>();
+  return std::make_unique<DilocoReplica>();
+}
+
+std::optional<messages::RoundHeader> WorkerReplica::open_answer(const messages::Frame& frame,
+                                                                uint32_t worker) const {
+  try {
+    return messages::open_round_frame(frame);
+  } catch (const messages::DecodeError& e) {
+    spdlog::warn("worker {} rejected a round frame: {}", worker, e.what());
+    return std::nullopt;
+  }
+}
+
+void WorkerReplica::catch_up_if_behind(Self* self, const ReplicaSetup& setup,
+                                       const messages::RoundHeader& h,
+                                       const Reload& reload) const {
+  if (h.reason.find("already applied") == std::string::npos || !setup.group) return;
+  self->request(setup.group, model::as_duration(setup.ctx->config.supervision.state_timeout_s),
+                state_atom::value)
+      .await([=](const messages::WorkerState& st) { reload(st); }, [=](const caf::error&) {});
+}
+
+}  // namespace swarmrt::actors
