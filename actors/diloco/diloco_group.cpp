@@ -113,7 +113,11 @@ void on_bulk(Self* self, const transport::BulkDelivery& d) {
 
 }  // namespace
 
-caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
+namespace {
+
+// θ and the outer state of every fragment: from `theta`, or from the store a restarted group
+// continues from.
+void set_up_diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
                            GroupStorePtr store, caf::actor metrics) {
   auto& s = self->state;
   s.metrics = std::move(metrics);
@@ -149,13 +153,17 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
       f.round = static_cast<uint64_t>(f.last_applied + 1);
     }
   }
+}
+
+// Membership, contributions (however they travel), readiness for an all-reduce, the round timer.
+caf::message_handler round_handlers(Self* self) {
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
         auto before = std::move(s.members);
         s.members.clear();
-        if (stage < m.stages.size())
-          for (const auto& w : m.stages[stage]) {
+        if (self->state.stage < m.stages.size())
+          for (const auto& w : m.stages[self->state.stage]) {
             if (!w.handle) continue;  // its node went down before this message was read
             s.members[w.id] = w.handle;
             s.devices[w.id] = w.device;
@@ -183,7 +191,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
       },
       [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         auto& s = self->state;
-        auto complete = s.chunks.add(chunk, "diloco group " + std::to_string(stage));
+        auto complete = s.chunks.add(chunk, "diloco group " + std::to_string(self->state.stage));
         if (!complete) {
           s.rejected += s.chunks.refused() - s.refused_chunks;
           s.refused_chunks = s.chunks.refused();
@@ -191,7 +199,7 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         }
         if (complete->kind != messages::FrameKind::round) {
           ++s.rejected;
-          spdlog::warn("diloco group {}: refused a micro-batch frame", stage);
+          spdlog::warn("diloco group {}: refused a micro-batch frame", self->state.stage);
           return;
         }
         on_contribution(self, complete->frame, caf::actor_cast<caf::actor>(self->current_sender()));
@@ -204,12 +212,18 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
           spdlog::warn(
               "diloco group {}: round {} of fragment {} applied with {} of {} workers after the "
               "timeout",
-              stage, round, p, f.contributions.size(), s.members.size());
+              self->state.stage, round, p, f.contributions.size(), s.members.size());
           apply_round(self, p);
         } else {
           f.timer_armed = false;
         }
       },
+  };
+}
+
+// What others ask: counters, θ, the console's info, a new worker's starting state.
+caf::message_handler query_handlers(Self* self) {
+  return {
       [=](stats_atom) {
         auto& s = self->state;
         const auto& f = s.fragments[0];
@@ -252,11 +266,20 @@ caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Na
         st.anchor = st.params;
         for (const auto& f : s.fragments) st.rounds.push_back(f.last_applied + 1);
         st.round = st.rounds[0];
-        st.source = "DiLoCo group " + std::to_string(stage) + " (round " +
+        st.source = "DiLoCo group " + std::to_string(self->state.stage) + " (round " +
                     std::to_string(s.fragments[0].last_applied) + ")";
         return st;
       },
   };
+}
+
+}  // namespace
+
+caf::behavior diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
+                           GroupStorePtr store, caf::actor metrics) {
+  set_up_diloco_group(self, std::move(ctx), stage, std::move(theta), std::move(store),
+                      std::move(metrics));
+  return caf::behavior(round_handlers(self).or_else(query_handlers(self)));
 }
 
 }  // namespace swarmrt::actors

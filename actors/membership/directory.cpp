@@ -120,7 +120,10 @@ std::vector<uint32_t> fewest_first(const directory_state& s, uint32_t n) {
 
 }  // namespace
 
-caf::behavior directory(Self* self, DirectorySetup setup) {
+namespace {
+
+// The directory's state, and the down handler that takes a node that went away out.
+void set_up_directory(Self* self, DirectorySetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
   const auto stages = static_cast<size_t>(s.setup.ctx->config.swarm.stages);
@@ -158,6 +161,10 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
     ++s.membership.version;
     self->send(s.setup.tracker, members_atom::value, s.membership);
   });
+}
+
+// Joins, workers up, restarts, and who asks for the membership or the swarm's fullness.
+caf::message_handler membership_handlers(Self* self) {
   return {
       [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
         auto& s = self->state;
@@ -245,6 +252,23 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
         }
         spdlog::warn("ignored a restart of worker {} from a node that does not own it", w.id);
       },
+      [=](ready_atom) -> caf::result<void> {
+        auto& s = self->state;
+        if (s.stopped) return caf::make_error(caf::sec::request_receiver_down, "stopped");
+        auto p = self->make_response_promise();
+        s.ready.push_back(p);
+        maybe_ready(self);
+        return p;
+      },
+      [=](ask_members_atom) { return self->state.membership; },
+      // A console (any holder of the cluster credential) asks where to send its commands.
+      [=](inspector_atom) { return self->state.setup.inspector; },
+  };
+}
+
+// What the coordinator's own actors ask of the nodes: a chaos kill, a balancer's move, stop.
+caf::message_handler command_handlers(Self* self) {
+  return {
       // Fault injection: a node kill or a kill of an actor the coordinator does not host goes
       // to a node drawn at random.
       [=](kill_atom, const std::string& target) {
@@ -320,17 +344,6 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
                 });
         return promise;
       },
-      [=](ready_atom) -> caf::result<void> {
-        auto& s = self->state;
-        if (s.stopped) return caf::make_error(caf::sec::request_receiver_down, "stopped");
-        auto p = self->make_response_promise();
-        s.ready.push_back(p);
-        maybe_ready(self);
-        return p;
-      },
-      [=](ask_members_atom) { return self->state.membership; },
-      // A console (any holder of the cluster credential) asks where to send its commands.
-      [=](inspector_atom) { return self->state.setup.inspector; },
       [=](stop_atom) {
         auto& s = self->state;
         // Stopping the swarm is the coordinator's own decision (its signal handler, its end
@@ -345,6 +358,14 @@ caf::behavior directory(Self* self, DirectorySetup setup) {
           if (auto agent = caf::actor_cast<caf::actor>(addr)) self->send(agent, stop_atom::value);
       },
   };
+}
+
+}  // namespace
+
+caf::behavior directory(Self* self, DirectorySetup setup) {
+  set_up_directory(self, std::move(setup));
+  return caf::behavior(membership_handlers(self)
+      .or_else(command_handlers(self)));
 }
 
 }  // namespace swarmrt::actors

@@ -16,7 +16,10 @@ using namespace swarmrt::atoms;
 using namespace swarmrt::actors::worker;
 using messages::Frame;
 
-caf::behavior stage_worker(Self* self, WorkerSetup setup) {
+namespace {
+
+// The module, optimizer, wiring, links and replica of a new worker; its starting state.
+void set_up(Self* self, WorkerSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
   const auto& cfg = s.setup.ctx->config;
@@ -81,6 +84,11 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
     return caf::sec::runtime_error;
   });
 
+}
+
+// Membership and everything that carries a hop or a round frame in: CAF messages, chunks,
+// communicator links, the bulk link.
+caf::message_handler hop_handlers(Self* self) {
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
@@ -113,16 +121,6 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         on_chunk(self, chunk, caf::actor_cast<caf::actor>(self->current_sender()));
       },
-      // The DiLoCo group's communicator from now on: its first worker creates it and sends the
-      // others its id; an empty backend means none.
-      [=](group_comm_atom, const messages::GroupComm& c) {
-        auto& s = self->state;
-        if (s.replica) s.replica->on_group_comm(self, c);
-      },
-      [=](group_join_atom, const messages::GroupJoin& j) {
-        auto& s = self->state;
-        if (s.replica) s.replica->on_group_join(self, j);
-      },
       // A peer in another process opened a communicator link to this worker.
       [=](link_atom, uint64_t link, const std::string& backend, const std::vector<uint8_t>& id) {
         auto& s = self->state;
@@ -142,20 +140,17 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       [=](transport::bulk_ready_atom, uint64_t id) {
         if (auto d = transport::take_bulk(id)) on_bulk(self, *d);
       },
+  };
+}
+
+// The tracker's side of a step: reduce, apply, cancel, reset; state and parameters asked.
+caf::message_handler step_handlers(Self* self) {
+  return {
       [=](reduce_atom, uint64_t step) { reduce_step(self, step); },
       [=](grad_sum_atom, uint64_t step, const messages::TensorList& sum) {
         take_sum(self, step, sum);
       },
       [=](apply_atom, uint64_t step, double lr, double coef) { apply_step(self, step, lr, coef); },
-      // The group's answer for a round held for it: all-reduce, or send this worker's own.
-      [=](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
-        auto& s = self->state;
-        if (s.replica) s.replica->on_go(self, round, epoch, go);
-      },
-      [=](go_timer_atom, uint64_t round, uint64_t epoch) {
-        auto& s = self->state;
-        if (s.replica) s.replica->on_go_timer(self, round, epoch);
-      },
       [=](params_atom) { return to_list(model::parameters_of(*self->state.module)); },
       // Answers whether this worker holds the micro-batch's gradient of this step.
       [=](cancel_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
@@ -170,6 +165,32 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
       },
       // This worker's state for a restarted or joining peer (asked between steps).
       [=](state_atom) { return state_of(self); },
+      [=](last_grads_atom) { return to_list(self->state.last_grads); },
+  };
+}
+
+// The DiLoCo group's communicator and restarts of the group or the averager.
+caf::message_handler diloco_handlers(Self* self) {
+  return {
+      // The DiLoCo group's communicator from now on: its first worker creates it and sends the
+      // others its id; an empty backend means none.
+      [=](group_comm_atom, const messages::GroupComm& c) {
+        auto& s = self->state;
+        if (s.replica) s.replica->on_group_comm(self, c);
+      },
+      [=](group_join_atom, const messages::GroupJoin& j) {
+        auto& s = self->state;
+        if (s.replica) s.replica->on_group_join(self, j);
+      },
+      // The group's answer for a round held for it: all-reduce, or send this worker's own.
+      [=](group_go_atom, uint64_t round, uint64_t epoch, bool go) {
+        auto& s = self->state;
+        if (s.replica) s.replica->on_go(self, round, epoch, go);
+      },
+      [=](go_timer_atom, uint64_t round, uint64_t epoch) {
+        auto& s = self->state;
+        if (s.replica) s.replica->on_go_timer(self, round, epoch);
+      },
       // A supervisor restarted the stage's DiLoCo group or gradient averager.
       [=](replaced_atom, const std::string& kind, uint32_t stage, const caf::actor& handle) {
         auto& s = self->state;
@@ -181,6 +202,12 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
           if (s.sum_pending) send_gradient(self);
         }
       },
+  };
+}
+
+// What the console asks and sets: slowdowns, drops, info, counters.
+caf::message_handler console_handlers(Self* self) {
+  return {
       [=](slow_atom, const std::string&, double factor) {
         if (!supervisors::from_this_process(self))
           return supervisors::rejected(self, "worker", "slow");
@@ -220,7 +247,6 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
             {"param_checksum", checksum}}
             .dump();
       },
-      [=](last_grads_atom) { return to_list(self->state.last_grads); },
       [=](stats_atom) {
         auto& s = self->state;
         const auto r = s.replica ? s.replica->stats() : ReplicaStats{};
@@ -236,6 +262,16 @@ caf::behavior stage_worker(Self* self, WorkerSetup setup) {
                                      r.failures};
       },
   };
+}
+
+}  // namespace
+
+caf::behavior stage_worker(Self* self, WorkerSetup setup) {
+  set_up(self, std::move(setup));
+  return caf::behavior(hop_handlers(self)
+                           .or_else(step_handlers(self))
+                           .or_else(diloco_handlers(self))
+                           .or_else(console_handlers(self)));
 }
 
 }  // namespace swarmrt::actors

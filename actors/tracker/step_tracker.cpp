@@ -13,9 +13,8 @@ using namespace swarmrt::actors::tracker;
 
 namespace {
 
-// Messages taken in every phase: membership and restarts, state hand-off, the run itself, and
-// the micro-batches' losses and completions (a late duplicate is counted in any phase).
-caf::message_handler always(Self* self) {
+// Membership and restarts, and the state a new or restarted worker starts from (any phase).
+caf::message_handler membership_handlers(Self* self) {
   return {
       [=](members_atom, const messages::Membership& m) {
         auto& s = self->state;
@@ -79,6 +78,13 @@ caf::message_handler always(Self* self) {
         ask_group(self, stage, std::move(promise), tries);
       },
       [=](ask_members_atom) { return self->state.members; },
+  };
+}
+
+// The run itself and what is asked of it, and the micro-batches' losses and completions (a
+// late duplicate is counted in any phase).
+caf::message_handler run_handlers(Self* self) {
+  return {
       // What the console's `info` shows of the tracker.
       [=](info_atom) {
         auto& s = self->state;
@@ -170,6 +176,11 @@ caf::message_handler always(Self* self) {
         maybe_close_step(self);
       },
   };
+}
+
+// Messages taken in every phase.
+caf::message_handler always(Self* self) {
+  return membership_handlers(self).or_else(run_handlers(self));
 }
 
 // Messages of a phase that arrive in another one (a norm after the step was decided, a timer
