@@ -120,6 +120,130 @@ void stop_all(std::vector<std::unique_ptr<Child>>& children, double grace_s) {
   for (auto& c : children) print_lines(*c);
 }
 
+// What the coordinator printed once it listened: the address nodes join and the run's id.
+struct CoordinatorReady {
+  std::string join, run_id;
+};
+
+// Echoes the coordinator's lines until it listens (it may name a secret file it made: the
+// nodes get that secret). Empty `join` when it stopped, a signal came or 120 s passed.
+CoordinatorReady wait_for_coordinator(Child& coord, std::string& secret,
+                                      const std::atomic<bool>& stop_requested) {
+  CoordinatorReady ready;
+  const std::string marker = "coordinator listening on ";
+  const std::string secret_marker = "cluster secret file ";
+  const std::string run_marker = "run id ";
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (ready.join.empty()) {
+    for (const auto& line : coord.read_lines()) {
+      std::printf("[coord] %s\n", line.c_str());
+      if (line.rfind(marker, 0) == 0) ready.join = line.substr(marker.size());
+      if (line.rfind(run_marker, 0) == 0) ready.run_id = line.substr(run_marker.size());
+      if (line.rfind(secret_marker, 0) == 0 && secret.empty()) {
+        try {
+          secret = transport::read_secret_file(line.substr(secret_marker.size()));
+          setenv("SWARMRT_SECRET", secret.c_str(), 1);
+        } catch (const std::exception& e) {
+          spdlog::error("{}", e.what());
+        }
+      }
+    }
+    std::fflush(stdout);
+    if (!ready.join.empty()) break;
+    if (!coord.running() || stop_requested || Clock::now() > deadline) return ready;
+    pollfd p{coord.fd(), POLLIN, 0};
+    poll(&p, coord.fd() >= 0 ? 1 : 0, 100);
+  }
+  return ready;
+}
+
+// The nodes: --local N on this machine (the swarm's workers spread over them), or one per
+// hostfile line over ssh (the secret on stdin, never on a command line).
+void start_nodes(const LaunchArgs& args, const model::RunConfig& config,
+                 const std::vector<HostEntry>& hosts, const std::string& exe,
+                 const CoordinatorReady& ready, const std::string& secret,
+                 std::vector<std::unique_ptr<Child>>& children) {
+  const auto& join = ready.join;
+  const auto& run_id = ready.run_id;
+  const uint32_t total =
+      static_cast<uint32_t>(config.swarm.stages * config.swarm.workers_per_stage);
+  if (args.local > 0) {
+    const uint32_t n = static_cast<uint32_t>(args.local);
+    for (uint32_t k = 0; k < n; ++k) {
+      // Spread the swarm's workers over the nodes; earlier nodes take the remainder.
+      const uint32_t w = args.workers > 0 ? args.workers : total / n + (k < total % n ? 1 : 0);
+      if (w == 0) continue;
+      const std::string name = "node" + std::to_string(k + 1);
+      std::vector<std::string> argv = {
+          exe, "node", "--join", join, "--workers", std::to_string(w), "--name", name};
+      if (!run_id.empty()) argv.insert(argv.end(), {"--run-id", run_id});
+      for (const auto& f : net_flags(args.net)) argv.push_back(f);
+      children.push_back(std::make_unique<Child>(name, argv));
+    }
+    return;
+  }
+  std::map<std::string, int> seen;
+  for (const auto& h : hosts) {
+    // A host listed twice runs two nodes; their prefixes tell them apart.
+    const int nth = ++seen[h.host];
+    const std::string label = nth == 1 ? h.host : h.host + "#" + std::to_string(nth);
+    std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes"};
+    for (const auto& o : args.ssh_options) argv.insert(argv.end(), {"-o", o});
+    argv.insert(argv.end(), {"-p", std::to_string(h.port)});
+    if (!h.identity.empty()) argv.insert(argv.end(), {"-i", h.identity});
+    // "--" ends ssh's options: the destination is never read as one.
+    argv.push_back("--");
+    argv.push_back(h.user.empty() ? h.host : h.user + "@" + h.host);
+    // The secret comes on stdin, so it shows in no process list on either machine.
+    std::string remote = "read -r SWARMRT_SECRET; export SWARMRT_SECRET; exec " +
+                         shell_quote(h.bin.empty() ? exe : h.bin) + " node --join " +
+                         shell_quote(join) + " --workers " + std::to_string(h.workers) +
+                         " --name " + shell_quote(label) + " --listen " + shell_quote(h.listen);
+    if (!run_id.empty()) remote += " --run-id " + shell_quote(run_id);
+    for (const auto& f : net_flags(args.net)) remote += " " + f;
+    argv.push_back(remote);
+    children.push_back(std::make_unique<Child>(label, argv, secret + "\n"));
+  }
+}
+
+// Echoes every child's lines while the coordinator runs; a signal, or no node left for
+// --grace-s, stops the coordinator with SIGTERM.
+void watch_children(const LaunchArgs& args, std::vector<std::unique_ptr<Child>>& children,
+                    const std::atomic<bool>& stop_requested) {
+  Child& coord = *children.front();
+  bool signalled = false;
+  bool alone = false;
+  Clock::time_point alone_since;
+  while (coord.running()) {
+    std::vector<pollfd> fds;
+    for (auto& c : children)
+      if (c->fd() >= 0) fds.push_back({c->fd(), POLLIN, 0});
+    poll(fds.data(), fds.size(), 100);
+    for (auto& c : children) print_lines(*c);
+    if (stop_requested && !signalled) {
+      std::printf("[launch] stopping: SIGTERM to the coordinator (pid %d)\n", coord.pid());
+      coord.signal(SIGTERM);
+      signalled = true;
+    }
+    // Nodes stop when the run ends, just before the coordinator does; a coordinator left
+    // without nodes for the grace period is stopped.
+    bool node_left = false;
+    for (size_t i = 1; i < children.size(); ++i) node_left |= children[i]->running();
+    if (node_left) {
+      alone = false;
+    } else if (!alone) {
+      alone = true;
+      alone_since = Clock::now();
+    } else if (!signalled &&
+               Clock::now() - alone_since >
+                   std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1e3))) {
+      std::printf("[launch] no node is left: stopping the coordinator\n");
+      coord.signal(SIGTERM);
+      signalled = true;
+    }
+  }
+}
+
 int run_launch(const LaunchArgs& args) {
   if (args.from_env) return run_from_env(args);
   model::RunConfig config;
@@ -172,80 +296,16 @@ int run_launch(const LaunchArgs& args) {
   }
   Child& coord = *children.front();
 
-  // Wait for the coordinator's port.
-  std::string join;
-  const std::string marker = "coordinator listening on ";
-  const std::string secret_marker = "cluster secret file ";
-  const std::string run_marker = "run id ";
-  std::string run_id;
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (join.empty()) {
-    for (const auto& line : coord.read_lines()) {
-      std::printf("[coord] %s\n", line.c_str());
-      if (line.rfind(marker, 0) == 0) join = line.substr(marker.size());
-      if (line.rfind(run_marker, 0) == 0) run_id = line.substr(run_marker.size());
-      if (line.rfind(secret_marker, 0) == 0 && secret.empty()) {
-        try {
-          secret = transport::read_secret_file(line.substr(secret_marker.size()));
-          setenv("SWARMRT_SECRET", secret.c_str(), 1);
-        } catch (const std::exception& e) {
-          spdlog::error("{}", e.what());
-        }
-      }
-    }
-    std::fflush(stdout);
-    if (!join.empty()) break;
-    if (!coord.running() || stop_requested || Clock::now() > deadline) {
-      if (coord.running()) coord.signal(SIGTERM);
-      stop_all(children, 5);
-      const int code = coord.poll_exit().value_or(1);
-      spdlog::error("the coordinator did not start listening (exit {})", code);
-      return code == 0 ? 1 : code;
-    }
-    pollfd p{coord.fd(), POLLIN, 0};
-    poll(&p, coord.fd() >= 0 ? 1 : 0, 100);
+  const auto ready = wait_for_coordinator(coord, secret, stop_requested);
+  if (ready.join.empty()) {
+    if (coord.running()) coord.signal(SIGTERM);
+    stop_all(children, 5);
+    const int code = coord.poll_exit().value_or(1);
+    spdlog::error("the coordinator did not start listening (exit {})", code);
+    return code == 0 ? 1 : code;
   }
-
-  const uint32_t total =
-      static_cast<uint32_t>(config.swarm.stages * config.swarm.workers_per_stage);
   try {
-    if (args.local > 0) {
-      const uint32_t n = static_cast<uint32_t>(args.local);
-      for (uint32_t k = 0; k < n; ++k) {
-        // Spread the swarm's workers over the nodes; earlier nodes take the remainder.
-        const uint32_t w = args.workers > 0 ? args.workers : total / n + (k < total % n ? 1 : 0);
-        if (w == 0) continue;
-        const std::string name = "node" + std::to_string(k + 1);
-        std::vector<std::string> argv = {
-            exe, "node", "--join", join, "--workers", std::to_string(w), "--name", name};
-        if (!run_id.empty()) argv.insert(argv.end(), {"--run-id", run_id});
-        for (const auto& f : net_flags(args.net)) argv.push_back(f);
-        children.push_back(std::make_unique<Child>(name, argv));
-      }
-    } else {
-      std::map<std::string, int> seen;
-      for (const auto& h : hosts) {
-        // A host listed twice runs two nodes; their prefixes tell them apart.
-        const int nth = ++seen[h.host];
-        const std::string label = nth == 1 ? h.host : h.host + "#" + std::to_string(nth);
-        std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes"};
-        for (const auto& o : args.ssh_options) argv.insert(argv.end(), {"-o", o});
-        argv.insert(argv.end(), {"-p", std::to_string(h.port)});
-        if (!h.identity.empty()) argv.insert(argv.end(), {"-i", h.identity});
-        // "--" ends ssh's options: the destination is never read as one.
-        argv.push_back("--");
-        argv.push_back(h.user.empty() ? h.host : h.user + "@" + h.host);
-        // The secret comes on stdin, so it shows in no process list on either machine.
-        std::string remote = "read -r SWARMRT_SECRET; export SWARMRT_SECRET; exec " +
-                             shell_quote(h.bin.empty() ? exe : h.bin) + " node --join " +
-                             shell_quote(join) + " --workers " + std::to_string(h.workers) +
-                             " --name " + shell_quote(label) + " --listen " + shell_quote(h.listen);
-        if (!run_id.empty()) remote += " --run-id " + shell_quote(run_id);
-        for (const auto& f : net_flags(args.net)) remote += " " + f;
-        argv.push_back(remote);
-        children.push_back(std::make_unique<Child>(label, argv, secret + "\n"));
-      }
-    }
+    start_nodes(args, config, hosts, exe, ready, secret, children);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     coord.signal(SIGTERM);
@@ -255,37 +315,7 @@ int run_launch(const LaunchArgs& args) {
   for (size_t i = 1; i < children.size(); ++i)
     std::printf("[launch] %s started (pid %d)\n", children[i]->label().c_str(), children[i]->pid());
 
-  bool signalled = false;
-  bool alone = false;
-  Clock::time_point alone_since;
-  while (coord.running()) {
-    std::vector<pollfd> fds;
-    for (auto& c : children)
-      if (c->fd() >= 0) fds.push_back({c->fd(), POLLIN, 0});
-    poll(fds.data(), fds.size(), 100);
-    for (auto& c : children) print_lines(*c);
-    if (stop_requested && !signalled) {
-      std::printf("[launch] stopping: SIGTERM to the coordinator (pid %d)\n", coord.pid());
-      coord.signal(SIGTERM);
-      signalled = true;
-    }
-    // Nodes stop when the run ends, just before the coordinator does; a coordinator left
-    // without nodes for the grace period is stopped.
-    bool node_left = false;
-    for (size_t i = 1; i < children.size(); ++i) node_left |= children[i]->running();
-    if (node_left) {
-      alone = false;
-    } else if (!alone) {
-      alone = true;
-      alone_since = Clock::now();
-    } else if (!signalled &&
-               Clock::now() - alone_since >
-                   std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1e3))) {
-      std::printf("[launch] no node is left: stopping the coordinator\n");
-      coord.signal(SIGTERM);
-      signalled = true;
-    }
-  }
+  watch_children(args, children, stop_requested);
   stop_all(children, args.grace_s);
   for (size_t i = 1; i < children.size(); ++i)
     if (auto code = children[i]->poll_exit(); code && *code != 0)

@@ -57,8 +57,9 @@ std::string slowdown_list(const std::string& v) {
   SWARMRT_FIELD(sec, name, scope, range, nullptr, help)
 #define SWARMRT_CHOICE(sec, name, scope, help) SWARMRT_FIELD(sec, name, scope, any(), nullptr, help)
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table = {
+// The rows of what is trained and how: model, train, data, swarm, diloco, checkpoint.
+static std::vector<Field> training_rows() {
+  return {
       SWARMRT_FIELD(model, preset, shared, any(), nullptr, "tiny | gpt2-small"),
       SWARMRT_NUMBER(model, n_layer, shared, at_least(1), "transformer blocks"),
       SWARMRT_NUMBER(model, n_head, shared, at_least(1), "attention heads"),
@@ -124,6 +125,13 @@ const std::vector<Field>& fields() {
       SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
                      "steps between checkpoints, 0 disables"),
       SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
+  };
+}
+
+// The rows of how the swarm runs, breaks and recovers: chaos, supervision, transport,
+// balancer, and the simulator's.
+static std::vector<Field> runtime_rows() {
+  return {
       SWARMRT_NUMBER(chaos, link_delay_ms, node, between(0, 600000),
                      "delay every frame sent between processes by this"),
       SWARMRT_NUMBER(chaos, link_mbit_s, node, at_least(0),
@@ -215,6 +223,14 @@ const std::vector<Field>& fields() {
       SWARMRT_NUMBER(simulate, sample_s, node, above(0), "seconds between time-series points"),
       SWARMRT_NUMBER(simulate, seed, node, any(), "seed of speeds, churn and noise"),
   };
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = [] {
+    auto all = training_rows();
+    for (auto& f : runtime_rows()) all.push_back(std::move(f));
+    return all;
+  }();
   return table;
 }
 #undef SWARMRT_NUMBER

@@ -131,7 +131,10 @@ bool entitled_to_change(Self* self) {
 
 // ---- this process's part of a command ----------------------------------------------------
 
-caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
+using Part = std::optional<caf::result<std::string>>;
+
+// This process's part of the commands that look: proc, actors, info, trace.
+Part local_read_part(Self* self, const ConsoleRequest& r) {
   auto& s = self->state;
   const auto& a = r.args;
   const std::string cmd = a.empty() ? "" : a[0];
@@ -197,6 +200,15 @@ caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
   if (!is_coordinator(self))
     spdlog::warn("console (through the coordinator): {}",
                  fmt::format("{}", fmt::join(a.begin(), a.end(), " ")));
+  return std::nullopt;
+}
+
+// This process's part of the commands that break: kill, slow, drop, heal, delay, partition,
+// kill-node, freeze.
+Part local_chaos_part(Self* self, const ConsoleRequest& r) {
+  auto& s = self->state;
+  const auto& a = r.args;
+  const std::string cmd = a.empty() ? "" : a[0];
   if (cmd == "kill" && a.size() >= 2) {
     // The chaos control actor kills them: the same count, log line and fault record as a
     // scheduled kill. The answer lists what it says it killed.
@@ -278,6 +290,14 @@ caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
     const double secs = std::stod(a[1]);
     return json{{"ok", true}, {"node", process_label(self)}, {"result", freeze(secs, self->state.setup.answer_lead_ms)}}.dump();
   }
+  return std::nullopt;
+}
+
+caf::result<std::string> local_part(Self* self, const ConsoleRequest& r) {
+  if (auto answer = local_read_part(self, r)) return std::move(*answer);
+  if (auto answer = local_chaos_part(self, r)) return std::move(*answer);
+  const auto& a = r.args;
+  const std::string cmd = a.empty() ? "" : a[0];
   return failure("this process has no part of '" + cmd + "' with " + std::to_string(a.size() - 1) +
                      " argument(s)",
                  true);

@@ -69,6 +69,56 @@ supervisors::ChildSpec core_child(const std::string& kind, int64_t k,
   return child;
 }
 
+using Resume = std::optional<std::pair<std::string, model::Checkpoint>>;
+
+// --resume: the run directory's newest valid swarm checkpoint (refused ones are named).
+Resume checkpoint_to_resume(const CoreOptions& options) {
+  if (!options.resume) return std::nullopt;
+  auto* run = options.run;
+  if (!run) throw model::CheckpointError("--resume needs a run directory");
+  auto resume = run->checkpoints().newest_valid(
+      [](const auto& p, const auto& why) { spdlog::error("refusing checkpoint {}: {}", p, why); },
+      check_swarm_checkpoint);
+  if (!resume) throw model::CheckpointError(run->root() + ": no valid checkpoint to resume from");
+  spdlog::info("resuming from {} at step {}", resume->first,
+               swarm_checkpoint_step(resume->second, resume->first));
+  return resume;
+}
+
+// The step tracker behind its supervisor, which is the tracker's address: a restarted tracker
+// is reached through the same handle, and continues the run from the store.
+caf::actor spawn_tracker(caf::actor_system& sys, CoreActors& core,
+                         const std::shared_ptr<SwarmContext>& ctx,
+                         const std::shared_ptr<const model::TextCorpus>& corpus,
+                         const CoreOptions& options, Resume resume) {
+  TrackerSetup ts;
+  ts.ctx = ctx;
+  ts.loaders = core.loaders;
+  ts.averagers = core.averagers;
+  ts.groups = core.groups;
+  ts.metrics = core.sink;
+  ts.corpus = corpus;
+  ts.progress = options.progress;
+  ts.run = options.run;
+  ts.group_stores = core.group_stores;
+  if (resume) {
+    ts.resume = std::move(resume->second);
+    ts.resume_origin = resume->first;
+  }
+  ts.chaos = core.chaos;
+  ts.store = std::make_shared<TrackerStore>();
+  // The tracker's supervisor is the tracker's address: a restarted tracker is reached through
+  // the same handle, and continues the run from the store.
+  supervisors::TrackerSupervisorSetup tss;
+  tss.policy = ctx->config.supervision;
+  tss.start = [&sys, ts] { return inspect::spawn_probed(sys, step_tracker, ts); };
+  tss.metrics = core.sink;
+  tss.roster = core.roster;
+  auto handle = inspect::spawn_probed(sys, supervisors::tracker_supervisor, tss);
+  core.roster->put("supervisor/tracker", "supervisor", handle);
+  return handle;
+}
+
 }  // namespace
 
 CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext>& ctx,
@@ -79,16 +129,7 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   const bool averaged = ctx->grad_sync() && sw.workers_per_stage > 1;
   CoreActors core;
   auto* run = options.run;
-  std::optional<std::pair<std::string, model::Checkpoint>> resume;
-  if (options.resume) {
-    if (!run) throw model::CheckpointError("--resume needs a run directory");
-    resume = run->checkpoints().newest_valid(
-        [](const auto& p, const auto& why) { spdlog::error("refusing checkpoint {}: {}", p, why); },
-        check_swarm_checkpoint);
-    if (!resume) throw model::CheckpointError(run->root() + ": no valid checkpoint to resume from");
-    spdlog::info("resuming from {} at step {}", resume->first,
-                 swarm_checkpoint_step(resume->second, resume->first));
-  }
+  auto resume = checkpoint_to_resume(options);
   if (run) {
     core.sink = inspect::spawn_probed(sys, metrics_sink, &run->metrics());
     core.roster->put("metrics", "metrics", core.sink);
@@ -174,31 +215,7 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   supervisors::register_chaos(core.chaos);
   core.roster->put("chaos", "chaos", core.chaos);
 
-  TrackerSetup ts;
-  ts.ctx = ctx;
-  ts.loaders = core.loaders;
-  ts.averagers = core.averagers;
-  ts.groups = core.groups;
-  ts.metrics = core.sink;
-  ts.corpus = corpus;
-  ts.progress = options.progress;
-  ts.run = run;
-  ts.group_stores = core.group_stores;
-  if (resume) {
-    ts.resume = std::move(resume->second);
-    ts.resume_origin = resume->first;
-  }
-  ts.chaos = core.chaos;
-  ts.store = std::make_shared<TrackerStore>();
-  // The tracker's supervisor is the tracker's address: a restarted tracker is reached through
-  // the same handle, and continues the run from the store.
-  supervisors::TrackerSupervisorSetup tss;
-  tss.policy = policy;
-  tss.start = [&sys, ts] { return inspect::spawn_probed(sys, step_tracker, ts); };
-  tss.metrics = core.sink;
-  tss.roster = core.roster;
-  core.tracker = inspect::spawn_probed(sys, supervisors::tracker_supervisor, tss);
-  core.roster->put("supervisor/tracker", "supervisor", core.tracker);
+  core.tracker = spawn_tracker(sys, core, ctx, corpus, options, std::move(resume));
   *tracker = core.tracker;
   for (const auto& sup : core.supervisors) caf::anon_send(core.tracker, watch_atom::value, sup);
   return core;
