@@ -35,7 +35,9 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
   r.reason = why;
   r.tensor_names.clear();
   r.contributors.clear();
-  transport::send_frame(self, to, messages::FrameKind::round, messages::make_round_frame(r, {}));
+  // An anonymous sender (a message from no actor) hears nothing; the refusal is still counted.
+  if (to)
+    transport::send_frame(self, to, messages::FrameKind::round, messages::make_round_frame(r, {}));
   // A group mean waits in every worker in it: each hears the answer.
   for (auto id : h.contributors)
     if (auto m = s.members.find(id); m != s.members.end() && m->second != to)
