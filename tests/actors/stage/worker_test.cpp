@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "actor_test_util.hpp"
+#include "../actor_test_util.hpp"
 #include "actors/stage/stage_worker.hpp"
 
 using namespace swarmrt;

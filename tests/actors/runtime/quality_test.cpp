@@ -2,7 +2,7 @@
 // (labelled slow: two 300-step trainings of the tiny model).
 #include <gtest/gtest.h>
 
-#include "../model/test_util.hpp"
+#include "../../model/test_util.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "model/trainer.hpp"
 

@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "actors/console/inspector.hpp"
+#include "actors/console/internal.hpp"
+#include "messages/console_commands.hpp"
 #include "inspect/probe.hpp"
 #include "model/run_dir.hpp"
-#include "run_util.hpp"
+#include "../run_util.hpp"
 
 using namespace swarmrt;
 using json = nlohmann::json;
@@ -395,5 +397,19 @@ TEST(Inspector, BothWorkersOfAOneWorkerPipelineKilledAtOnceRejoinTheMembership) 
   for (size_t i = 0; i < result.report.completed.size(); ++i) {
     EXPECT_EQ(result.report.duplicates[i], 0) << "step " << i + 1;
     EXPECT_EQ(result.report.missing_samples[i], 0) << "step " << i + 1;
+  }
+}
+
+// One table of console commands (messages/console_commands.hpp): the coordinator has a handler
+// for every command it is sent, and none for the console's own loops.
+TEST(ConsoleTable, EveryCommandTheCoordinatorRunsHasAHandlerAndOnlyThose) {
+  for (const auto& c : messages::console_commands())
+    EXPECT_EQ(actors::console::runs_console_command(c.name), !c.ctl_only) << c.name;
+  EXPECT_FALSE(actors::console::runs_console_command("frobnicate"));
+  // Every command that changes the swarm is one the coordinator runs (it records them).
+  for (const auto& c : messages::console_commands()) {
+    if (c.destructive) {
+      EXPECT_FALSE(c.ctl_only) << c.name;
+    }
   }
 }

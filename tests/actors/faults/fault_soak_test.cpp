@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <cmath>
 
-#include "run_util.hpp"
+#include "../run_util.hpp"
 
 using namespace swarmrt;
 using swarmrt::testing::micro_run;

@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 #include <fstream>
 
-#include "../model/test_util.hpp"
+#include "../../model/test_util.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "model/optim.hpp"
 #include "model/trainer.hpp"
 
 using namespace swarmrt;
 
-#include "run_util.hpp"
+#include "../run_util.hpp"
 
 namespace {
 using swarmrt::testing::micro_run;

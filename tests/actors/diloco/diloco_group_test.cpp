@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "actor_test_util.hpp"
+#include "../actor_test_util.hpp"
 #include "actors/diloco/diloco_group.hpp"
 #include "model/quantize.hpp"
 

@@ -7,7 +7,7 @@
 #include <torch/nn/module.h>
 #include <cmath>
 
-#include "actor_test_util.hpp"
+#include "../actor_test_util.hpp"
 #include "actors/diloco/streaming_replica.hpp"
 #include "actors/common/tensor_list.hpp"
 #include "model/fragments.hpp"
@@ -16,7 +16,7 @@
 using namespace swarmrt;
 using namespace swarmrt::atoms;
 
-#include "run_util.hpp"
+#include "../run_util.hpp"
 
 namespace {
 using swarmrt::testing::micro_run;
