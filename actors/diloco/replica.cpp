@@ -9,16 +9,6 @@
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
-void DilocoReplica::set_anchor(const model::GPT& module) {
-  anchor_ = model::parameters_of(*module);  // host copies: θ(t-1) lives where θ does
-  for (auto& [name, t] : anchor_) t = t.to(setup_.device);
-}
-
-void DilocoReplica::set_anchor(model::NamedTensors anchor) {
-  anchor_ = std::move(anchor);
-  for (auto& [name, t] : anchor_) t = t.to(setup_.device).clone();
-}
-
 void DilocoReplica::load_global(model::GPT& module, const messages::Frame& f,
                                 const messages::RoundHeader& h) {
   model::NamedTensors theta;

@@ -40,12 +40,6 @@ class DilocoReplica : public WorkerReplica {
   }
   void take_state(const messages::WorkerState& st, model::NamedTensors anchor) override;
   void give_state(messages::WorkerState& st) const override;
-  void set_group(const caf::actor& group) { setup_.group = group; }
-
-  // θ(t−1): the module's parameters now (a fresh start), or a handed-out anchor.
-  void set_anchor(const model::GPT& module);
-  void set_anchor(model::NamedTensors anchor);
-  const model::NamedTensors& anchor() const { return anchor_; }
   void set_round(uint64_t round) { round_ = round; }
   uint64_t round() const { return round_; }
 
@@ -86,8 +80,6 @@ class DilocoReplica : public WorkerReplica {
   void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce);
   void release_round(Self* self, bool reduce);
 
-  ReplicaSetup setup_;
-  model::NamedTensors anchor_;  // θ(t−1), the global parameters of the last round
   uint64_t round_ = 0;          // the next round id
   // The contribution sent and not yet answered; sent again to a restarted group.
   std::optional<messages::Frame> pending_;

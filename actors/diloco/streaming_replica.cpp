@@ -26,16 +26,6 @@ void StreamingReplica::configure(ReplicaSetup setup, const model::GPT& module) {
   set_anchor(module);
 }
 
-void StreamingReplica::set_anchor(const model::GPT& module) {
-  anchor_ = model::parameters_of(*module);
-  for (auto& [name, t] : anchor_) t = t.to(setup_.device);
-}
-
-void StreamingReplica::set_anchor(model::NamedTensors anchor) {
-  anchor_ = std::move(anchor);
-  for (auto& [name, t] : anchor_) t = t.to(setup_.device).clone();
-}
-
 void StreamingReplica::set_rounds(const messages::WorkerState& st) {
   for (size_t p = 0; p < fragments_.size(); ++p) {
     if (st.rounds.size() == fragments_.size())

@@ -50,11 +50,6 @@ class StreamingReplica : public WorkerReplica {
   void configure(ReplicaSetup setup, const model::GPT& module) override;
   void take_state(const messages::WorkerState& st, model::NamedTensors anchor) override;
   void give_state(messages::WorkerState& st) const override;
-  void set_group(const caf::actor& group) { setup_.group = group; }
-
-  void set_anchor(const model::GPT& module);
-  void set_anchor(model::NamedTensors anchor);
-  const model::NamedTensors& anchor() const { return anchor_; }
   // The next round of every fragment, from a handed-out state (rounds, or round for all).
   void set_rounds(const messages::WorkerState& st);
   std::vector<int64_t> rounds() const;
@@ -126,9 +121,7 @@ class StreamingReplica : public WorkerReplica {
   model::NamedTensors global_of(uint32_t p, const messages::Frame& frame,
                                 const messages::RoundHeader& h) const;
 
-  ReplicaSetup setup_;
   std::vector<std::string> names_;  // the stage's parameters, in the module's order
-  model::NamedTensors anchor_;      // θ(t−1) of every fragment, in the same order
   std::vector<Fragment> fragments_;
   std::optional<uint64_t> held_step_;  // the step whose `applied` waits for `holding_`
   std::set<uint32_t> holding_;

@@ -14,6 +14,16 @@ std::unique_ptr<WorkerReplica> make_replica(const SwarmContext& ctx) {
   return std::make_unique<DilocoReplica>();
 }
 
+void WorkerReplica::set_anchor(const model::GPT& module) {
+  anchor_ = model::parameters_of(*module);  // host copies: θ(t-1) lives where θ does
+  for (auto& [name, t] : anchor_) t = t.to(setup_.device);
+}
+
+void WorkerReplica::set_anchor(model::NamedTensors anchor) {
+  anchor_ = std::move(anchor);
+  for (auto& [name, t] : anchor_) t = t.to(setup_.device).clone();
+}
+
 std::optional<messages::RoundHeader> WorkerReplica::open_answer(const messages::Frame& frame,
                                                                 uint32_t worker) const {
   try {

@@ -87,7 +87,17 @@ class WorkerReplica {
   virtual nlohmann::json info() const = 0;
   virtual ReplicaStats stats() const = 0;
 
+  // θ(t−1) (of every fragment, in the module's order): the module's parameters now (a fresh
+  // start), or a handed-out anchor; on the worker's device.
+  void set_anchor(const model::GPT& module);
+  void set_anchor(model::NamedTensors anchor);
+  const model::NamedTensors& anchor() const { return anchor_; }
+  void set_group(const caf::actor& group) { setup_.group = group; }
+
  protected:
+  ReplicaSetup setup_;
+  model::NamedTensors anchor_;  // θ(t−1), the global parameters of the last round
+
   // A round frame's header, or nullopt (logged) when it does not decode.
   std::optional<messages::RoundHeader> open_answer(const messages::Frame& frame,
                                                    uint32_t worker) const;

@@ -3,7 +3,8 @@
 // intensity and the escalation are seen exactly (policy/restart_policy.hpp decides; these
 // tests check that the actor follows it).
 #include <gtest/gtest.h>
-#include <caf/scheduler/test_coordinator.hpp>
+
+#include "../actors/deterministic.hpp"
 
 #include "actors/runtime/runtime.hpp"
 #include "supervisors/supervisor.hpp"
@@ -25,21 +26,11 @@ caf::behavior watcher(caf::event_based_actor* self, caf::actor target,
   return {[](int) {}};
 }
 
-struct SupervisorFixture : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct SupervisorFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   caf::actor sup, first;
   std::shared_ptr<int> starts = std::make_shared<int>(0);
   std::shared_ptr<std::vector<caf::actor>> announced =
       std::make_shared<std::vector<caf::actor>>();
-
-  void SetUp() override {
-    actors::configure_actor_system(cfg);
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-  }
 
   // One child ("stage0/worker0") under a supervisor with this policy.
   void start(int64_t max_restarts, double backoff_ms, double max_backoff_ms) {

@@ -9,22 +9,15 @@
 #include "../actor_test_util.hpp"
 #include "actors/diloco/diloco_group.hpp"
 #include "model/quantize.hpp"
+#include "round_util.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
 using messages::RoundHeader;
 using messages::RoundStatus;
+using swarmrt::testing::contribution;
 
 namespace {
-messages::Frame contribution(uint64_t round, uint32_t worker, at::Tensor delta) {
-  RoundHeader h;
-  h.round_id = round;
-  h.stage = 0;
-  h.contributor = worker;
-  h.status = RoundStatus::contribution;
-  h.tensor_names = {"w"};
-  return messages::make_round_frame(h, {std::move(delta)});
-}
 
 // The next round frame the scoped actor receives.
 std::pair<RoundHeader, messages::Frame> next_round(caf::scoped_actor& self) {

@@ -4,10 +4,12 @@
 // its predecessor was collecting are seen exactly.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <caf/scheduler/test_coordinator.hpp>
+
+#include "../deterministic.hpp"
 
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/runtime/runtime.hpp"
+#include "round_util.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -29,13 +31,7 @@ caf::behavior puppet(caf::event_based_actor*, Rounds rounds) {
 }
 
 messages::Frame contribution(uint64_t round, uint32_t worker, float value) {
-  RoundHeader h;
-  h.round_id = round;
-  h.stage = 0;
-  h.contributor = worker;
-  h.status = RoundStatus::contribution;
-  h.tensor_names = {"w"};
-  return messages::make_round_frame(h, {at::full({2}, value)});
+  return swarmrt::testing::contribution(round, worker, at::full({2}, value));
 }
 
 size_t applied(const Rounds& r, uint64_t round) {
@@ -44,10 +40,7 @@ size_t applied(const Rounds& r, uint64_t round) {
   }));
 }
 
-struct GroupFixture : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct GroupFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   std::shared_ptr<actors::SwarmContext> ctx = std::make_shared<actors::SwarmContext>();
   actors::GroupStorePtr store = std::make_shared<actors::GroupStore>();
   std::vector<Rounds> logs;
@@ -55,10 +48,6 @@ struct GroupFixture : ::testing::Test {
   caf::actor group;
 
   void SetUp() override {
-    actors::configure_actor_system(cfg);
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config.diloco.min_replicas = 2;
     ctx->config.diloco.round_timeout_s = 5;
     for (uint32_t i = 0; i < 3; ++i) {

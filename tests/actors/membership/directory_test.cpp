@@ -2,7 +2,8 @@
 // node agents join, are refused, leave (they die) and join again, and a puppet tracker keeps
 // every membership the directory announces, so each change is seen in order.
 #include <gtest/gtest.h>
-#include <caf/scheduler/test_coordinator.hpp>
+
+#include "../deterministic.hpp"
 
 #include "actors/membership/directory.hpp"
 #include "actors/runtime/runtime.hpp"
@@ -43,19 +44,12 @@ caf::behavior agent_puppet(caf::event_based_actor* self, caf::actor dir,
   return {[](int) {}};
 }
 
-struct DirectoryFixture : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct DirectoryFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   std::shared_ptr<actors::SwarmContext> ctx = std::make_shared<actors::SwarmContext>();
   Memberships seen = std::make_shared<std::vector<messages::Membership>>();
   caf::actor dir, tracker;
 
   void SetUp() override {
-    actors::configure_actor_system(cfg);
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config = model::parse_config(
         "[model]\npreset = \"tiny\"\n[data]\npath = \"unused\"\n"
         "[swarm]\nmode = \"pp\"\nstages = 2\nworkers_per_stage = 1\n"

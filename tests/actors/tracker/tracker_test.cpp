@@ -3,7 +3,8 @@
 // of their answers arrives and when one of them dies, so a fault lands in a chosen phase of
 // the step every time. The loaders are the real ones.
 #include <gtest/gtest.h>
-#include <caf/scheduler/test_coordinator.hpp>
+
+#include "../deterministic.hpp"
 
 #include "actors/loader/data_loader.hpp"
 #include "actors/runtime/runtime.hpp"
@@ -40,10 +41,7 @@ size_t count(const Log& log) {
   return n;
 }
 
-struct TrackerFixture : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct TrackerFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   std::shared_ptr<actors::SwarmContext> ctx = std::make_shared<actors::SwarmContext>();
   std::shared_ptr<const model::TextCorpus> corpus;
   caf::actor tracker, loader;
@@ -53,10 +51,6 @@ struct TrackerFixture : ::testing::Test {
   static constexpr uint32_t id0 = 1000, id1 = 1001;
 
   void SetUp() override {
-    actors::configure_actor_system(cfg);
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config = model::parse_config(
         "[model]\npreset = \"tiny\"\nn_layer = 2\nblock_size = 8\n"
         "[train]\nsteps = 3\nmicro_batch = 1\nmicro_batches = 2\neval_every = 0\n"
