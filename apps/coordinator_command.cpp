@@ -110,7 +110,7 @@ std::function<void(int)> on_signal(const CoordinatorArgs& args, SignalTargets& t
 struct CoordinatorInputs {
   model::RunConfig config;
   HostPort listen, http;
-  std::string secret;  // empty: the coordinator makes one
+  std::string secret;   // empty: the coordinator makes one
   uint64_t run_id = 0;  // 0: a random one
   std::string out;      // the run directory
 };
@@ -182,8 +182,9 @@ struct MembershipActors {
 };
 
 MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& core,
-                                  const std::shared_ptr<actors::SwarmContext>& ctx, const CoordinatorInputs& in,
-                            const std::string& endpoint, caf::actor& forward_kills) {
+                                  const std::shared_ptr<actors::SwarmContext>& ctx,
+                                  const CoordinatorInputs& in, const std::string& endpoint,
+                                  caf::actor& forward_kills) {
   const auto& config = in.config;
   actors::DirectorySetup ds;
   ds.ctx = ctx;
@@ -275,8 +276,9 @@ std::unique_ptr<web::StatusServer> start_status_page(caf::actor_system& sys,
 // Waits for a full swarm and trains; the exit code (the reason logged on the last line when
 // the run did not complete).
 int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
-                const std::shared_ptr<actors::SwarmContext>& ctx, const caf::actor& dir, model::RunDir& run,
-                const StopSignals& signals, const std::function<void()>& shutdown) {
+                const std::shared_ptr<actors::SwarmContext>& ctx, const caf::actor& dir,
+                model::RunDir& run, const StopSignals& signals,
+                const std::function<void()>& shutdown) {
   const auto& config = ctx->config;
   caf::scoped_actor self{sys};
   bool full = false;
@@ -311,8 +313,8 @@ int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
     run.checkpoints().save(config.train.steps, ckpt, config.checkpoint.keep);
   }
   if (result.comm_frames > 0)
-    spdlog::info("{} hops came over communicator links (transport.links = {})",
-                 result.comm_frames, model::name_of(config.transport.links));
+    spdlog::info("{} hops came over communicator links (transport.links = {})", result.comm_frames,
+                 model::name_of(config.transport.links));
   if (result.group_reduces > 0)
     spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
                  result.group_reduces);

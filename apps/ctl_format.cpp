@@ -13,7 +13,8 @@ std::string help_text(const std::string& command) {
   std::string out;
   for (const auto& c : messages::console_commands()) {
     if (!command.empty() && c.name != command) continue;
-    out += fmt::format("  {:<44} {}{}\n", c.usage, c.help, c.destructive ? " [changes the swarm]" : "");
+    out += fmt::format("  {:<44} {}{}\n", c.usage, c.help,
+                       c.destructive ? " [changes the swarm]" : "");
   }
   return out;
 }

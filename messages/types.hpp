@@ -278,8 +278,7 @@ typename Inspector::result_type inspect(Inspector& f, LossReport& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DoneReport& x) {
-  return f(caf::meta::type_name("swarmrt::DoneReport"), x.step, x.micro_batch, x.attempt,
-           x.worker);
+  return f(caf::meta::type_name("swarmrt::DoneReport"), x.step, x.micro_batch, x.attempt, x.worker);
 }
 
 template <class Inspector>

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-
 namespace swarmrt::model {
 
 struct ConfigError : std::runtime_error {

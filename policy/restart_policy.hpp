@@ -8,7 +8,6 @@
 #include <deque>
 #include <optional>
 
-
 namespace swarmrt::policy {
 
 // The supervision.* keys it needs (model/config.hpp's SupervisionConfig holds them).

@@ -18,48 +18,50 @@ Result kill_command(const Call& c) {
   const std::string pattern = a[1];
   const bool yes = c.request.yes;
   Promise promise = c.promise();
-  fan_out(self, {{"actors"}, c.request.console, false}, c.timeout_s, [=](std::vector<Part>& parts) mutable {
-    std::map<std::string, std::vector<std::string>> by_process;
-    json names = json::array();
-    for (const auto& row : all_actors(parts)) {
-      const auto name = row["name"].get<std::string>();
-      if (!matches(pattern, name) ||
-          !supervisors::Roster::killable_kind(row["kind"].get<std::string>()))
-        continue;
-      by_process[row["node"].get<std::string>()].push_back(name);
-      names.push_back(name);
-    }
-    if (names.empty()) {
-      promise.deliver(failure("no actor that can be killed matches '" + pattern +
-                              "' (workers, groups, loaders, averagers, the tracker)"));
-      return;
-    }
-    if (names.size() > 1 && !yes) {
-      promise.deliver(json{{"ok", false},
-                           {"confirm", true},
-                           {"matches", names},
-                           {"error", "'" + pattern + "' matches " + std::to_string(names.size()) +
-                                         " actors; confirm, or pass --yes"}}
-                          .dump());
-      return;
-    }
-    c.record();
-    auto g = std::make_shared<std::pair<size_t, json>>(by_process.size(), json::array());
-    for (const auto& [process, list] : by_process) {
-      ConsoleRequest part{{"kill"}, c.request.console, false};
-      for (const auto& n : list) part.args.push_back(n);
-      fan_out(
-          self, part, c.timeout_s,
-          [=](std::vector<Part>& one) mutable {
-            for (const auto& p : one)
-              if (p.answer.is_object() && p.answer.contains("killed"))
-                for (const auto& k : p.answer["killed"]) g->second.push_back(k);
-            if (--g->first == 0)
-              promise.deliver(json{{"ok", true}, {"killed", g->second}}.dump());
-          },
-          process);
-    }
-  });
+  fan_out(self, {{"actors"}, c.request.console, false}, c.timeout_s,
+          [=](std::vector<Part>& parts) mutable {
+            std::map<std::string, std::vector<std::string>> by_process;
+            json names = json::array();
+            for (const auto& row : all_actors(parts)) {
+              const auto name = row["name"].get<std::string>();
+              if (!matches(pattern, name) ||
+                  !supervisors::Roster::killable_kind(row["kind"].get<std::string>()))
+                continue;
+              by_process[row["node"].get<std::string>()].push_back(name);
+              names.push_back(name);
+            }
+            if (names.empty()) {
+              promise.deliver(failure("no actor that can be killed matches '" + pattern +
+                                      "' (workers, groups, loaders, averagers, the tracker)"));
+              return;
+            }
+            if (names.size() > 1 && !yes) {
+              promise.deliver(
+                  json{{"ok", false},
+                       {"confirm", true},
+                       {"matches", names},
+                       {"error", "'" + pattern + "' matches " + std::to_string(names.size()) +
+                                     " actors; confirm, or pass --yes"}}
+                      .dump());
+              return;
+            }
+            c.record();
+            auto g = std::make_shared<std::pair<size_t, json>>(by_process.size(), json::array());
+            for (const auto& [process, list] : by_process) {
+              ConsoleRequest part{{"kill"}, c.request.console, false};
+              for (const auto& n : list) part.args.push_back(n);
+              fan_out(
+                  self, part, c.timeout_s,
+                  [=](std::vector<Part>& one) mutable {
+                    for (const auto& p : one)
+                      if (p.answer.is_object() && p.answer.contains("killed"))
+                        for (const auto& k : p.answer["killed"]) g->second.push_back(k);
+                    if (--g->first == 0)
+                      promise.deliver(json{{"ok", true}, {"killed", g->second}}.dump());
+                  },
+                  process);
+            }
+          });
   return promise;
 }
 
@@ -141,8 +143,7 @@ Result process_command(const Call& c) {
   const auto& a = c.args;
   const std::string& cmd = a[0];
   const size_t want = cmd == "kill-node" ? 2 : 3;
-  if (a.size() != want)
-    return c.usage();
+  if (a.size() != want) return c.usage();
   ConsoleRequest part{{cmd}, c.request.console, false};
   if (want == 3) {
     double value = 0;

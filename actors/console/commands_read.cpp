@@ -25,36 +25,37 @@ Result nodes_command(const Call& c) {
     return it == labels.end() ? id.get<std::string>() : it->second;
   };
   Promise promise = c.promise();
-  fan_out(self, {{"proc"}, c.request.console, false}, c.timeout_s, [=](std::vector<Part>& parts) mutable {
-    json rows = json::array();
-    auto row_of = [&](json row, const std::string& process) {
-      auto it = std::find_if(parts.begin(), parts.end(),
-                             [&](const Part& p) { return p.process == process; });
-      if (it == parts.end()) return row;
-      if (!it->error.empty()) {
-        row["alive"] = false;
-        row["error"] = it->error;
-      } else {
-        for (const auto& key :
-             {"pid", "threads", "rss_mb", "cpu_s", "actors", "partitioned_frames"})
-          row[key] = it->answer[key];
-        json cut = json::array();
-        for (const auto& id : it->answer["partitions"]) cut.push_back(label_of(id));
-        row["partitioned_from"] = cut;
-      }
-      return row;
-    };
-    rows.push_back(row_of(
-        {{"node", "coordinator"}, {"name", "coordinator"}, {"alive", true}, {"workers", 0}},
-        "coordinator"));
-    for (const auto& n : s.setup.nodes->nodes())
-      rows.push_back(row_of({{"node", label(n)},
-                             {"name", n.name},
-                             {"alive", n.alive},
-                             {"workers", n.workers.size()}},
-                            label(n)));
-    promise.deliver(json{{"ok", true}, {"nodes", rows}}.dump());
-  });
+  fan_out(self, {{"proc"}, c.request.console, false}, c.timeout_s,
+          [=](std::vector<Part>& parts) mutable {
+            json rows = json::array();
+            auto row_of = [&](json row, const std::string& process) {
+              auto it = std::find_if(parts.begin(), parts.end(),
+                                     [&](const Part& p) { return p.process == process; });
+              if (it == parts.end()) return row;
+              if (!it->error.empty()) {
+                row["alive"] = false;
+                row["error"] = it->error;
+              } else {
+                for (const auto& key :
+                     {"pid", "threads", "rss_mb", "cpu_s", "actors", "partitioned_frames"})
+                  row[key] = it->answer[key];
+                json cut = json::array();
+                for (const auto& id : it->answer["partitions"]) cut.push_back(label_of(id));
+                row["partitioned_from"] = cut;
+              }
+              return row;
+            };
+            rows.push_back(row_of(
+                {{"node", "coordinator"}, {"name", "coordinator"}, {"alive", true}, {"workers", 0}},
+                "coordinator"));
+            for (const auto& n : s.setup.nodes->nodes())
+              rows.push_back(row_of({{"node", label(n)},
+                                     {"name", n.name},
+                                     {"alive", n.alive},
+                                     {"workers", n.workers.size()}},
+                                    label(n)));
+            promise.deliver(json{{"ok", true}, {"nodes", rows}}.dump());
+          });
   return promise;
 }
 
@@ -79,14 +80,15 @@ Result actors_command(const Call& c) {
     }
   }
   Promise promise = c.promise();
-  shared_actors(self, c.request.console, c.timeout_s, [=](const json& all, const json& gone) mutable {
-    json rows = json::array();
-    for (const auto& row : all)
-      if (matches(pattern, row["name"].get<std::string>()) &&
-          (kind.empty() || row["kind"] == kind) && (stage == -2 || row["stage"] == stage))
-        rows.push_back(row);
-    promise.deliver(json{{"ok", true}, {"actors", rows}, {"unreachable", gone}}.dump());
-  });
+  shared_actors(
+      self, c.request.console, c.timeout_s, [=](const json& all, const json& gone) mutable {
+        json rows = json::array();
+        for (const auto& row : all)
+          if (matches(pattern, row["name"].get<std::string>()) &&
+              (kind.empty() || row["kind"] == kind) && (stage == -2 || row["stage"] == stage))
+            rows.push_back(row);
+        promise.deliver(json{{"ok", true}, {"actors", rows}, {"unreachable", gone}}.dump());
+      });
   return promise;
 }
 
@@ -148,9 +150,7 @@ Result stats_command(const Call& c) {
           [=](const std::string& last) mutable {
             promise.deliver(json{{"ok", true}, {"last_step", json::parse(last)}}.dump());
           },
-          [=](const caf::error& e) mutable {
-            promise.deliver(failure(self->system().render(e)));
-          });
+          [=](const caf::error& e) mutable { promise.deliver(failure(self->system().render(e))); });
   return promise;
 }
 
@@ -176,9 +176,7 @@ Result events_command(const Call& c) {
             out["ok"] = true;
             promise.deliver(out.dump());
           },
-          [=](const caf::error& e) mutable {
-            promise.deliver(failure(self->system().render(e)));
-          });
+          [=](const caf::error& e) mutable { promise.deliver(failure(self->system().render(e))); });
   return promise;
 }
 

@@ -163,5 +163,4 @@ Process find_process(Self* self, const std::string& name) {
   return {label(*n), caf::to_string(n->inspector.node()), ""};
 }
 
-
 }  // namespace swarmrt::actors::console

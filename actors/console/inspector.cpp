@@ -277,18 +277,20 @@ Part local_chaos_part(Self* self, const ConsoleRequest& r) {
   if (cmd == "kill-node" && a.size() == 1) {
     if (is_coordinator(self)) return failure("the coordinator is not killed from its console");
     // The answer leaves first; the chaos actor then ends the process as a crash would.
-    self->delayed_send(chaos_of(self),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::duration<double, std::milli>(
-                               self->state.setup.answer_lead_ms)),
-                       kill_atom::value,
-                       std::string("node"));
+    self->delayed_send(
+        chaos_of(self),
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::duration<double, std::milli>(self->state.setup.answer_lead_ms)),
+        kill_atom::value, std::string("node"));
     return json{{"ok", true}, {"killed", process_label(self)}}.dump();
   }
   if (cmd == "freeze" && a.size() == 2) {
     if (is_coordinator(self)) return failure("the coordinator is not frozen from its console");
     const double secs = std::stod(a[1]);
-    return json{{"ok", true}, {"node", process_label(self)}, {"result", freeze(secs, self->state.setup.answer_lead_ms)}}.dump();
+    return json{{"ok", true},
+                {"node", process_label(self)},
+                {"result", freeze(secs, self->state.setup.answer_lead_ms)}}
+        .dump();
   }
   return std::nullopt;
 }

@@ -120,7 +120,7 @@ namespace {
 // θ and the outer state of every fragment: from `theta`, or from the store a restarted group
 // continues from.
 void set_up_diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
-                           GroupStorePtr store, caf::actor metrics) {
+                         GroupStorePtr store, caf::actor metrics) {
   auto& s = self->state;
   s.metrics = std::move(metrics);
   s.ctx = std::move(ctx);

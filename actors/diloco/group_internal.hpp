@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/diloco/diloco_group.hpp"
 #include "actors/common/tensor_list.hpp"
+#include "actors/diloco/diloco_group.hpp"
 #include "policy/round_quorum.hpp"
 #include "transport/bulk.hpp"
 

@@ -80,7 +80,7 @@ class DilocoReplica : public WorkerReplica {
   void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce);
   void release_round(Self* self, bool reduce);
 
-  uint64_t round_ = 0;          // the next round id
+  uint64_t round_ = 0;  // the next round id
   // The contribution sent and not yet answered; sent again to a restarted group.
   std::optional<messages::Frame> pending_;
   // θ of a round applied without this replica, loaded after the next inner step.

@@ -35,8 +35,7 @@ std::optional<messages::RoundHeader> WorkerReplica::open_answer(const messages::
 }
 
 void WorkerReplica::catch_up_if_behind(Self* self, const ReplicaSetup& setup,
-                                       const messages::RoundHeader& h,
-                                       const Reload& reload) const {
+                                       const messages::RoundHeader& h, const Reload& reload) const {
   if (h.reason.find("already applied") == std::string::npos || !setup.group) return;
   self->request(setup.group, model::as_duration(setup.ctx->config.supervision.state_timeout_s),
                 state_atom::value)

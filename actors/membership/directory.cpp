@@ -364,8 +364,7 @@ caf::message_handler command_handlers(Self* self) {
 
 caf::behavior directory(Self* self, DirectorySetup setup) {
   set_up_directory(self, std::move(setup));
-  return caf::behavior(membership_handlers(self)
-      .or_else(command_handlers(self)));
+  return caf::behavior(membership_handlers(self).or_else(command_handlers(self)));
 }
 
 }  // namespace swarmrt::actors

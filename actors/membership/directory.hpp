@@ -12,11 +12,11 @@
 #include <set>
 #include <string>
 
-#include "actors/console/inspector.hpp"
 #include "actors/common/context.hpp"
 #include "actors/common/worker_id.hpp"
-#include "supervisors/roster.hpp"
+#include "actors/console/inspector.hpp"
 #include "messages/types.hpp"
+#include "supervisors/roster.hpp"
 
 namespace swarmrt::actors {
 
@@ -28,9 +28,9 @@ struct DirectorySetup {
   std::string endpoint;          // this process's bulk frame link; empty: frames over CAF
   // The coordinator's actors a joining node's workers report to, and where records go.
   caf::actor tracker;
-  std::vector<caf::actor> averagers;  // per stage, invalid where the mode has none
-  std::vector<caf::actor> groups;     // per stage, invalid where the mode has none
-  caf::actor sink;                    // the metrics sink
+  std::vector<caf::actor> averagers;            // per stage, invalid where the mode has none
+  std::vector<caf::actor> groups;               // per stage, invalid where the mode has none
+  caf::actor sink;                              // the metrics sink
   std::shared_ptr<supervisors::Roster> roster;  // finds the balancer
   // The console's view: the directory enters each node it admits (with the node's inspector)
   // and marks it gone; it hands a console the coordinator's inspector (inspector_atom).

@@ -5,10 +5,10 @@
 #include <random>
 
 #include "actors/balancer/balancer.hpp"
+#include "actors/common/tensor_list.hpp"
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/loader/data_loader.hpp"
 #include "actors/runtime/metrics_sink.hpp"
-#include "actors/common/tensor_list.hpp"
 #include "actors/stage/grad_averager.hpp"
 #include "actors/tracker/step_tracker.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "actors/diloco/diloco_group.hpp"
-#include "actors/loader/data_loader.hpp"
 #include "actors/common/context.hpp"
 #include "actors/common/worker_id.hpp"
+#include "actors/diloco/diloco_group.hpp"
+#include "actors/loader/data_loader.hpp"
 #include "actors/stage/stage_worker.hpp"
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"

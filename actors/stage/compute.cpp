@@ -156,8 +156,9 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     // gradient is then the step mean, exactly as the single-process trainer computes it.
     auto seeded = loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()));
     auto input_grad = backward(self, h, seeded, {}, input);
-    self->send(s.setup.tracker, loss_atom::value,
-               messages::LossReport{h.step, h.micro_batch, h.attempt, loss.item<double>(), h.route});
+    self->send(
+        s.setup.tracker, loss_atom::value,
+        messages::LossReport{h.step, h.micro_batch, h.attempt, loss.item<double>(), h.route});
     s.faults.slow_down(started);
     measure(s, h.samples, seconds_since(started));
     finish_backward(self, h, input_grad, upstream);
@@ -319,8 +320,8 @@ void load_state(Self* self, const messages::WorkerState& st) {
                                st.source + " was refused: " + list->error);
   if (!st.params.tensors.empty()) model::assign_parameters(*s.module, to_named(st.params));
   if (s.replica)
-    s.replica->take_state(st, st.anchor.tensors.empty() ? model::parameters_of(*s.module)
-                                                        : to_named(st.anchor));
+    s.replica->take_state(
+        st, st.anchor.tensors.empty() ? model::parameters_of(*s.module) : to_named(st.anchor));
   if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer, s.device);
   if (!st.params.tensors.empty())
     spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,

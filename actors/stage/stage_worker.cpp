@@ -36,9 +36,9 @@ void set_up(Self* self, WorkerSetup setup) {
   s.module->train();
   s.optimizer = model::make_adamw(*s.module, cfg.train);
   s.params = s.module->parameters();
-  s.next =
-      policy::Wiring(wiring_policy(cfg.swarm.wiring), static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
-                     static_cast<int>(cfg.swarm.max_inflight));
+  s.next = policy::Wiring(wiring_policy(cfg.swarm.wiring),
+                          static_cast<uint64_t>(cfg.train.seed) * 7919 + s.setup.id,
+                          static_cast<int>(cfg.swarm.max_inflight));
   s.next.set_measure(s.setup.ctx->wiring_measure);
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
                     cfg.transport.comm_timeout_s);
@@ -83,7 +83,6 @@ void set_up(Self* self, WorkerSetup setup) {
     }
     return caf::sec::runtime_error;
   });
-
 }
 
 // Membership and everything that carries a hop or a round frame in: CAF messages, chunks,
@@ -237,10 +236,10 @@ caf::message_handler console_handlers(Self* self) {
             {"dropped", s.faults.dropped()},
             {"slow_factor", s.faults.slow_factor()},
             {"drop_fraction", s.faults.drop_fraction()},
-            {"round", s.replica ? s.replica->info().value("round", nlohmann::json(0))
-                                : nlohmann::json(0)},
-            {"streaming", s.replica ? s.replica->info().value("streaming", nlohmann::json())
-                                    : nlohmann::json()},
+            {"round",
+             s.replica ? s.replica->info().value("round", nlohmann::json(0)) : nlohmann::json(0)},
+            {"streaming",
+             s.replica ? s.replica->info().value("streaming", nlohmann::json()) : nlohmann::json()},
             {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
             {"rate_measurements", s.rate.measurements()},
             {"bytes_sent", s.sent->to_json()},
@@ -250,16 +249,9 @@ caf::message_handler console_handlers(Self* self) {
       [=](stats_atom) {
         auto& s = self->state;
         const auto r = s.replica ? s.replica->stats() : ReplicaStats{};
-        return messages::WorkerStats{s.setup.id,
-                                     s.rejected,
-                                     s.forwards,
-                                     s.stale,
-                                     s.recomputed,
-                                     s.faults.dropped(),
-                                     s.links.frames_in(),
-                                     r.reduces,
-                                     r.fallbacks,
-                                     r.failures};
+        return messages::WorkerStats{
+            s.setup.id,         s.rejected,          s.forwards, s.stale,     s.recomputed,
+            s.faults.dropped(), s.links.frames_in(), r.reduces,  r.fallbacks, r.failures};
       },
   };
 }

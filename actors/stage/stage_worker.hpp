@@ -16,9 +16,9 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "actors/diloco/worker_replica.hpp"
 #include "actors/common/byte_counters.hpp"
 #include "actors/common/context.hpp"
+#include "actors/diloco/worker_replica.hpp"
 #include "actors/stage/peer_links.hpp"
 #include "actors/stage/worker_faults.hpp"
 #include "messages/frame.hpp"
@@ -95,7 +95,7 @@ struct worker_state {
   model::NamedTensors last_grads;
   // DiLoCo modes: θ(t-1), rounds (make_replica: plain or Streaming DiLoCo); null otherwise.
   std::unique_ptr<WorkerReplica> replica;
-  WorkerFaults faults;         // chaos: lost hops, slow compute, NaN sends
+  WorkerFaults faults;  // chaos: lost hops, slow compute, NaN sends
   // What the console's `info` shows of this worker alone: its compute rate (samples over
   // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.
   policy::ThroughputEma rate;

@@ -26,9 +26,9 @@
 #include <optional>
 #include <set>
 
+#include "actors/common/context.hpp"
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/loader/data_loader.hpp"
-#include "actors/common/context.hpp"
 #include "messages/types.hpp"
 #include "model/data.hpp"
 #include "model/run_dir.hpp"

@@ -29,8 +29,7 @@ caf::behavior watcher(caf::event_based_actor* self, caf::actor target,
 struct SupervisorFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   caf::actor sup, first;
   std::shared_ptr<int> starts = std::make_shared<int>(0);
-  std::shared_ptr<std::vector<caf::actor>> announced =
-      std::make_shared<std::vector<caf::actor>>();
+  std::shared_ptr<std::vector<caf::actor>> announced = std::make_shared<std::vector<caf::actor>>();
 
   // One child ("stage0/worker0") under a supervisor with this policy.
   void start(int64_t max_restarts, double backoff_ms, double max_backoff_ms) {

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "../run_util.hpp"
 #include "model/run_dir.hpp"
 #include "model/stage_cost.hpp"
 #include "policy/balancer.hpp"
-#include "../run_util.hpp"
 
 using namespace swarmrt;
 using swarmrt::testing::expect_every_micro_batch_once;

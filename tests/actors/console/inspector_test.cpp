@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../run_util.hpp"
 #include "actors/console/inspector.hpp"
 #include "actors/console/internal.hpp"
-#include "messages/console_commands.hpp"
 #include "inspect/probe.hpp"
+#include "messages/console_commands.hpp"
 #include "model/run_dir.hpp"
-#include "../run_util.hpp"
 
 using namespace swarmrt;
 using json = nlohmann::json;

@@ -60,9 +60,9 @@ struct GroupFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   // A group of stage 0 over the fixture's store (a restarted group continues from it), told
   // the three workers 1, 2 and 3.
   caf::actor spawn_group() {
-    auto g = sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
-                        uint32_t{0}, model::NamedTensors{{"w", at::zeros({2})}}, store,
-                        caf::actor{});
+    auto g =
+        sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
+                   uint32_t{0}, model::NamedTensors{{"w", at::zeros({2})}}, store, caf::actor{});
     messages::Membership m;
     m.version = 1;
     m.stages = {{{1, 0, workers[0], "", "cpu"},
@@ -75,8 +75,7 @@ struct GroupFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
 
   // From the worker's own actor, as a worker sends it (a refusal goes back to it).
   void contribute(uint64_t round, uint32_t worker, float value) {
-    caf::send_as(workers[worker - 1], group, round_atom::value,
-                 contribution(round, worker, value));
+    caf::send_as(workers[worker - 1], group, round_atom::value, contribution(round, worker, value));
     sched->run();
   }
 

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "../actor_test_util.hpp"
-#include "actors/diloco/streaming_replica.hpp"
 #include "actors/common/tensor_list.hpp"
+#include "actors/diloco/streaming_replica.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
 

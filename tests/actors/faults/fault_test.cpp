@@ -10,9 +10,9 @@
 #include <numeric>
 #include <thread>
 
+#include "../run_util.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"
 #include "model/run_dir.hpp"
-#include "../run_util.hpp"
 
 using namespace swarmrt;
 using swarmrt::testing::expect_every_micro_batch_once;

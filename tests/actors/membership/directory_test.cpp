@@ -122,8 +122,7 @@ TEST_F(DirectoryFixture, RefusalsNameWhatDiffersAndAdmitNothing) {
   other_config.fingerprint = model::fingerprint_text(changed);
   auto old_protocol = request("e", 1);
   old_protocol.protocol = model::kProtocolVersion + 1;
-  for (const auto& [r, why] :
-       std::vector<std::pair<messages::JoinRequest, std::string>>{
+  for (const auto& [r, why] : std::vector<std::pair<messages::JoinRequest, std::string>>{
            {wrong_secret, "wrong secret"},
            {other_run, "this node was started for run"},
            {other_config, "model.n_layer"},
