@@ -222,6 +222,7 @@ caf::message_handler console_handlers(Self* self) {
         auto& s = self->state;
         double checksum = 0;
         for (const auto& p : s.params) checksum += p.detach().sum().item<double>();
+        const auto replica = s.replica ? s.replica->info() : nlohmann::json::object();
         return nlohmann::json{
             {"id", s.setup.id},
             {"stage", s.setup.stage},
@@ -236,10 +237,8 @@ caf::message_handler console_handlers(Self* self) {
             {"dropped", s.faults.dropped()},
             {"slow_factor", s.faults.slow_factor()},
             {"drop_fraction", s.faults.drop_fraction()},
-            {"round",
-             s.replica ? s.replica->info().value("round", nlohmann::json(0)) : nlohmann::json(0)},
-            {"streaming",
-             s.replica ? s.replica->info().value("streaming", nlohmann::json()) : nlohmann::json()},
+            {"round", replica.value("round", nlohmann::json(0))},
+            {"streaming", replica.value("streaming", nlohmann::json())},
             {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
             {"rate_measurements", s.rate.measurements()},
             {"bytes_sent", s.sent->to_json()},
