@@ -92,6 +92,16 @@ using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
 using ask_group_timer_atom = caf::atom_constant<caf::atom("asktimer")>;
 // Step tracker: ask a loader for micro-batch (step, mb) again (the one asked did not answer).
 using batch_retry_timer_atom = caf::atom_constant<caf::atom("batchretry")>;
+// Step tracker, inside one actor: a reply or a down message, handed at once to the behaviour of
+// the phase the tracker is in (tracker::handle_now); never sent.
+// A worker (step, id) or an averager (step) answered the reset of a reopened step.
+using reset_done_atom = caf::atom_constant<caf::atom("resetdone")>;
+// A worker's state for the checkpoint of (step, id): (WorkerState) or (error text).
+using saved_state_atom = caf::atom_constant<caf::atom("savedstate")>;
+// A monitored worker went down: (id, address, reason).
+using worker_down_atom = caf::atom_constant<caf::atom("workerdown")>;
+// A watched supervisor gave up: (reason).
+using escalated_atom = caf::atom_constant<caf::atom("escalated")>;
 // Inspector: a trace of (id) has run its time.
 using trace_timer_atom = caf::atom_constant<caf::atom("tracetimer")>;
 // Supervisors: child i's restart after its backoff: (i).

@@ -42,7 +42,7 @@ void account_samples(tracker_state& s) {
 
 void maybe_apply(Self* self) {
   auto& s = self->state;
-  if (s.phase != Phase::reducing || !all_reported(s, s.sqnorms)) return;
+  if (!all_reported(s, s.sqnorms)) return;
   const auto& cfg = s.setup.ctx->config;
   double coef = -1;  // DiLoCo replicas clip their own gradient
   if (s.setup.ctx->grad_sync()) {
@@ -80,7 +80,7 @@ void send_apply(Self* self) {
 
 void maybe_finish_step(Self* self) {
   auto& s = self->state;
-  if (s.phase == Phase::applying && all_reported(s, s.applied)) finish_step(self);
+  if (all_reported(s, s.applied)) finish_step(self);
 }
 
 void finish_step(Self* self) {

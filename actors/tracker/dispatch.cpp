@@ -187,7 +187,6 @@ void dispatch_waiting(Self* self) {
 // Closes the step once every micro-batch has both its loss and its completion.
 void maybe_close_step(Self* self) {
   auto& s = self->state;
-  if (s.phase != Phase::running) return;
   for (const auto& x : s.micro)
     if (!x.done || !x.has_loss) return;
   close_step(self);

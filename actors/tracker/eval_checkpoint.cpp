@@ -24,17 +24,10 @@ void start_saving(Self* self) {
     self->request(handle, state_timeout(s), state_atom::value)
         .then(
             [=](const messages::WorkerState& st) {
-              auto& s = self->state;
-              if (s.phase != Phase::saving || s.step != step) return;
-              s.saving[wid] = st;
-              if (s.saving.size() >= s.saving_wanted) write_saved(self);
+              handle_now(self, saved_state_atom::value, step, wid, st);
             },
             [=](const caf::error& e) {
-              auto& s = self->state;
-              if (s.phase != Phase::saving || s.step != step) return;
-              spdlog::warn("checkpoint of step {}: worker {} did not answer: {}", step, wid,
-                           self->system().render(e));
-              if (--s.saving_wanted <= s.saving.size()) write_saved(self);
+              handle_now(self, saved_state_atom::value, step, wid, self->system().render(e));
             });
   }
   if (s.saving_wanted == 0) write_saved(self);

@@ -81,7 +81,7 @@ void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tr
 
 // What a worker (re)starting at stage `stage` loads (see the header).
 caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id,
-                                             const caf::actor_addr& sender) {
+                                             const caf::actor_addr& sender, Handoff when) {
   auto& s = self->state;
   const auto& ctx = *s.setup.ctx;
   // The workers the run starts with (they may ask after step 1 has begun) start from the
@@ -112,12 +112,12 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
     // served now. (Queued, it held the step open until the micro-batch timeout.)
     bool member = false;
     for (const auto& [wid, handle] : s.by_id) member |= sender && handle.address() == sender;
-    if (member && s.phase != Phase::applying) {
+    if (member && when != Handoff::after_apply) {
       serve_state_request(self, {stage, id, promise});
       return promise;
     }
     s.state_requests.push_back({stage, id, promise});
-    if (s.phase == Phase::idle) serve_state_requests(self);
+    if (when == Handoff::now) serve_state_requests(self);
     return promise;
   }
   return without_peer(self, stage, id);

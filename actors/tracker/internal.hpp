@@ -5,7 +5,8 @@
 //   restart.cpp          a restarted tracker: its store, and how the run continues
 //   handoff.cpp          the state a restarted or joining worker starts from
 //   eval_checkpoint.cpp  evaluations and swarm checkpoints between steps
-//   step_tracker.cpp     the behaviour: which message calls which of these
+//   step_tracker.cpp     the messages every phase takes, and which phase's behaviour is active
+//   phases.cpp           one behaviour per phase: its own messages
 // Internal to actors/tracker/: nothing outside includes this.
 #pragma once
 
@@ -19,25 +20,11 @@ namespace swarmrt::actors::tracker {
 using Self = caf::stateful_actor<tracker_state>;
 using Phase = tracker_state::Phase;
 
-// The phase as the console shows it.
+// The phase as the console shows it (in the order of the enum).
 inline const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::idle:
-      return "idle";
-    case Phase::resetting:
-      return "resetting";
-    case Phase::running:
-      return "running";
-    case Phase::reducing:
-      return "reducing";
-    case Phase::applying:
-      return "applying";
-    case Phase::saving:
-      return "saving";
-    case Phase::evaluating:
-      return "evaluating";
-  }
-  return "?";
+  static const char* const names[] = {"idle",     "resetting", "running",   "reducing",
+                                      "applying", "saving",    "evaluating"};
+  return names[static_cast<size_t>(p)];
 }
 
 inline size_t worker_count(const tracker_state& s) {
@@ -80,6 +67,25 @@ inline void tell_chaos(Self* self, model::KillPhase phase) {
 
 // step_tracker.cpp: sets the phase and the behaviour that goes with it.
 void enter(Self* self, Phase phase);
+caf::behavior behavior_of(Self* self, Phase phase);
+// Hands a message to the active phase's behaviour at once, as if it came from the mailbox: a
+// reply or a down message is taken by the phase the tracker is in when it arrives. (A copy
+// of the behaviour is invoked: the handler may `become` another one.)
+template <class... Ts>
+void handle_now(Self* self, Ts&&... xs) {
+  auto msg = caf::make_message(std::forward<Ts>(xs)...);
+  caf::behavior current = self->bhvr_stack().back();
+  current(msg);
+}
+// The common handling of a message that some phases extend: whether it counted (a newer
+// membership, a first loss or completion of the open step's current attempt).
+bool take_membership(Self* self, const messages::Membership& m);
+bool take_loss(Self* self, const messages::LossReport& r);
+bool take_done(Self* self, const messages::DoneReport& r);
+void on_replaced(Self* self, const std::string& kind, uint32_t k, const caf::actor& handle);
+
+// phases.cpp: the messages of one phase only.
+caf::message_handler own_handlers(Self* self, Phase phase);
 
 // dispatch.cpp
 std::vector<caf::actor> stage_actors(const tracker_state& s);
@@ -109,7 +115,7 @@ void on_cancelled(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint
                   bool held);
 void rerun(Self* self, uint32_t mb);
 void rerun_through(Self* self, uint32_t lost);
-void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why);
+void forget_worker(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why);
 
 // restart.cpp
 void record(Self* self, TrackerStore::Phase phase);
@@ -120,10 +126,14 @@ void maybe_reset_done(Self* self);
 void reset_workers(Self* self);
 
 // handoff.cpp
+// When a live peer's state is handed out: at once between steps (now); in a step, at once to a
+// member of it and after the step to any other worker (members_now); after the step while the
+// workers apply it (after_apply).
+enum class Handoff { now, members_now, after_apply };
 void serve_state_requests(Self* self);
 void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tries);
 caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id,
-                                             const caf::actor_addr& sender);
+                                             const caf::actor_addr& sender, Handoff when);
 
 // eval_checkpoint.cpp
 void start_saving(Self* self);

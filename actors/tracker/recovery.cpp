@@ -84,9 +84,9 @@ void rerun_through(Self* self, uint32_t lost) {
   dispatch_waiting(self);
 }
 
-// A worker went down: it leaves the membership now (everyone re-wires), and whatever the
-// step needed from it is re-run or no longer waited for.
-void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
+// A worker went down: it leaves the membership now (everyone re-wires). What the step needed
+// from it is re-run or no longer waited for by the phase's behaviour (phases.cpp).
+void forget_worker(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
   auto& s = self->state;
   s.dead.insert(addr);
   const uint32_t stage = s.stage_of[id];
@@ -115,28 +115,6 @@ void on_worker_lost(Self* self, uint32_t id, const caf::actor_addr& addr, const 
                  s.step, *k);
     write_metrics(
         self, {{"event", "fault"}, {"kind", "pipeline_paused"}, {"stage", *k}, {"step", s.step}});
-  }
-  switch (s.phase) {
-    case Phase::running:
-      rerun_through(self, id);
-      break;
-    case Phase::reducing:
-      maybe_apply(self);
-      break;
-    case Phase::applying:
-      maybe_finish_step(self);
-      break;
-    case Phase::saving:
-      break;  // its request fails and the checkpoint goes on without it
-    case Phase::evaluating:
-      start_eval(self);  // again, through live workers
-      break;
-    case Phase::resetting:
-      s.resetting.erase(id);
-      maybe_reset_done(self);
-      break;
-    case Phase::idle:
-      break;
   }
 }
 

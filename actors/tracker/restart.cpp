@@ -82,10 +82,7 @@ void reset_averagers(Self* self) {
   for (const auto& a : s.setup.averagers)
     if (a) ++s.averager_resets;
   if (s.averager_resets == 0) return open_step(self);
-  auto answered = [=] {
-    auto& s = self->state;
-    if (s.phase == Phase::resetting && s.step == step && --s.averager_resets == 0) open_step(self);
-  };
+  auto answered = [=] { handle_now(self, reset_done_atom::value, step); };
   for (const auto& a : s.setup.averagers)
     if (a)
       self->request(a, reply_timeout(s), reset_atom::value, step, s.attempt_base)
@@ -94,8 +91,7 @@ void reset_averagers(Self* self) {
 
 void maybe_reset_done(Self* self) {
   auto& s = self->state;
-  if (s.phase == Phase::resetting && s.resetting.empty() && s.averager_resets == 0)
-    reset_averagers(self);
+  if (s.resetting.empty() && s.averager_resets == 0) reset_averagers(self);
 }
 
 void reset_workers(Self* self) {
@@ -108,11 +104,7 @@ void reset_workers(Self* self) {
   for (const auto& [id, handle] : s.by_id) s.resetting.insert(id);
   for (const auto& [id, handle] : s.by_id) {
     const uint32_t wid = id;
-    auto answered = [=] {
-      auto& s = self->state;
-      if (s.phase != Phase::resetting || s.step != step || s.resetting.erase(wid) == 0) return;
-      maybe_reset_done(self);
-    };
+    auto answered = [=] { handle_now(self, reset_done_atom::value, step, wid); };
     self->request(handle, reply_timeout(s), reset_atom::value, step, s.attempt_base)
         .then([=](bool) { answered(); }, [=](const caf::error&) { answered(); });
   }

@@ -124,7 +124,8 @@ struct tracker_state {
   std::map<uint32_t, double> sqnorms;
   std::set<uint32_t> applied;
   StepOutcome outcome;  // of the open step
-  // One behaviour per phase (tracker::enter):
+  // One behaviour per phase (actors/tracker/phases.cpp, tracker::enter); `phase` only names
+  // the active one for the console's `info`:
   //
   //           run                  all micro-batches back        every norm
   //   idle ───────► running ─────────────────────────────► reducing ─────────► applying
@@ -134,7 +135,7 @@ struct tracker_state {
   //     │             └──── next step ◄──── evaluating ◄──── saving ◄──── (a checkpoint or
   //     └─────────── last step evaluated                                    evaluation due)
   //   a restarted tracker reopening a step: resetting ─► running
-  enum class Phase {
+  enum class Phase {  // phase_name and own_handlers list them in this order
     idle,
     resetting,  // a restarted tracker: every worker drops what it did in the reopened step
     running,
