@@ -50,28 +50,61 @@ messages::Frame eval_frame(const at::Tensor& ids, uint32_t index) {
   return messages::make_frame(h, {ids, ids});
 }
 
+// A stage worker of the tiny model, spawned and published by system `a` and reached from
+// system `b` over 127.0.0.1: `tracker` (in a) takes what the worker reports, `sender` (in b)
+// feeds it, `remote` is the worker as b sees it.
+struct RemoteWorker {
+  NetSystem a, b;
+  caf::scoped_actor tracker{*a.sys};
+  caf::scoped_actor sender{*b.sys};
+  caf::actor worker, remote;
+  std::string endpoint;  // the bulk server's, once started
+
+  RemoteWorker() {
+    auto ctx = std::make_shared<actors::SwarmContext>();
+    ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+    actors::WorkerSetup ws;
+    ws.ctx = ctx;
+    ws.tracker = caf::actor_cast<caf::actor>(tracker);
+    ws.take_state = false;  // driven by the test, no tracker to ask
+    worker = a.sys->spawn(actors::stage_worker, ws);
+  }
+  ~RemoteWorker() { tracker->send_exit(worker, caf::exit_reason::user_shutdown); }
+
+  // Publishes the worker and connects b to it; with `bulk`, frames to it take the bulk link.
+  void connect(bool bulk) {
+    auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
+    ASSERT_TRUE(port) << a.sys->render(port.error());
+    if (bulk) {
+      endpoint = transport::start_bulk_server("127.0.0.1");
+      ASSERT_FALSE(endpoint.empty());
+    }
+    auto r = b.sys->middleman().remote_actor("127.0.0.1", *port);
+    ASSERT_TRUE(r) << b.sys->render(r.error());
+    remote = *r;
+    if (bulk) transport::register_endpoint(remote.node(), endpoint);
+  }
+
+  // The evaluation loss of the next frame the worker answers, or a failure after `wait`.
+  void expect_eval(uint32_t index, std::chrono::seconds wait = std::chrono::seconds(20)) {
+    tracker->receive(
+        [&](eval_loss_atom, uint64_t, uint32_t got, double loss) {
+          EXPECT_EQ(got, index);
+          EXPECT_TRUE(std::isfinite(loss));
+        },
+        caf::after(wait) >> [&] { FAIL() << "no frame " << index << " came through"; });
+  }
+};
+
 }  // namespace
 
 TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
-  NetSystem a, b;
-  auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
-  caf::scoped_actor tracker{*a.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;  // driven by the test, no tracker to ask
-  auto worker = a.sys->spawn(actors::stage_worker, ws);
+  RemoteWorker w;
   messages::Membership m;
-  m.stages = {{{0, 0, worker, {}}}};
-  tracker->send(worker, members_atom::value, m);
-  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
-  ASSERT_TRUE(port) << a.sys->render(port.error());
-
-  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
-  ASSERT_TRUE(remote) << b.sys->render(remote.error());
-  caf::scoped_actor sender{*b.sys};
-  ASSERT_NE(remote->node(), sender->node());
+  m.stages = {{{0, 0, w.worker, {}}}};
+  w.tracker->send(w.worker, members_atom::value, m);
+  ASSERT_NO_FATAL_FAILURE(w.connect(false));
+  ASSERT_NE(w.remote.node(), w.sender->node());
 
   auto ids = at::randint(0, 256, {2, 16}, at::kLong);
   const auto good = messages::to_chunks(eval_frame(ids, 0), messages::FrameKind::microbatch, 1);
@@ -96,15 +129,16 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
   std::memcpy(oversized.data() + 24, &huge, sizeof(huge));
 
   for (const auto* bad : {&truncated, &disagreeing, &oversized})
-    sender->send(*remote, chunk_atom::value, *bad);
+    w.sender->send(w.remote, chunk_atom::value, *bad);
   // A good frame through the transport, and one cut into 256-byte chunks.
-  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 7));
+  transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
+                        eval_frame(ids, 7));
   transport::ChunkTransport small(256);
-  small.send(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 8));
+  small.send(w.sender.ptr(), w.remote, messages::FrameKind::microbatch, eval_frame(ids, 8));
 
   std::set<uint32_t> answered;
   for (int i = 0; i < 2; ++i)
-    tracker->receive(
+    w.tracker->receive(
         [&](eval_loss_atom, uint64_t, uint32_t index, double loss) {
           answered.insert(index);
           EXPECT_GT(loss, 4.0);
@@ -112,24 +146,23 @@ TEST(Transport, RemoteWorkerRefusesBadChunksAndKeepsServing) {
         },
         caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   EXPECT_EQ(answered, (std::set<uint32_t>{7, 8}));
-  tracker->request(worker, caf::infinite, stats_atom::value)
+  w.tracker->request(w.worker, caf::infinite, stats_atom::value)
       .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, 3u); },
-               [&](const caf::error& e) { FAIL() << a.sys->render(e); });
+               [&](const caf::error& e) { FAIL() << w.a.sys->render(e); });
 
   // Parameters cross back as a serialized tensor list, bit for bit.
   messages::TensorList local, over_tcp;
-  tracker->request(worker, caf::infinite, params_atom::value)
+  w.tracker->request(w.worker, caf::infinite, params_atom::value)
       .receive([&](const messages::TensorList& p) { local = p; },
-               [&](const caf::error& e) { FAIL() << a.sys->render(e); });
-  sender->request(*remote, std::chrono::seconds(20), params_atom::value)
+               [&](const caf::error& e) { FAIL() << w.a.sys->render(e); });
+  w.sender->request(w.remote, std::chrono::seconds(20), params_atom::value)
       .receive([&](const messages::TensorList& p) { over_tcp = p; },
-               [&](const caf::error& e) { FAIL() << b.sys->render(e); });
+               [&](const caf::error& e) { FAIL() << w.b.sys->render(e); });
   EXPECT_TRUE(over_tcp.error.empty()) << over_tcp.error;
   ASSERT_EQ(over_tcp.names, local.names);
   ASSERT_EQ(over_tcp.tensors.size(), local.tensors.size());
   for (size_t i = 0; i < local.tensors.size(); ++i)
     EXPECT_TRUE(at::equal(over_tcp.tensors[i], local.tensors[i])) << local.names[i];
-  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
 TEST(Transport, TensorListRoundTripAndRefusal) {
@@ -144,28 +177,17 @@ TEST(Transport, TensorListRoundTripAndRefusal) {
 }
 
 TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
-  NetSystem a, b;
-  auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
-  caf::scoped_actor tracker{*a.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;  // driven by the test, no tracker to ask
-  auto worker = a.sys->spawn(actors::stage_worker, ws);
-  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
-  ASSERT_TRUE(port);
-  const auto endpoint = transport::start_bulk_server("127.0.0.1");
-  ASSERT_FALSE(endpoint.empty());
+  RemoteWorker w;
+  ASSERT_NO_FATAL_FAILURE(w.connect(true));
 
   // Garbage on the bulk port: it is no credential, so the link is closed after the server's
   // own challenge (magic and nonce), before any frame is read.
   {
-    const auto colon = endpoint.rfind(':');
+    const auto colon = w.endpoint.rfind(':');
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(w.endpoint.substr(colon + 1))));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     std::vector<uint8_t> junk(messages::kChunkPrefix, 0xAB);
@@ -181,115 +203,57 @@ TEST(Transport, BulkLinkCarriesFramesAndClosesOnABadStream) {
     close(fd);
   }
 
-  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
-  ASSERT_TRUE(remote);
-  caf::scoped_actor sender{*b.sys};
-  transport::register_endpoint(remote->node(), endpoint);
-  EXPECT_STREQ(transport::for_peer(sender.ptr(), *remote).name(), "bulk");
+  EXPECT_STREQ(transport::for_peer(w.sender.ptr(), w.remote).name(), "bulk");
   auto ids = at::randint(0, 256, {2, 16}, at::kLong);
-  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 3));
-  tracker->receive(
-      [&](eval_loss_atom, uint64_t, uint32_t index, double) { EXPECT_EQ(index, 3u); },
-      caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "no frame over the bulk link"; });
-  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+  transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
+                        eval_frame(ids, 3));
+  w.expect_eval(3);
 }
 
 // transport.encrypt = "on": the frame link goes inside TLS 1.3 after the credential handshake
 // (the default, "auto", leaves loopback links plain), and frames arrive as they do in clear.
 TEST(Transport, BulkLinkCarriesFramesInsideTls) {
   transport::set_encrypt_mode(transport::EncryptMode::on);
-  NetSystem a, b;
-  auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
-  caf::scoped_actor tracker{*a.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;
-  auto worker = a.sys->spawn(actors::stage_worker, ws);
-  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
-  ASSERT_TRUE(port);
-  const auto endpoint = transport::start_bulk_server("127.0.0.1");
-  ASSERT_FALSE(endpoint.empty());
-  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
-  ASSERT_TRUE(remote);
-  caf::scoped_actor sender{*b.sys};
-  transport::register_endpoint(remote->node(), endpoint);
+  RemoteWorker w;
+  ASSERT_NO_FATAL_FAILURE(w.connect(true));
   const auto before = transport::encrypted_links();
   for (uint32_t i = 0; i < 3; ++i) {
     auto ids = at::randint(0, 256, {2, 16}, at::kLong);
-    transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch,
+    transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
                           eval_frame(ids, i));
-    tracker->receive(
-        [&](eval_loss_atom, uint64_t, uint32_t index, double) { EXPECT_EQ(index, i); },
-        caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "no frame over the TLS link"; });
+    w.expect_eval(i);
   }
   EXPECT_EQ(transport::encrypted_links(), before + 1);
   transport::set_encrypt_mode(transport::EncryptMode::automatic);
-  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
 TEST(Transport, ChaosLinkDelayHoldsEveryFrameBack) {
-  NetSystem a, b;
-  auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
-  caf::scoped_actor tracker{*a.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;  // driven by the test, no tracker to ask
-  auto worker = a.sys->spawn(actors::stage_worker, ws);
-  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
-  ASSERT_TRUE(port);
-  const auto endpoint = transport::start_bulk_server("127.0.0.1");
-  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
-  ASSERT_TRUE(remote);
-  caf::scoped_actor sender{*b.sys};
-  transport::register_endpoint(remote->node(), endpoint);
+  RemoteWorker w;
+  ASSERT_NO_FATAL_FAILURE(w.connect(true));
   auto ids = at::randint(0, 256, {2, 16}, at::kLong);
   // Injected delay is behaviour, not speed: a frame must not arrive before it has passed.
   transport::set_link_delay(300);
   const auto start = std::chrono::steady_clock::now();
-  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 1));
-  tracker->receive([](eval_loss_atom, uint64_t, uint32_t, double) {},
-                   caf::after(std::chrono::seconds(20)) >> [] { FAIL() << "no frame"; });
+  transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
+                        eval_frame(ids, 1));
+  w.expect_eval(1);
   const auto waited = std::chrono::steady_clock::now() - start;
   transport::set_link_delay(0);
   EXPECT_GE(waited, std::chrono::milliseconds(300));
-  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
 TEST(Transport, ChaosLinkBandwidthCapPacesTheBytes) {
-  NetSystem a, b;
-  auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
-  caf::scoped_actor tracker{*a.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;  // driven by the test, no tracker to ask
-  auto worker = a.sys->spawn(actors::stage_worker, ws);
-  auto port = a.sys->middleman().publish(worker, 0, "127.0.0.1", true);
-  ASSERT_TRUE(port);
-  const auto endpoint = transport::start_bulk_server("127.0.0.1");
-  auto remote = b.sys->middleman().remote_actor("127.0.0.1", *port);
-  ASSERT_TRUE(remote);
-  caf::scoped_actor sender{*b.sys};
-  transport::register_endpoint(remote->node(), endpoint);
+  RemoteWorker w;
+  ASSERT_NO_FATAL_FAILURE(w.connect(true));
   // 1 MiB (token ids and targets) through a 4 Mbit/s (0.5 MB/s) link: it cannot arrive in less than
   // about 2 s (the first 64 KiB slice leaves at once). A bound below, never one above.
   auto ids = at::randint(0, 256, {4096, 16}, at::kLong);
   transport::set_link_bandwidth(4);
   const auto start = std::chrono::steady_clock::now();
-  transport::send_frame(sender.ptr(), *remote, messages::FrameKind::microbatch, eval_frame(ids, 1));
-  tracker->receive(
-      [](eval_loss_atom, uint64_t, uint32_t index, double loss) {
-        EXPECT_EQ(index, 1u);
-        EXPECT_TRUE(std::isfinite(loss));
-      },
-      caf::after(std::chrono::seconds(60)) >> [] { FAIL() << "no frame"; });
+  transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
+                        eval_frame(ids, 1));
+  w.expect_eval(1, std::chrono::seconds(60));
   const auto waited = std::chrono::steady_clock::now() - start;
   transport::set_link_bandwidth(0);
   EXPECT_GE(waited, std::chrono::milliseconds(1800));
-  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
