@@ -32,6 +32,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/process.hpp"
+#include "apps/run_options.hpp"
 #include "model/config.hpp"
 
 namespace swarmrt::apps {
@@ -221,13 +222,9 @@ std::string markdown(const nlohmann::json& result, const std::vector<double>& ca
 }
 
 int run_bench(const Args& args) {
-  model::RunConfig config;
-  try {
-    config = model::load_config(args.config, args.overrides);
-  } catch (const model::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  }
+  const auto loaded = load_config_or_say(args.config, args.overrides);
+  if (!loaded) return 2;
+  const model::RunConfig& config = *loaded;
   const auto& d = config.diloco;
   if (!d.streaming()) {
     spdlog::error(
@@ -342,8 +339,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->require_subcommand(1);
   auto* comm = bench->add_subcommand(
       "comm", "per-step sync, DiLoCo and Streaming DiLoCo: sync bytes, loss, tokens/s under caps");
-  comm->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
-  comm->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
+  add_config_options(*comm, args->config, args->overrides);
   comm->add_option("--caps", args->caps, "link caps in Mbit/s, 0 = none")->delimiter(',');
   comm->add_option("--out,-o", args->out, "JSON results (default bench/results/comm.json)");
   comm->add_option("--markdown", args->markdown, "also write the table here");

@@ -19,6 +19,7 @@
 #include "apps/commands.hpp"
 #include "apps/net.hpp"
 #include "apps/plot.hpp"
+#include "apps/run_options.hpp"
 #include "inspect/probe.hpp"
 #include "messages/run_id.hpp"
 #include "model/checkpoint.hpp"
@@ -425,15 +426,10 @@ int run_coordinator(const CoordinatorArgs& args) {
 void add_coordinator_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<CoordinatorArgs>();
   auto* cmd = app.add_subcommand("coordinator", "host a swarm that nodes join, and train");
-  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
-  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
+  add_config_options(*cmd, args->config, args->overrides);
   cmd->add_option("--listen", args->listen, "HOST:PORT to accept nodes on (port 0: any free)")
       ->capture_default_str();
-  cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
-  auto* resume = cmd->add_flag("--resume", args->resume,
-                               "continue the run directory's run from its newest valid checkpoint");
-  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first")
-      ->excludes(resume);
+  add_run_dir_options(*cmd, args->out, args->resume, args->overwrite);
   cmd->add_flag("--frames-over-caf", args->frames_over_caf,
                 "send tensor frames as chunks inside CAF messages instead of on a TCP link of "
                 "their own");

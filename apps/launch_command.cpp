@@ -19,6 +19,7 @@
 #include "apps/launch_from_env.hpp"
 #include "apps/net.hpp"
 #include "apps/process.hpp"
+#include "apps/run_options.hpp"
 #include "model/config.hpp"
 #include "transport/credential.hpp"
 
@@ -348,13 +349,8 @@ void add_launch_command(CLI::App& app, int& exit_code) {
                 "(an Indexed Job) or a torchrun-style launcher started, as its variables say")
       ->excludes(local)
       ->excludes(hostfile);
-  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
-  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
-  cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
-  auto* resume = cmd->add_flag("--resume", args->resume,
-                               "continue the run directory's run from its newest valid checkpoint");
-  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first")
-      ->excludes(resume);
+  add_config_options(*cmd, args->config, args->overrides);
+  add_run_dir_options(*cmd, args->out, args->resume, args->overwrite);
   cmd->add_option("--workers,-w", args->workers,
                   "workers per node (default: --local spreads the swarm's evenly, --from-env "
                   "runs one per CPU or GPU of the task)");

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
+#include "apps/run_options.hpp"
 #include "model/config.hpp"
 #include "model/stage_cost.hpp"
 #include "policy/simulator.hpp"
@@ -111,13 +112,9 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 
 int run_simulate(const std::string& config_path, const std::vector<std::string>& overrides,
                  const std::string& out) {
-  model::RunConfig config;
-  try {
-    config = model::load_config(config_path, overrides);
-  } catch (const model::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  }
+  const auto loaded = load_config_or_say(config_path, overrides);
+  if (!loaded) return 2;
+  const model::RunConfig& config = *loaded;
   try {
     auto p = params_of(config);
     std::printf(
@@ -174,8 +171,7 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "simulate", "a swarm of many peers in simulated time, with and without the balancer");
-  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
-  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
+  add_config_options(*cmd, args->config, args->overrides);
   cmd->add_option("--out,-o", args->out, "write the time series and moves here (JSON)");
   cmd->callback(
       [args, &exit_code] { exit_code = run_simulate(args->config, args->overrides, args->out); });

@@ -6,6 +6,7 @@
 
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
+#include "apps/run_options.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/data.hpp"
@@ -66,13 +67,9 @@ model::TrainResult train_swarm(const model::RunConfig& config, const model::Text
 }
 
 int run_train(const TrainArgs& args) {
-  model::RunConfig config;
-  try {
-    config = model::load_config(args.config, args.overrides);
-  } catch (const model::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  }
+  const auto loaded = load_config_or_say(args.config, args.overrides);
+  if (!loaded) return 2;
+  const model::RunConfig& config = *loaded;
   const std::string out =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   try {
@@ -112,13 +109,8 @@ int run_train(const TrainArgs& args) {
 void add_train_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "train a model from a TOML config");
-  cmd->add_option("--config,-c", args->config, "run configuration (TOML)")->required();
-  cmd->add_option("--set", args->overrides, "override a key: section.key=value (repeatable)");
-  cmd->add_option("--out,-o", args->out, "run directory (default runs/<config name>)");
-  auto* resume =
-      cmd->add_flag("--resume", args->resume, "continue from the newest valid checkpoint");
-  cmd->add_flag("--overwrite", args->overwrite, "clear an existing run directory first")
-      ->excludes(resume);
+  add_config_options(*cmd, args->config, args->overrides);
+  add_run_dir_options(*cmd, args->out, args->resume, args->overwrite);
   cmd->add_option("--prompt", args->prompt, "prompt of the sample printed at the end");
   cmd->add_option("--sample-tokens", args->sample_tokens, "bytes to sample at the end (0: none)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
