@@ -108,3 +108,15 @@ run_launch() {
   wait_exit "$launcher" "$secs" || fail "$name: launch still running after $secs s: $(tail -20 "$tmp/$name.log")"
   wait "$launcher" || fail "$name: launch exited with $?: $(tail -30 "$tmp/$name.log")"
 }
+
+# small_text_config DATA: writes $tmp/c.toml, a 2-layer, 32-wide model trained on the first
+# 400 kB of DATA (copied to $tmp/text.txt); the sections on stdin ([train], [swarm], ...) are
+# added to it.
+small_text_config() {
+  head -c 400000 "$1" >"$tmp/text.txt"
+  {
+    printf '[model]\nn_layer = 2\nn_head = 2\nn_embd = 32\nblock_size = 32\n'
+    printf '[data]\npath = "%s"\n' "$tmp/text.txt"
+    cat
+  } >"$tmp/c.toml"
+}

@@ -4,13 +4,7 @@
 # existing chart left as it was.
 bin=$1 data=$2
 source "$(dirname "$0")/lib.sh"
-head -c 400000 "$data" >"$tmp/text.txt"
-cat >"$tmp/c.toml" <<TOML
-[model]
-n_layer = 2
-n_head = 2
-n_embd = 32
-block_size = 32
+small_text_config "$data" <<TOML
 [train]
 steps = 12
 micro_batch = 4
@@ -23,8 +17,6 @@ stages = 2
 workers_per_stage = 2
 [diloco]
 inner_steps = 4
-[data]
-path = "$tmp/text.txt"
 TOML
 "$bin" train -c "$tmp/c.toml" -o "$tmp/swarm" --sample-tokens 0 --set swarm.mode=swarm \
   --set chaos.kill=stage1/worker0 --set chaos.kill_at_step=5 >"$tmp/swarm.log" 2>&1 \

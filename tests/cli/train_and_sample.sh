@@ -3,21 +3,13 @@
 # sample from its checkpoint, and refuse a corrupt checkpoint naming the file.
 bin=$1 data=$2
 source "$(dirname "$0")/lib.sh"
-head -c 400000 "$data" >"$tmp/text.txt"
-cat >"$tmp/c.toml" <<TOML
-[model]
-n_layer = 2
-n_head = 2
-n_embd = 32
-block_size = 32
+small_text_config "$data" <<TOML
 [train]
 steps = 4
 micro_batch = 4
 warmup_steps = 1
 eval_batches = 2
 eval_every = 2
-[data]
-path = "$tmp/text.txt"
 [checkpoint]
 every_steps = 2
 TOML

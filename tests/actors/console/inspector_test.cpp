@@ -41,6 +41,15 @@ caf::behavior blocker(caf::stateful_actor<blocker_state>*, std::shared_future<vo
   };
 }
 
+// The inspector of an in-process run, as the coordinator spawns it.
+caf::actor spawn_inspector(caf::actor_system& sys, const actors::CoreActors& core) {
+  actors::InspectorSetup is;
+  is.roster = core.roster;
+  is.nodes = std::make_shared<actors::NodeBook>();
+  is.metrics = core.sink;
+  return inspect::spawn_probed(sys, actors::inspector, is);
+}
+
 }  // namespace
 
 TEST(Probe, CountsWaitingAndHandledMessagesOfABusyActor) {
@@ -209,11 +218,7 @@ TEST(Inspector, ListsKillsRestartsTracesAndRecordsALiveRun) {
   actors::RuntimeOptions o;
   o.run = &rd;
   o.on_core = [&](caf::actor_system& sys, const actors::CoreActors& core) {
-    actors::InspectorSetup is;
-    is.roster = core.roster;
-    is.nodes = std::make_shared<actors::NodeBook>();
-    is.metrics = core.sink;
-    auto inspector = inspect::spawn_probed(sys, actors::inspector, is);
+    auto inspector = spawn_inspector(sys, core);
     sys.spawn<caf::detached>(console_script, inspector, seen);
   };
   const auto result = swarmrt::testing::run(config, o);
@@ -372,11 +377,7 @@ TEST(Inspector, BothWorkersOfAOneWorkerPipelineKilledAtOnceRejoinTheMembership) 
   auto seen = std::make_shared<Rejoined>();
   actors::RuntimeOptions o;
   o.on_core = [&](caf::actor_system& sys, const actors::CoreActors& core) {
-    actors::InspectorSetup is;
-    is.roster = core.roster;
-    is.nodes = std::make_shared<actors::NodeBook>();
-    is.metrics = core.sink;
-    auto inspector = inspect::spawn_probed(sys, actors::inspector, is);
+    auto inspector = spawn_inspector(sys, core);
     sys.spawn<caf::detached>(rejoin_script, inspector, core.tracker, seen);
   };
   actors::RuntimeResult result;

@@ -29,6 +29,22 @@ std::pair<RoundHeader, messages::Frame> next_round(caf::scoped_actor& self) {
       caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no round frame"; });
   return out;
 }
+
+// Stage 0's DiLoCo group over θ = `theta`, with `workers` (ids 1, 2, ...) as its members: the
+// first of them announces the membership.
+caf::actor spawn_group(swarmrt::testing::TestSystem& ts,
+                       const std::shared_ptr<actors::SwarmContext>& ctx, at::Tensor theta,
+                       std::vector<caf::scoped_actor*> workers) {
+  auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
+                             uint32_t{0}, model::NamedTensors{{"w", std::move(theta)}},
+                             std::make_shared<actors::GroupStore>(), caf::actor{});
+  messages::Membership m;
+  m.stages.emplace_back();
+  for (uint32_t i = 0; i < workers.size(); ++i)
+    m.stages[0].push_back({i + 1, 0, caf::actor_cast<caf::actor>(*workers[i]), {}});
+  (*workers[0])->send(group, members_atom::value, m);
+  return group;
+}
 }  // namespace
 
 TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
@@ -37,13 +53,7 @@ TEST(DilocoGroup, AppliesEachRoundOnceAndRejectsLateContributions) {
   ctx->config.diloco.outer_lr = 0.7;
   ctx->config.diloco.outer_momentum = 0.9;
   caf::scoped_actor a{*ts.sys}, b{*ts.sys};
-  auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
-                             uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
-                             std::make_shared<actors::GroupStore>(), caf::actor{});
-  messages::Membership m;
-  m.stages = {
-      {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
-  a->send(group, members_atom::value, m);
+  auto group = spawn_group(ts, ctx, at::tensor({1.0f, 2.0f}), {&a, &b});
 
   a->send(group, round_atom::value, contribution(0, 1, at::tensor({0.2f, 0.0f})));
   b->send(group, round_atom::value, contribution(0, 2, at::tensor({0.0f, 0.4f})));
@@ -120,15 +130,7 @@ TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere)
   auto ctx = std::make_shared<actors::SwarmContext>();
   ctx->config.transport.links = model::Links::comm;
   caf::scoped_actor a{*ts.sys}, b{*ts.sys}, c{*ts.sys};
-  auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
-                             uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
-                             std::make_shared<actors::GroupStore>(), caf::actor{});
-  auto member = [](uint32_t id, caf::scoped_actor& w) {
-    return messages::Member{id, 0, caf::actor_cast<caf::actor>(w), {}};
-  };
-  messages::Membership m;
-  m.stages = {{member(1, a), member(2, b), member(3, c)}};
-  a->send(group, members_atom::value, m);
+  auto group = spawn_group(ts, ctx, at::tensor({1.0f, 2.0f}), {&a, &b, &c});
   const uint64_t e = announced_epoch(a, 3);
   ASSERT_GT(e, 0u);
   EXPECT_EQ(announced_epoch(b, 3), e);
@@ -154,9 +156,11 @@ TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere)
   // announces a communicator of the two left.
   a->send(group, group_ready_atom::value, uint64_t{2}, e, true);
   b->send(group, group_ready_atom::value, uint64_t{2}, e, true);
-  m.stages = {{member(1, a), member(2, b)}};
-  ++m.version;
-  a->send(group, members_atom::value, m);
+  messages::Membership two;
+  two.stages = {
+      {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
+  two.version = 1;  // newer than the first
+  a->send(group, members_atom::value, two);
   EXPECT_EQ(answer(a), std::make_tuple(int64_t{2}, e, false));
   EXPECT_EQ(answer(b), std::make_tuple(int64_t{2}, e, false));
   const uint64_t e2 = announced_epoch(a, 2);
@@ -191,14 +195,7 @@ TEST(DilocoGroup, ANonFiniteContributionIsRefusedAndTheRoundGoesOn) {
     ctx->config.diloco.outer_momentum = 0.9;
     ctx->config.diloco.round_timeout_s = 600;  // a wait for the quorum would fail the test
     caf::scoped_actor a{*ts.sys}, b{*ts.sys};
-    auto group =
-        ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
-                      uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
-                      std::make_shared<actors::GroupStore>(), caf::actor{});
-    messages::Membership m;
-    m.stages = {
-        {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
-    a->send(group, members_atom::value, m);
+    auto group = spawn_group(ts, ctx, at::tensor({1.0f, 2.0f}), {&a, &b});
     a->send(group, round_atom::value, contribution(0, 1, at::tensor({poison, 0.0f})));
     auto [refused, rf] = next_round(a);
     EXPECT_EQ(refused.status, RoundStatus::rejected);
@@ -244,14 +241,7 @@ TEST(DilocoGroup, EagerThetaStaysTheMeanOfTheWorkersOwnOuterSteps) {
     ctx->config.swarm.workers_per_stage = 2;
     const auto theta0 = at::tensor({1.0f, 2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 0.25f, 1.5f});
     caf::scoped_actor a{*ts.sys}, b{*ts.sys};
-    auto group =
-        ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
-                      uint32_t{0}, model::NamedTensors{{"w", theta0.clone()}},
-                      std::make_shared<actors::GroupStore>(), caf::actor{});
-    messages::Membership m;
-    m.stages = {
-        {{1, 0, caf::actor_cast<caf::actor>(a), {}}, {2, 0, caf::actor_cast<caf::actor>(b), {}}}};
-    a->send(group, members_atom::value, m);
+    auto group = spawn_group(ts, ctx, theta0.clone(), {&a, &b});
 
     struct Worker {
       caf::scoped_actor* self;

@@ -103,6 +103,25 @@ model::NamedTensors params_of(caf::scoped_actor& self, const caf::actor& worker)
   return out;
 }
 
+// A 12-step run of 2 stages of 2 workers with P = 2, H = 4 (int4): every micro-batch once, each
+// stage's group applied fragment 0's rounds at steps 4, 8 and 12 (the last) and fragment 1's at
+// 2, 6, 10 and 12, once each and in order, both workers of a stage ended on the same
+// parameters, and the loss fell.
+void expect_two_fragments_in_order(const actors::RuntimeResult& r, const model::RunConfig& config) {
+  ASSERT_EQ(r.report.losses.size(), 12u);
+  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
+    EXPECT_EQ(r.fragment_rounds.at(stage)[0], (std::vector<uint64_t>{0, 1, 2})) << stage;
+    EXPECT_EQ(r.fragment_rounds.at(stage)[1], (std::vector<uint64_t>{0, 1, 2, 3})) << stage;
+    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
+    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
+  }
+  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+}
+
 }  // namespace
 
 // P = 2, H = 8, τ = 2, α = 0.5: fragment 1 starts its round after inner step 4 and, although
@@ -300,19 +319,7 @@ TEST(StreamingDiloco, FragmentsOverlapAndFourBitRoundsTrain) {
   config.diloco.quantize = model::Quantize::int4;
   model::validate(config, "test");
   const auto r = run(config);
-  ASSERT_EQ(r.report.losses.size(), 12u);
-  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
-  // Fragment 0 at steps 4, 8 and 12 (the last); fragment 1 at 2, 6, 10 and 12.
-  for (uint32_t stage = 0; stage < 2; ++stage) {
-    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
-    EXPECT_EQ(r.fragment_rounds[stage][0], (std::vector<uint64_t>{0, 1, 2}));
-    EXPECT_EQ(r.fragment_rounds[stage][1], (std::vector<uint64_t>{0, 1, 2, 3}));
-    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
-    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
-  }
-  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+  expect_two_fragments_in_order(r, config);
   const auto bytes = r.bytes.at("pseudo_gradients").get<double>();
   const auto plain_bytes = plain.bytes.at("pseudo_gradients").get<double>();
   // int4 with a scale per 128 values: 0.53 of a byte per value against 4, over 7 fragment
@@ -333,18 +340,7 @@ TEST(StreamingDiloco, EagerRoundsTrainAndEndOnTheGroupsTheta) {
   config.diloco.eager = true;
   model::validate(config, "test");
   const auto r = run(config);
-  ASSERT_EQ(r.report.losses.size(), 12u);
-  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
-  for (uint32_t stage = 0; stage < 2; ++stage) {
-    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
-    EXPECT_EQ(r.fragment_rounds[stage][0], (std::vector<uint64_t>{0, 1, 2}));
-    EXPECT_EQ(r.fragment_rounds[stage][1], (std::vector<uint64_t>{0, 1, 2, 3}));
-    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
-    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
-  }
-  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+  expect_two_fragments_in_order(r, config);
   EXPECT_TRUE(std::isfinite(r.report.val_loss));
 }
 
@@ -380,18 +376,7 @@ void killed_with_a_round_in_flight(int64_t step, model::KillPhase phase, bool ea
   const auto r = run(config);
   EXPECT_EQ(r.kills, 1u);
   EXPECT_GE(r.restarts, 1u);
-  ASSERT_EQ(r.report.losses.size(), 12u);
-  swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
-  for (uint32_t stage = 0; stage < 2; ++stage) {
-    ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
-    EXPECT_EQ(r.fragment_rounds[stage][0], (std::vector<uint64_t>{0, 1, 2})) << stage;
-    EXPECT_EQ(r.fragment_rounds[stage][1], (std::vector<uint64_t>{0, 1, 2, 3})) << stage;
-    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
-    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
-  }
-  EXPECT_LT(r.report.losses.back(), r.report.losses.front());
+  expect_two_fragments_in_order(r, config);
 }
 
 INSTANTIATE_TEST_SUITE_P(Phases, StreamingWorkerKilled,
