@@ -31,6 +31,9 @@ struct Call {
 };
 
 using Result = caf::result<std::string>;
+// What the handler files speak in.
+using json = nlohmann::json;
+using messages::ConsoleRequest;
 
 Result nodes_command(const Call& c);
 Result actors_command(const Call& c);

@@ -8,8 +8,6 @@
 
 namespace swarmrt::actors::console {
 using namespace swarmrt::atoms;
-using json = nlohmann::json;
-using messages::ConsoleRequest;
 
 Result kill_command(const Call& c) {
   auto* self = c.self;

@@ -8,14 +8,11 @@
 
 namespace swarmrt::actors::console {
 using namespace swarmrt::atoms;
-using json = nlohmann::json;
 
 Result checkpoint_command(const Call& c) {
+  if (c.args.size() != 1) return c.usage();
   auto* self = c.self;
-  auto& s = self->state;
-  const auto& a = c.args;
-  if (a.size() != 1) return c.usage();
-  auto tracker = s.setup.roster->find("tracker");
+  auto tracker = self->state.setup.roster->find("tracker");
   if (!tracker) return failure("this swarm has no step tracker");
   c.record();
   Promise promise = c.promise();
