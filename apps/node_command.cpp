@@ -194,8 +194,10 @@ caf::actor spawn_node(caf::actor_system& sys, const NodeArgs& args, const actors
   }
   for (auto& [stage, setups] : by_stage)
     setup.supervisors.push_back(actors::spawn_stage_supervisor(
-        sys, "node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx,
-        setups, bulk, dir, caf::actor{}, roster, setup.workers, reply.averagers, reply.groups));
+        sys,
+        {"node '" + setup.name + "' stage " + std::to_string(stage) + " supervisor", ctx, setups,
+         bulk, dir, caf::actor{}, roster, reply.averagers, reply.groups},
+        setup.workers));
   supervisors::ChaosSetup chaos;
   chaos.config = ctx->config.chaos;
   chaos.roster = roster;

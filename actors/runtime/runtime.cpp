@@ -221,14 +221,12 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
   return core;
 }
 
-caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& name,
-                                  const ContextPtr& ctx, std::vector<WorkerSetup> setups,
-                                  const std::string& endpoint, const caf::actor& announce,
-                                  const caf::actor& metrics,
-                                  const std::shared_ptr<supervisors::Roster>& roster,
-                                  std::vector<messages::Member>& members,
-                                  const std::vector<caf::actor>& averagers,
-                                  const std::vector<caf::actor>& groups) {
+caf::actor spawn_stage_supervisor(caf::actor_system& sys, const StageSupervisorSetup& setup,
+                                  std::vector<messages::Member>& members) {
+  // Copied into the workers' specs, which outlive the call.
+  const caf::actor announce = setup.announce;
+  const std::string endpoint = setup.endpoint;
+  const std::vector<caf::actor> averagers = setup.averagers, groups = setup.groups;
   // The spec of one worker; a balancer's move asks it for its successor on another stage.
   auto make = std::make_shared<std::function<supervisors::ChildSpec(const WorkerSetup&)>>();
   std::weak_ptr<std::function<supervisors::ChildSpec(const WorkerSetup&)>> weak = make;
@@ -258,19 +256,19 @@ caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& nam
     return child;
   };
   std::vector<supervisors::ChildSpec> children;
-  for (const auto& ws : setups) {
+  for (const auto& ws : setup.workers) {
     auto child = (*make)(ws);
     child.current = child.start();
     members.push_back({ws.id, ws.stage, child.current, endpoint});
     children.push_back(std::move(child));
   }
-  (void)ctx;
-  auto sup =
-      inspect::spawn_probed(sys, supervisors::supervisor,
-                            supervisors::SupervisorSetup{name, ctx->config.supervision,
-                                                         std::move(children), metrics, roster});
-  if (roster && !setups.empty())
-    roster->put("supervisor/stage" + std::to_string(setups.front().stage), "supervisor", sup);
+  auto sup = inspect::spawn_probed(
+      sys, supervisors::supervisor,
+      supervisors::SupervisorSetup{setup.name, setup.ctx->config.supervision, std::move(children),
+                                   setup.metrics, setup.roster});
+  if (setup.roster && !setup.workers.empty())
+    setup.roster->put("supervisor/stage" + std::to_string(setup.workers.front().stage),
+                      "supervisor", sup);
   return sup;
 }
 
@@ -443,9 +441,11 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
       setups.push_back(ws);
     }
     std::vector<messages::Member> stage;
-    auto sup = spawn_stage_supervisor(sys, "stage " + std::to_string(k) + " supervisor", ctx,
-                                      setups, "", core.tracker, core.sink, core.roster, stage,
-                                      core.averagers, core.groups);
+    auto sup =
+        spawn_stage_supervisor(sys,
+                               {"stage " + std::to_string(k) + " supervisor", ctx, setups, "",
+                                core.tracker, core.sink, core.roster, core.averagers, core.groups},
+                               stage);
     caf::anon_send(core.tracker, watch_atom::value, sup);
     everyone.push_back(sup);
     core.supervisors.push_back(sup);

@@ -108,14 +108,18 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
 // (restarted_atom, Member) for each restart and each worker started by a balancer's move (the
 // tracker in one process, the directory across processes). The workers are spawned here; a
 // moved worker serves its new stage with that stage's averager and group.
-caf::actor spawn_stage_supervisor(caf::actor_system& sys, const std::string& name,
-                                  const ContextPtr& ctx, std::vector<WorkerSetup> setups,
-                                  const std::string& endpoint, const caf::actor& announce,
-                                  const caf::actor& metrics,
-                                  const std::shared_ptr<supervisors::Roster>& roster,
-                                  std::vector<messages::Member>& members,
-                                  const std::vector<caf::actor>& averagers,
-                                  const std::vector<caf::actor>& groups);
+struct StageSupervisorSetup {
+  std::string name;
+  ContextPtr ctx;
+  std::vector<WorkerSetup> workers;  // the stage's workers in this process
+  std::string endpoint;              // this process's bulk endpoint ("" in one process)
+  caf::actor announce, metrics;
+  std::shared_ptr<supervisors::Roster> roster;
+  std::vector<caf::actor> averagers, groups;  // per stage, for a worker moved there
+};
+// Appends each worker it spawned to `members`.
+caf::actor spawn_stage_supervisor(caf::actor_system& sys, const StageSupervisorSetup& setup,
+                                  std::vector<messages::Member>& members);
 
 // The balancer and its supervisor, when balancer.enabled and the pipeline has two stages or
 // more (else an invalid handle): `hosts` carry its moves out (this process's stage supervisors,
