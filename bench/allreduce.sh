@@ -3,11 +3,8 @@
 # Gloo's ring all-reduce (libgloo, what PyTorch and torchft use on CPU) at 1-64 MiB and 2-8
 # members on 127.0.0.1, one thread per member, both in the same run; medians of REPEATS.
 # Usage: bench/allreduce.sh [REPEATS]  -> table + bench/results/allreduce.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
-install_deps
-build
+source "$(dirname "$0")/lib.sh"
+prepare_build
 repeats=${1:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -16,10 +13,7 @@ for ranks in 2 4 8; do
     OPENBLAS_NUM_THREADS=1 build/bin/bench_allreduce "$mib" "$ranks" "$repeats" | grep '^{' >>"$out"
   done
 done
-python3 - "$(bench/machine.sh)" "$out" <<'PY'
-import json, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" <<'PY'
 sec = {(r["library"], r["mib"], r["ranks"]): r["seconds"] for r in runs}
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
 print(f"{'MiB':>5} {'ranks':>6} {'swarmrt tcp ms':>15} {'gloo ring ms':>13} {'gloo/swarmrt time':>18}")

@@ -12,9 +12,7 @@
 # once each, in a rotating order, and the figures are medians of the per-round ratios.
 # Usage: bench/balancer.sh [STEPS] [BASE_SLOW] [BALANCER_STEPS] [ROUNDS] -> table +
 #        bench/results/balancer.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 steps=${1:-40} base=${2:-4} balancer_steps=${3:-240} rounds=${4:-3}
 export OPENBLAS_NUM_THREADS=1
@@ -36,10 +34,7 @@ for r in $(seq "$rounds"); do
       sed "s/^{/{\"round\":$r,/" >>"$out"
   done
 done
-python3 - "$(bench/machine.sh)" "$out" "$steps" "$base" "$balancer_steps" "$rounds" <<'PY'
-import json, statistics, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" "$steps" "$base" "$balancer_steps" "$rounds" <<'PY'
 steps, base, balancer_steps, rounds = int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 by_round = {}
 for r in runs:

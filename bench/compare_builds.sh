@@ -7,8 +7,7 @@
 # Usage: bench/compare_builds.sh OLD_BIN_DIR NEW_BIN_DIR [ROUNDS] [STEPS]
 #   (each BIN_DIR holds swarmrt and bench_runtime_throughput, e.g. a copy of build/bin)
 #   -> table + bench/results/compare_builds.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 [ $# -ge 2 ] || { sed -n 2,9p "$0"; exit 2; }
 old=$(realpath "$1") new=$(realpath "$2") rounds=${3:-5} steps=${4:-12}
 for d in "$old" "$new"; do
@@ -48,10 +47,7 @@ for r in $(seq "$rounds"); do
     if [ "$b" = old ]; then multi_process old "$old" "$r"; else multi_process new "$new" "$r"; fi
   done
 done
-python3 - "$(bench/machine.sh)" "$out" <<'PY'
-import json, statistics, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" <<'PY'
 case = lambda r: f"{r['where']} {r['mode']} {r['stages']}x{r['workers_per_stage']}"
 cases = sorted({case(r) for r in runs})
 rounds = sorted({r["round"] for r in runs})

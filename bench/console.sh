@@ -12,9 +12,7 @@
 # A console's cost (under 1%) is smaller than this VM's drift between 10 s windows (a pair's
 # ratio spans 0.94-1.03): 12 rounds of 6 s windows, adjacent in time, and their median.
 # Usage: bench/console.sh [PAIRS] [WINDOW_S] [REPEAT] -> table + bench/results/console.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 pairs=${1:-12} window=${2:-6} repeat=${3:-21}
 export OPENBLAS_NUM_THREADS=1

@@ -12,9 +12,7 @@
 # outside the 6 from the one hit. Dip: tokens/s over the 5 steps from the one hit, as a
 # fraction of normal. Goal (issue #5): kill -> next completed step <= 2 normal steps + detection.
 # Usage: bench/fault_recovery.sh [ROUNDS]  -> table + bench/results/fault_recovery.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 rounds=${1:-3}
 steps=40
@@ -103,10 +101,7 @@ for r in $(seq "$rounds"); do
   in_process "$r"
   multi_process "$r"
 done
-python3 - "$(bench/machine.sh)" "$out" <<'PY'
-import json, statistics, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" <<'PY'
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB; "
       f"{len(runs) // 2} rounds; diloco-swarm 2x2, configs/tiny.toml")
 cols = ["kill_to_next_step_s", "normal_step_s", "detection_s", "bound_s", "throughput_5_steps"]

@@ -40,6 +40,22 @@ namespace {
 const int kWindow =
     std::getenv("SWARMRT_BENCH_WINDOW") ? std::atoi(std::getenv("SWARMRT_BENCH_WINDOW")) : 4;
 
+// Seconds to send `frames` frames with at most kWindow of them not acknowledged, after one
+// warm-up frame and its ack (connection and allocations). Every path is timed by this loop.
+template <class Send, class Ack>
+double windowed_seconds(int frames, Send send, Ack ack) {
+  send();
+  ack();
+  const auto start = Clock::now();
+  int sent = 0, acked = 0;
+  while (sent < std::min(kWindow, frames)) send(), ++sent;
+  while (acked < frames) {
+    ack(), ++acked;
+    if (sent < frames) send(), ++sent;
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 void configure(caf::actor_system_config& cfg) {
   actors::configure_actor_system(cfg);
   cfg.load<caf::io::middleman>();
@@ -164,16 +180,7 @@ double run_comm(const char* self_path, const at::Tensor& t, int frames, int mib)
   const auto ack_meta = messages::meta_of(at::ones({1}));
   auto send = [&] { comm->send(t, 1); };
   auto ack = [&] { comm->recv(ack_meta, 1); };
-  send();  // warm-up frame: connection and allocations
-  ack();
-  const auto start = Clock::now();
-  int sent = 0, acked = 0;
-  while (sent < std::min(kWindow, frames)) send(), ++sent;
-  while (acked < frames) {
-    ack(), ++acked;
-    if (sent < frames) send(), ++sent;
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  const double secs = windowed_seconds(frames, send, ack);
   comm->send(at::ones({1}), 1);
   int status;
   waitpid(pid, &status, 0);
@@ -230,16 +237,7 @@ double run_caf(const char* self_path, const at::Tensor& t, int frames, bool bulk
   transport::Transport& via = bulk ? static_cast<transport::Transport&>(link) : chunks;
   auto send = [&] { via.send(self.ptr(), *remote, messages::FrameKind::microbatch, frame); };
   auto ack = [&] { self->receive([](done_atom, uint64_t) {}); };
-  send();  // warm-up frame: connection and allocations
-  ack();
-  const auto start = Clock::now();
-  int sent = 0, acked = 0;
-  while (sent < std::min(kWindow, frames)) send(), ++sent;
-  while (acked < frames) {
-    ack(), ++acked;
-    if (sent < frames) send(), ++sent;
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  const double secs = windowed_seconds(frames, send, ack);
   int status;
   waitpid(pid, &status, 0);
   return secs;
@@ -264,18 +262,9 @@ double run_tcp(const char* self_path, const at::Tensor& t, int frames) {
     char c;
     read_all(s, &c, 1);
   };
-  send();
-  ack();
-  const auto start = Clock::now();
-  int sent = 0, acked = 0;
   // The socket buffer holds what is in flight; a blocking write of a whole frame while the
   // receiver waits for us to read acks cannot deadlock, since the receiver reads frames whole.
-  while (sent < std::min(kWindow, frames)) send(), ++sent;
-  while (acked < frames) {
-    ack(), ++acked;
-    if (sent < frames) send(), ++sent;
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  const double secs = windowed_seconds(frames, send, ack);
   close(s);
   int status;
   waitpid(pid, &status, 0);

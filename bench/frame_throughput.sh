@@ -7,11 +7,8 @@
 # float32 tensors, 512 MiB per trial; the four paths alternate within each round, the order
 # rotates, and medians of the per-round ratios are reported (this VM's speed drifts).
 # Usage: bench/frame_throughput.sh [ROUNDS]  -> table + bench/results/frame_throughput.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
-install_deps
-build
+source "$(dirname "$0")/lib.sh"
+prepare_build
 rounds=${1:-5}
 out=$(mktemp)
 paths=(tcp bulk bulk-tls caf comm)
@@ -23,10 +20,7 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-python3 - "$(bench/machine.sh)" "$out" <<'PY'
-import json, statistics, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" <<'PY'
 def rate(path, size, rnd):
     return next(r["mib_per_s"] for r in runs if r["path"] == path and r["size_mib"] == size and r["round"] == rnd)
 rounds = sorted({r["round"] for r in runs})

@@ -9,9 +9,7 @@
 # `single` gets both cores (train.threads = 2); the swarms run one thread per worker.
 # Usage: bench/loss_curves.sh [STEPS] [CHAOS_S] [CHART_DIR]
 #   -> CHART_DIR/modes.png, CHART_DIR/chaos.png (default docs/img) + bench/results/loss_curves.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 steps=${1:-300} chaos_s=${2:-2} charts=${3:-docs/img}
 bin=build/bin/swarmrt

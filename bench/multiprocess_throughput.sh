@@ -7,9 +7,7 @@
 # (transport.encrypt = on; the control plane is on mutual TLS in every run). Tokens/s from
 # the median step time after 3 warm-up steps; the four runs alternate, the order rotates.
 # Usage: bench/multiprocess_throughput.sh [ROUNDS] [STEPS]  -> table + bench/results/multiprocess_throughput.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 rounds=${1:-5} steps=${2:-12}
 export OPENBLAS_NUM_THREADS=1
@@ -46,10 +44,7 @@ for r in $(seq "$rounds"); do
     esac
   done
 done
-python3 - "$(bench/machine.sh)" "$out" <<'PY'
-import json, statistics, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" <<'PY'
 rounds = sorted({r["round"] for r in runs})
 tps = lambda where, rnd: next(r["tokens_per_s"] for r in runs if r["where"] == where and r["round"] == rnd)
 ratios = [tps("multi-process", r) / tps("in-process", r) for r in rounds]

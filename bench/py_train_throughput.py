@@ -7,11 +7,12 @@ keeps one, the layout swarmrt uses (model/threads.cpp says why). Prints one line
 import json
 import math
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from train_step import make_step, seconds_for
 
 
 class CausalSelfAttention(nn.Module):
@@ -82,23 +83,8 @@ def main():
                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
     gen = torch.Generator().manual_seed(1)
 
-    def step():
-        opt.zero_grad(set_to_none=False)
-        for _ in range(n_mb):
-            ix = torch.randint(0, (len(data) - 1) // block, (mb,), generator=gen) * block
-            x = torch.stack([data[i:i + block] for i in ix])
-            y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
-            loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1)) / n_mb
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    secs = time.perf_counter() - start
+    step = make_step(model, opt, data, block, n_mb, mb, 256, gen, set_to_none=False)
+    secs = seconds_for(step, warmup, steps)
     print(json.dumps({"impl": "python-pytorch", "torch": torch.__version__, "threads": threads,
                       "steps": steps, "tokens_per_step": n_mb * mb * block, "seconds": secs,
                       "tokens_per_s": steps * n_mb * mb * block / secs}))

@@ -15,11 +15,12 @@ Prints one line of JSON."""
 import json
 import math
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from train_step import make_step, seconds_for
 
 N_LAYER, N_HEAD, N_EMBD, BLOCK, VOCAB = 4, 4, 128, 128, 256
 MICRO_BATCH, MICRO_BATCHES = 8, 2
@@ -100,23 +101,8 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1)
 
-    def step():
-        opt.zero_grad()
-        for _ in range(MICRO_BATCHES):
-            ix = torch.randint(0, (len(data) - 1) // BLOCK, (MICRO_BATCH,), generator=gen) * BLOCK
-            x = torch.stack([data[i:i + BLOCK] for i in ix])
-            y = torch.stack([data[i + 1:i + 1 + BLOCK] for i in ix])
-            loss = F.cross_entropy(model(x).view(-1, VOCAB), y.view(-1)) / MICRO_BATCHES
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    secs = time.perf_counter() - start
+    step = make_step(model, opt, data, BLOCK, MICRO_BATCHES, MICRO_BATCH, VOCAB, gen)
+    secs = seconds_for(step, warmup, steps)
     tokens = MICRO_BATCHES * MICRO_BATCH * BLOCK
     print(json.dumps({"impl": "reference-loop", "torch": torch.__version__, "threads": threads,
                       "steps": steps, "tokens_per_step": tokens, "seconds": secs,

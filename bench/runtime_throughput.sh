@@ -5,9 +5,7 @@
 # round and ROUNDS rounds run; medians and per-round ratios are reported, because a shared
 # VM's speed drifts between runs. The order of the modes rotates from round to round.
 # Usage: bench/runtime_throughput.sh [ROUNDS] [STEPS]  -> table + bench/results/runtime_throughput.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 rounds=${1:-5} steps=${2:-12}
 export OPENBLAS_NUM_THREADS=1
@@ -19,10 +17,7 @@ for r in $(seq "$rounds"); do
   build/bin/bench_runtime_throughput configs/bench_tiny.toml "$steps" 3 "${order[@]}" \
     | sed "s/^{/{\"round\":$r,/" >>"$out"
 done
-python3 - "$(bench/machine.sh)" "$out" <<'PY'
-import json, statistics, sys
-machine = json.loads(sys.argv[1])
-runs = [json.loads(l) for l in open(sys.argv[2])]
+summarize "$out" <<'PY'
 def key(r): return f"{r['mode']} {r['stages']}x{r['workers_per_stage']}"
 modes = {}
 for r in runs: modes.setdefault(key(r), []).append(r)

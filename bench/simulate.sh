@@ -4,11 +4,8 @@
 # placement's with the balancer and without, for 1000 peers on 4 and 8 stages and 10,000 peers
 # on 8, one simulated hour each, and the wall time of each simulation on one core.
 # Usage: bench/simulate.sh -> table + bench/results/simulate.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
-install_deps
-build
+source "$(dirname "$0")/lib.sh"
+prepare_build
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cases=("1000 4" "1000 8" "10000 8")

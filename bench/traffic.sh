@@ -2,9 +2,7 @@
 # Bytes every actor sends, by kind, for swarm 2x2 (gradient all-reduce every step) against
 # diloco-swarm 2x2 (an outer round every H steps), same model, data and steps.
 # Usage: bench/traffic.sh [STEPS] [H]  -> table + bench/results/traffic.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench
 steps=${1:-100} h=${2:-25}
 tmp=$(mktemp -d)

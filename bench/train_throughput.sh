@@ -9,9 +9,7 @@
 # layout model/threads.cpp chose). Runs alternate, ROUNDS times each, and the median is
 # reported, because a shared VM's speed drifts between runs.
 # Usage: bench/train_throughput.sh [ROUNDS] [STEPS]   -> table + bench/results/train_throughput.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/common.sh
+source "$(dirname "$0")/lib.sh"
 prepare_bench python3-torch
 rounds=${1:-3} steps=${2:-30}
 shape=(train.micro_batch=8 train.micro_batches=2 train.lr=1e-3)

@@ -81,10 +81,14 @@ build() {
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
-# A benchmark's start: what it needs installed (extra packages as arguments), built, and the
-# corpus in data/.
-prepare_bench() {
+# A benchmark's start: what it needs installed (extra packages as arguments) and built, and
+# for one that trains (prepare_bench) the corpus in data/.
+prepare_build() {
   install_deps "$@"
   build
+}
+
+prepare_bench() {
+  prepare_build "$@"
   "$ROOT/scripts/fetch_data.sh"
 }

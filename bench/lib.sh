@@ -1,0 +1,17 @@
+# A benchmark script's start, sourced first: strict mode, the checkout's root as the working
+# directory, and scripts/common.sh (install_deps, prepare_build, prepare_bench, ...).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/common.sh
+
+# summarize RUNS [ARGS...] <<'PY' ... PY: runs the Python on stdin with json, statistics and sys
+# imported, `machine` (bench/machine.sh's JSON) and `runs` (RUNS: a JSON object a line); ARGS
+# follow in sys.argv[3:].
+summarize() {
+  local code
+  code=$(cat)
+  python3 -c "import json, statistics, sys
+machine = json.loads(sys.argv[1])
+runs = [json.loads(l) for l in open(sys.argv[2])]
+$code" "$(bench/machine.sh)" "$@"
+}
