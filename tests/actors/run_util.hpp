@@ -44,6 +44,13 @@ inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64
   return c;
 }
 
+// Seeded uniform wiring with a slot for every micro-batch: the run routes the same way every
+// time, so a run with a fault differs from the clean one only where the fault is.
+inline void route_deterministically(model::RunConfig& c) {
+  c.swarm.wiring = model::WiringPolicy::uniform;
+  c.swarm.max_inflight = c.train.micro_batches;
+}
+
 // The lines of `file` that contain `needle` (metrics.jsonl records, by a fragment of them).
 inline std::vector<std::string> lines_with(const std::filesystem::path& file,
                                            const std::string& needle) {

@@ -32,13 +32,8 @@ out=$(SWARMRT_SECRET=not-this-cluster "$bin" ctl "$target" nodes 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "refused this console" <<<"$out" || fail "wrong secret: rc $rc, $out"
 
 # Through node a's console port: the same swarm, the same credential rule.
-nport=""
-for _ in $(seq 1 100); do
-  nport=$(sed -n 's/^node console listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/a.log")
-  [ -n "$nport" ] && break
-  sleep 0.2
-done
-[ -n "$nport" ] || fail "node a opened no console port: $(tail -5 "$tmp/a.log")"
+nport=$(wait_port "$tmp/a.log" "node console") \
+  || fail "node a opened no console port: $(tail -5 "$tmp/a.log")"
 "$bin" ctl "127.0.0.1:$nport" --secret-file "$tmp/run/secret" nodes --json >"$tmp/via-node.json" \
   || fail "ctl through a node: $(cat "$tmp/via-node.json")"
 py 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"]; assert len(n) == 3 and all(r["alive"] for r in n), n' \
@@ -232,13 +227,8 @@ assert not bad, f"steps with a micro-batch lost or counted twice: {bad[:10]}"
   --set "data.path=$root/data/brown.txt" >"$tmp/coord2.log" 2>&1 &
 coord2=$!
 pids+=("$coord2")
-port2=""
-for _ in $(seq 1 100); do
-  port2=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord2.log")
-  [ -n "$port2" ] && break
-  sleep 0.2
-done
-[ -n "$port2" ] || fail "the second coordinator did not listen: $(cat "$tmp/coord2.log")"
+port2=$(wait_port "$tmp/coord2.log" coordinator) \
+  || fail "the second coordinator did not listen: $(cat "$tmp/coord2.log")"
 python3 "$root/tests/cli/console_pty.py" "$bin" "127.0.0.1:$port2" "$tmp/run2/secret" gone "$coord2" \
   || exit 1
 echo "ok: console commands against 1 coordinator + 2 nodes"

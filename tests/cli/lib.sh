@@ -75,8 +75,21 @@ running() { kill -0 "$1" 2>/dev/null; }
 ended() { ! running "$1"; }
 wait_exit() { wait_until "$2" ended "$1"; }
 
+# log_port FILE WHO: the port of FILE's line "WHO listening on 127.0.0.1:PORT" (empty: none yet).
+log_port() { sed -n "s/^$2 listening on 127.0.0.1:\([0-9]*\)\$/\1/p" "$1"; }
+# wait_port FILE WHO [S]: prints that port once the line is there (at most S seconds, 20).
+wait_port() {
+  local p
+  for _ in $(seq 1 $((${3:-20} * 10))); do
+    p=$(log_port "$1" "$2")
+    [ -n "$p" ] && echo "$p" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 listening_port() {
-  port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/coord.log")
+  port=$(log_port "$tmp/coord.log" coordinator)
   [ -n "$port" ]
 }
 
@@ -110,13 +123,14 @@ run_launch() {
 }
 
 # small_text_config DATA: writes $tmp/c.toml, a 2-layer, 32-wide model trained on the first
-# 400 kB of DATA (copied to $tmp/text.txt); the sections on stdin ([train], [swarm], ...) are
-# added to it.
+# 400 kB of DATA (copied to $tmp/text.txt) in micro-batches of 4, 1 warm-up step and 2
+# validation batches; stdin adds to it: [train] keys first, then other sections.
 small_text_config() {
   head -c 400000 "$1" >"$tmp/text.txt"
   {
     printf '[model]\nn_layer = 2\nn_head = 2\nn_embd = 32\nblock_size = 32\n'
     printf '[data]\npath = "%s"\n' "$tmp/text.txt"
+    printf '[train]\nmicro_batch = 4\nwarmup_steps = 1\neval_batches = 2\n'
     cat
   } >"$tmp/c.toml"
 }

@@ -5,12 +5,8 @@
 bin=$1 data=$2
 source "$(dirname "$0")/lib.sh"
 small_text_config "$data" <<TOML
-[train]
 steps = 12
-micro_batch = 4
 micro_batches = 2
-warmup_steps = 1
-eval_batches = 2
 eval_every = 4
 [swarm]
 stages = 2

@@ -4,11 +4,7 @@
 bin=$1 data=$2
 source "$(dirname "$0")/lib.sh"
 small_text_config "$data" <<TOML
-[train]
 steps = 4
-micro_batch = 4
-warmup_steps = 1
-eval_batches = 2
 eval_every = 2
 [checkpoint]
 every_steps = 2

@@ -40,6 +40,22 @@ std::string bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
+
+// A good checkpoint file, alone in its directory, that a failed write must leave as it was.
+struct GoodFile {
+  TempDir dir;
+  std::string path = dir / "g.ckpt";
+  std::string before;
+  GoodFile() {
+    write_checkpoint(path, sample_checkpoint());
+    before = bytes_of(path);
+  }
+  // Its bytes unchanged, and nothing else (no temporary) beside it.
+  void expect_kept() {
+    EXPECT_EQ(bytes_of(path), before);
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
+  }
+};
 }  // namespace
 
 TEST(Checkpoint, RoundTrip) {
@@ -135,25 +151,18 @@ TEST(Checkpoint, CorruptByteIsRefused) {
 }
 
 TEST(Checkpoint, FailedWriteKeepsTheGoodFile) {
-  TempDir dir;
-  const auto path = dir / "g.ckpt";
-  write_checkpoint(path, sample_checkpoint());
-  const auto before = bytes_of(path);
+  GoodFile good;
   Checkpoint bad;
   bad.tensors.emplace_back("complex", at::zeros({2}, at::kComplexFloat));
-  EXPECT_THROW(write_checkpoint(path, bad), CheckpointError);
-  EXPECT_EQ(bytes_of(path), before);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
+  EXPECT_THROW(write_checkpoint(good.path, bad), CheckpointError);
+  good.expect_kept();
 }
 
 // The disk fills mid-write (here: a file-size limit of 4 KiB, which makes write(2) fail with
 // EFBIG the way a full disk fails it with ENOSPC): the error names the problem, the good file
 // stays as it was, and no temporary file is left behind.
 TEST(Checkpoint, AWriteThatFailsMidFileKeepsTheGoodFileAndLeavesNoTemporary) {
-  TempDir dir;
-  const auto path = dir / "g.ckpt";
-  write_checkpoint(path, sample_checkpoint());
-  const auto before = bytes_of(path);
+  GoodFile good;
   Checkpoint big;
   big.tensors.emplace_back("w", at::randn({64, 1024}));  // 256 KiB
   const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
@@ -164,15 +173,14 @@ TEST(Checkpoint, AWriteThatFailsMidFileKeepsTheGoodFileAndLeavesNoTemporary) {
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string why;
   try {
-    write_checkpoint(path, big);
+    write_checkpoint(good.path, big);
   } catch (const CheckpointError& e) {
     why = e.what();
   }
   ::setrlimit(RLIMIT_FSIZE, &old_limit);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(why.find("writing the checkpoint failed: File too large"), std::string::npos) << why;
-  EXPECT_EQ(bytes_of(path), before);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator{}), 1);
+  good.expect_kept();
 }
 
 TEST(Checkpoint, DirKeepsNewestAndFallsBackPastCorruptOne) {

@@ -16,11 +16,13 @@ swarmrt::policy::RestartLimits config(int64_t max_restarts, double window_s) {
   c.max_backoff_ms = 100;
   return c;
 }
+
+// Any moment will do: the policy only compares times.
+const Clock::time_point t0 = Clock::time_point{} + seconds(100);
 }  // namespace
 
 TEST(RestartPolicy, BackoffDoublesInsideTheWindowUpToItsCap) {
   RestartPolicy p(config(10, 10));
-  const auto t0 = Clock::time_point{} + seconds(100);
   EXPECT_EQ(p.next(t0), milliseconds(20));
   EXPECT_EQ(p.next(t0 + milliseconds(1)), milliseconds(40));
   EXPECT_EQ(p.next(t0 + milliseconds(2)), milliseconds(80));
@@ -30,7 +32,6 @@ TEST(RestartPolicy, BackoffDoublesInsideTheWindowUpToItsCap) {
 
 TEST(RestartPolicy, TheRestartBeyondTheIntensityIsRefusedAndNotRecorded) {
   RestartPolicy p(config(2, 10));
-  const auto t0 = Clock::time_point{} + seconds(100);
   ASSERT_TRUE(p.next(t0));
   ASSERT_TRUE(p.next(t0 + seconds(1)));
   EXPECT_FALSE(p.next(t0 + seconds(2)));
@@ -39,7 +40,6 @@ TEST(RestartPolicy, TheRestartBeyondTheIntensityIsRefusedAndNotRecorded) {
 
 TEST(RestartPolicy, RestartsOlderThanTheWindowNoLongerCount) {
   RestartPolicy p(config(2, 10));
-  const auto t0 = Clock::time_point{} + seconds(100);
   ASSERT_TRUE(p.next(t0));
   ASSERT_TRUE(p.next(t0 + seconds(1)));
   // 11 s after the first restart it has left the window: one more is allowed, and the

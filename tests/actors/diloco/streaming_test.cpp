@@ -20,6 +20,7 @@ using namespace swarmrt::atoms;
 
 namespace {
 using swarmrt::testing::micro_run;
+using swarmrt::testing::route_deterministically;
 using swarmrt::testing::run;
 
 using inner_atom = caf::atom_constant<caf::atom("inner")>;
@@ -286,8 +287,7 @@ TEST(StreamingReplica, RoundBytesEqualTheEncodingsCount) {
 TEST(StreamingDiloco, OneFragmentNoOverlapEqualsPlainDilocoBitForBit) {
   auto config = micro_run("diloco", 1, 2, 6);
   config.diloco.inner_steps = 2;
-  config.swarm.wiring = model::WiringPolicy::uniform;  // the same routes in both runs
-  config.swarm.max_inflight = config.train.micro_batches;
+  route_deterministically(config);  // the same routes in both runs
   const auto plain = run(config);
   actors::RuntimeOptions o;
   o.force_streaming = true;

@@ -18,6 +18,7 @@ using namespace swarmrt;
 using swarmrt::testing::expect_every_micro_batch_once;
 using swarmrt::testing::lines_with;
 using swarmrt::testing::micro_run;
+using swarmrt::testing::route_deterministically;
 using swarmrt::testing::run;
 using swarmrt::testing::small_corpus;
 namespace fs = std::filesystem;
@@ -38,6 +39,14 @@ struct TempDir {
   }
 };
 
+// A fresh run of `config` with its run directory in `dir` (metrics.jsonl, checkpoints).
+actors::RuntimeResult run_in(const TempDir& dir, const model::RunConfig& config) {
+  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  return run(config, o);
+}
+
 }  // namespace
 
 // Bounds of the worker-kill comparison below, from the spread of 60 measured runs of it with
@@ -54,17 +63,13 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   config.diloco.inner_steps = 5;
   // Seeded uniform wiring with a slot for every micro-batch: the clean run routes the same way
   // every time, and so does the faulty one outside the killed worker's step.
-  config.swarm.wiring = model::WiringPolicy::uniform;
-  config.swarm.max_inflight = config.train.micro_batches;
+  route_deterministically(config);
   const auto clean = run(config);
 
   config.chaos.kill = "stage1/worker1";
   config.chaos.kill_at_step = 5;  // the chaos actor kills it as step 5 starts dispatching
   TempDir dir;
-  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  const auto faulty = run(config, o);
+  const auto faulty = run_in(dir, config);
 
   ASSERT_EQ(faulty.report.losses.size(), 20u);
   expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
@@ -102,16 +107,12 @@ TEST_P(NanContribution, IsRefusedAndTheRunGoesOn) {
   const auto mode = GetParam();
   auto config = micro_run(mode, 2, 2, 9);
   config.diloco.inner_steps = 3;
-  config.swarm.wiring = model::WiringPolicy::uniform;
-  config.swarm.max_inflight = config.train.micro_batches;
+  route_deterministically(config);
   const auto clean = run(config);
   config.chaos.nan_worker = actors::worker_id(1, 0);
   config.chaos.nan_at_step = 3;  // DiLoCo: the pseudo-gradient of the round at step 3
   TempDir dir;
-  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  const auto poisoned = run(config, o);
+  const auto poisoned = run_in(dir, config);
   ASSERT_EQ(poisoned.report.losses.size(), 9u);
   for (double l : poisoned.report.losses) EXPECT_TRUE(std::isfinite(l));
   EXPECT_TRUE(std::isfinite(poisoned.report.val_loss));
@@ -170,10 +171,7 @@ TEST_P(TrackerKilled, RunIsUnchanged) {
   config.chaos.kill_at_step = 3;
   config.chaos.kill_at_phase = model::parse_choice<model::KillPhase>(GetParam());
   TempDir dir;
-  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  const auto faulty = run(config, o);
+  const auto faulty = run_in(dir, config);
   EXPECT_EQ(faulty.kills, 1u);
   EXPECT_GE(faulty.restarts, 1u);
   ASSERT_EQ(faulty.report.losses.size(), clean.report.losses.size());
@@ -215,8 +213,7 @@ TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
   // tracker's wiring starts its seeded draws anew, so the routes after the kill differ from
   // the clean run's, the same way every time: the last loss measured 0.69% lower in 10 of 10
   // runs (4.9785 against 5.0132), well inside the 2% bound.
-  config.swarm.wiring = model::WiringPolicy::uniform;
-  config.swarm.max_inflight = config.train.micro_batches;
+  route_deterministically(config);
   const auto clean = run(config);
   config.chaos.kill = "tracker";
   config.chaos.kill_at_step = 4;
@@ -253,10 +250,7 @@ TEST(Faults, DroppedHopsAreReRunAndCountedOnce) {
   config.train.eval_every = 2;
   config.train.eval_batches = 12;
   TempDir dir;
-  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  const auto result = run(config, o);
+  const auto result = run_in(dir, config);
   ASSERT_EQ(result.report.losses.size(), 12u);
   EXPECT_GT(result.dropped, 0u);
   expect_every_micro_batch_once(result.report, config.train.micro_batches);
@@ -356,10 +350,7 @@ TEST_P(ResumeMatches, UninterruptedRun) {
   TempDir dir;
   std::vector<double> whole;
   {
-    model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-    actors::RuntimeOptions o;
-    o.run = &rd;
-    whole = run(config, o).report.losses;  // checkpoints after steps 4, 8 and the last, 12
+    whole = run_in(dir, config).report.losses;  // checkpoints after steps 4, 8 and the last, 12
   }
   ASSERT_EQ(whole.size(), 12u);
   model::CheckpointDir ckpts((dir.path / "checkpoints").string());
@@ -408,12 +399,7 @@ TEST(Resume, AFinishedRunIsExtended) {
   config.diloco.inner_steps = 3;
   config.checkpoint.every_steps = 4;  // the last step, 6, is not a multiple: saved all the same
   TempDir dir;
-  {
-    model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-    actors::RuntimeOptions o;
-    o.run = &rd;
-    ASSERT_EQ(run(config, o).report.losses.size(), 6u);
-  }
+  { ASSERT_EQ(run_in(dir, config).report.losses.size(), 6u); }
   model::CheckpointDir ckpts((dir.path / "checkpoints").string());
   ASSERT_TRUE(ckpts.has(6));
   config.train.steps = 9;
@@ -435,10 +421,7 @@ TEST(Resume, OptimizerStateThatDoesNotDeserializeFallsBack) {
   config.checkpoint.every_steps = 4;
   TempDir dir;
   {
-    model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-    actors::RuntimeOptions o;
-    o.run = &rd;
-    run(config, o);  // checkpoints after steps 4 and 8
+    run_in(dir, config);  // checkpoints after steps 4 and 8
   }
   model::CheckpointDir ckpts((dir.path / "checkpoints").string());
   const auto files = ckpts.list();
