@@ -11,6 +11,7 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;           // loader: 
 using frame_atom = caf::atom_constant<caf::atom("frame")>;           // a micro-batch hop
 using loss_atom = caf::atom_constant<caf::atom("loss")>;             // last stage -> tracker
 using done_atom = caf::atom_constant<caf::atom("done")>;             // stage 0 -> tracker
+using hop_atom = caf::atom_constant<caf::atom("hop")>;               // worker -> tracker: HopReport
 using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;    // last stage -> tracker
 using reduce_atom = caf::atom_constant<caf::atom("reduce")>;         // tracker: sync gradients
 using grads_atom = caf::atom_constant<caf::atom("grads")>;           // worker -> its averager
@@ -77,7 +78,8 @@ using bulk_atom = caf::atom_constant<caf::atom("bulk")>;
 using bulk_ready_atom = caf::atom_constant<caf::atom("bulkready")>;
 
 // Timers: a message an actor sends itself with delayed_send. They never cross a process.
-// Step tracker: micro-batch (step, mb, attempt) not back within supervision.microbatch_timeout_s.
+// Step tracker: the wait of micro-batch (step, mb, attempt) has passed; `moves`, its count of
+// reports when the wait began, tells whether it moved meanwhile (policy/hop_deadline.hpp).
 using microbatch_timer_atom = caf::atom_constant<caf::atom("mbtimer")>;
 // Step tracker: validation losses of (step, send-out) not back within the same timeout.
 using eval_timer_atom = caf::atom_constant<caf::atom("evaltimer")>;

@@ -31,6 +31,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<WorkerStats>("swarmrt::WorkerStats");
   cfg.add_message_type<GroupStats>("swarmrt::GroupStats");
   cfg.add_message_type<LossReport>("swarmrt::LossReport");
+  cfg.add_message_type<HopReport>("swarmrt::HopReport");
   cfg.add_message_type<DoneReport>("swarmrt::DoneReport");
   cfg.add_message_type<NormReport>("swarmrt::NormReport");
   cfg.add_message_type<GradsReport>("swarmrt::GradsReport");

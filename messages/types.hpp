@@ -141,6 +141,17 @@ struct LossReport {
   double loss = 0;
   std::vector<uint32_t> route;
 };
+// A worker took one hop of a micro-batch (`passed` false: it starts computing it) or handed it
+// on (`passed` true: to `to`, the next worker forward or the previous one backward) (hop_atom).
+// The tracker tells a micro-batch a live worker is at work on from a lost one by them.
+struct HopReport {
+  uint64_t step = 0;
+  uint32_t micro_batch = 0;
+  uint32_t attempt = 0;
+  uint32_t worker = 0;
+  bool passed = false;
+  caf::actor_addr to;
+};
 // Stage 0 finished a micro-batch's backward (done_atom): every stage holds its gradient.
 struct DoneReport {
   uint64_t step = 0;
@@ -274,6 +285,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LossReport& x) {
   return f(caf::meta::type_name("swarmrt::LossReport"), x.step, x.micro_batch, x.attempt, x.loss,
            x.route);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, HopReport& x) {
+  return f(caf::meta::type_name("swarmrt::HopReport"), x.step, x.micro_batch, x.attempt, x.worker,
+           x.passed, x.to);
 }
 
 template <class Inspector>

@@ -169,7 +169,14 @@ static std::vector<Field> runtime_rows() {
                      "first restart delay, doubled per recent restart"),
       SWARMRT_NUMBER(supervision, max_backoff_ms, node, any(), "longest restart delay"),
       SWARMRT_NUMBER(supervision, microbatch_timeout_s, node, above(0),
-                     "seconds before a micro-batch that did not come back is re-run"),
+                     "least wait before a micro-batch that stopped moving, with no live worker "
+                     "at work on it, is re-run"),
+      SWARMRT_NUMBER(supervision, microbatch_timeout_factor, node, at_least(1),
+                     "that wait is this many times the slowest recent hop, when longer"),
+      SWARMRT_NUMBER(supervision, microbatch_timeout_max_s, node, above(0),
+                     "longest wait, also for a micro-batch a live worker is computing"),
+      SWARMRT_NUMBER(supervision, microbatch_max_losses, node, at_least(0),
+                     "a micro-batch lost more often than this ends the run"),
       SWARMRT_NUMBER(supervision, state_timeout_s, node, above(0),
                      "longest wait for a peer's state or parameters, or a loader's batch"),
       SWARMRT_NUMBER(supervision, reply_timeout_s, node, above(0),
@@ -374,6 +381,9 @@ void validate(const RunConfig& c, const std::string& origin) {
   const auto& sv = c.supervision;
   if (sv.backoff_ms < 0 || sv.max_backoff_ms < sv.backoff_ms)
     fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");
+  if (sv.microbatch_timeout_max_s < sv.microbatch_timeout_s)
+    fail("supervision.microbatch_timeout_max_s", "must be >= supervision.microbatch_timeout_s (" +
+                                                     std::to_string(sv.microbatch_timeout_s) + ")");
 }
 
 }  // namespace swarmrt::model

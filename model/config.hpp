@@ -184,9 +184,16 @@ struct SupervisionConfig {
   double restart_window_s = 10.0;
   double backoff_ms = 20;
   double max_backoff_ms = 2000;
-  // A micro-batch of the open step not back (loss and completion) within this many seconds
-  // of entering stage 0 is re-run: a hop was lost (chaos.drop_fraction, a link that broke).
+  // When a micro-batch of the open step counts as lost (a hop that never arrived:
+  // chaos.drop_fraction, a link that broke) and is re-run (policy/hop_deadline.hpp): once it
+  // has been still, with no live worker at work on it, for factor x the slowest recent hop,
+  // within [microbatch_timeout_s, microbatch_timeout_max_s]. A micro-batch a live worker is
+  // computing is waited for up to the ceiling. Each loss doubles its next wait; past
+  // microbatch_max_losses losses of one micro-batch the run ends.
   double microbatch_timeout_s = 30;
+  double microbatch_timeout_factor = 4;
+  double microbatch_timeout_max_s = 3600;
+  int64_t microbatch_max_losses = 8;
   // How long an actor waits for a peer that may have died (its supervisor restarts it, and
   // the asker asks the new one). Each wait is bounded so that a lost reply cannot stall a run.
   double state_timeout_s = 60;   // a peer's state or parameters, a loader's batch

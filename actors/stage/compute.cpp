@@ -34,9 +34,20 @@ bool is_last(const worker_state& s) {
   return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
 }
 
+// Tells the tracker that this worker took one hop of a training micro-batch (it starts
+// computing it) or handed it on to `to`: how the tracker tells a micro-batch that a live
+// worker is at work on from a lost one (policy/hop_deadline.hpp).
+void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::actor_addr& to) {
+  auto& s = self->state;
+  if (h.direction == Direction::eval || !s.setup.tracker) return;
+  self->send(s.setup.tracker, hop_atom::value,
+             messages::HopReport{h.step, h.micro_batch, h.attempt, s.setup.id, passed, to});
+}
+
 void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
               Traffic kind) {
   auto& s = self->state;
+  report_hop(self, h, true, to.address());
   // Fault injection: the hop is lost on the way; the tracker re-runs the micro-batch when it
   // does not come back (supervision.microbatch_timeout_s).
   if (s.faults.drop_hop() || transport::cut_off(to)) return;
@@ -144,6 +155,7 @@ void report_norm(Self* self) {
 void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
                 const caf::actor& upstream) {
   auto& s = self->state;
+  report_hop(self, h, false, {});
   const auto started = worker_state::Clock::now();
   const auto& ctx = *s.setup.ctx;
   auto input = s.setup.stage == 0 ? ts[0] : ts[0].detach().requires_grad_(true);
@@ -180,6 +192,7 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
     ++s.stale;  // an attempt this worker no longer holds: dropped
     return;
   }
+  report_hop(self, h, false, {});
   const auto now = worker_state::Clock::now();
   s.next.completed(h.route[s.setup.stage + 1], it->second.samples, it->second.sent, now);
   auto input = it->second.input;

@@ -103,6 +103,7 @@ void open_step(Self* self) {
   const auto& cfg = s.setup.ctx->config;
   tell_chaos(self, model::KillPhase::start);
   enter(self, Phase::running);
+  s.busy.clear();  // what workers reported of the last step
   s.step_start = tracker_state::Clock::now();
   s.outcome.lr = model::lr_at(static_cast<int64_t>(s.step), cfg.train);
   s.micro.assign(static_cast<size_t>(cfg.train.micro_batches), {});
@@ -144,6 +145,11 @@ void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   auto& m = s.micro[mb];
   m.worker = worker;
   m.sent = tracker_state::Clock::now();
+  m.holder.reset();
+  m.handed_on = false;
+  ++m.moves;
+  m.moved = m.sent;
+  m.busy_waited_s = 0;
   messages::MicroBatchHeader h;
   h.run_id = s.setup.ctx->run_id;
   h.step = s.step;
@@ -159,8 +165,8 @@ void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   bytes.add(Traffic::control, frame.header.size());
   transport::send_frame(self, s.by_id.at(worker), messages::FrameKind::microbatch,
                         std::move(frame));
-  self->delayed_send(self, microbatch_timeout(s), microbatch_timer_atom::value, s.step, mb,
-                     m.attempt);
+  self->delayed_send(self, hop_wait(s, m.losses), microbatch_timer_atom::value, s.step, mb,
+                     m.attempt, m.moves);
 }
 
 void dispatch_waiting(Self* self) {

@@ -45,8 +45,13 @@ inline void write_metrics(Self* self, nlohmann::json record) {
 
 // The tracker's waits (supervision.*): a micro-batch's round trip, a peer's state or a
 // loader's batch, a worker's answer to cancel or reset, the pause before asking again.
+// A micro-batch's wait (lost `losses` times so far) and an evaluation's: they follow the
+// slowest recent hop (policy/hop_deadline.hpp).
+inline std::chrono::milliseconds hop_wait(const tracker_state& s, int64_t losses) {
+  return model::as_duration(s.deadline.wait_s(losses));
+}
 inline std::chrono::milliseconds microbatch_timeout(const tracker_state& s) {
-  return model::as_duration(s.setup.ctx->config.supervision.microbatch_timeout_s);
+  return hop_wait(s, 0);
 }
 inline std::chrono::milliseconds state_timeout(const tracker_state& s) {
   return model::as_duration(s.setup.ctx->config.supervision.state_timeout_s);
@@ -82,6 +87,7 @@ void handle_now(Self* self, Ts&&... xs) {
 bool take_membership(Self* self, const messages::Membership& m);
 bool take_loss(Self* self, const messages::LossReport& r);
 bool take_done(Self* self, const messages::DoneReport& r);
+void take_hop(Self* self, const messages::HopReport& r);
 void on_replaced(Self* self, const std::string& kind, uint32_t k, const caf::actor& handle);
 
 // phases.cpp: the messages of one phase only.
@@ -111,6 +117,10 @@ void after_step(Self* self);
 void finish_run(Self* self);
 
 // recovery.cpp
+// Whether a live worker is at work on micro-batch `m`: one took it and has not handed it on, or
+// the worker it was handed to (or sent to, in stage 0) is computing.
+bool at_work(const tracker_state& s, const tracker_state::Micro& m);
+void on_microbatch_timer(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint64_t moves);
 void on_cancelled(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t worker,
                   bool held);
 void rerun(Self* self, uint32_t mb);

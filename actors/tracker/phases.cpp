@@ -76,31 +76,8 @@ caf::message_handler running(Self* self) {
       [=](done_atom, const messages::DoneReport& r) {
         if (take_done(self, r)) maybe_close_step(self);
       },
-      // A micro-batch did not come back in time: a hop was lost. Re-run it like one that went
-      // through a lost worker (its holders keep their share of the gradient).
-      [=](microbatch_timer_atom, uint64_t step, uint32_t mb, uint32_t attempt) {
-        auto& s = self->state;
-        if (s.step != step || mb >= s.micro.size()) return;
-        auto& m = s.micro[mb];
-        if (m.attempt != attempt || (m.done && m.has_loss) || !m.awaiting.empty()) return;
-        if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) return;
-        const double timeout = s.setup.ctx->config.supervision.microbatch_timeout_s;
-        if (s.paused) {  // nothing comes back while a stage is empty: wait again
-          self->delayed_send(self, microbatch_timeout(s), microbatch_timer_atom::value, step, mb,
-                             attempt);
-          return;
-        }
-        spdlog::warn("micro-batch {} of step {} (attempt {}) not back after {} s: re-running it",
-                     mb, step, attempt, timeout);
-        write_metrics(self, {{"event", "fault"},
-                             {"kind", "microbatch_timeout"},
-                             {"step", step},
-                             {"micro_batch", mb},
-                             {"attempt", attempt}});
-        if (!s.fault_at) s.fault_at = tracker_state::Clock::now();
-        rerun(self, mb);
-        std::sort(s.waiting.begin(), s.waiting.end());
-        dispatch_waiting(self);
+      [=](microbatch_timer_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint64_t moves) {
+        on_microbatch_timer(self, step, mb, attempt, moves);
       },
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
         forget_worker(self, id, addr, why);

@@ -36,6 +36,9 @@ void rerun(Self* self, uint32_t mb) {
   const uint64_t step = s.step;
   if (!m.done) s.stage0.release(m.worker);  // its slot, also at a restarted worker of the same id
   const uint32_t attempt = ++m.attempt;
+  // A worker that took an older attempt drops it: it is no longer at work on it.
+  for (auto it = s.busy.begin(); it != s.busy.end();)
+    it = it->second.step == step && it->second.micro_batch == mb ? s.busy.erase(it) : std::next(it);
   m.done = false;
   m.has_loss = false;
   m.route.clear();
@@ -89,6 +92,7 @@ void rerun_through(Self* self, uint32_t lost) {
 void forget_worker(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
   auto& s = self->state;
   s.dead.insert(addr);
+  s.busy.erase(id);
   const uint32_t stage = s.stage_of[id];
   s.by_id.erase(id);
   for (auto& st : s.members.stages)
@@ -116,6 +120,80 @@ void forget_worker(Self* self, uint32_t id, const caf::actor_addr& addr, const c
     write_metrics(
         self, {{"event", "fault"}, {"kind", "pipeline_paused"}, {"stage", *k}, {"step", s.step}});
   }
+}
+
+bool at_work(const tracker_state& s, const tracker_state::Micro& m) {
+  if (m.holder && !m.handed_on) return s.by_id.count(*m.holder) > 0;
+  std::optional<uint32_t> receiver;
+  if (!m.holder) {
+    receiver = m.worker;  // sent by the tracker into stage 0, not taken yet
+  } else {
+    for (const auto& [id, handle] : s.by_id)
+      if (handle.address() == m.handed_to) receiver = id;
+  }
+  if (!receiver || s.by_id.count(*receiver) == 0) return false;
+  // Busy with a current attempt of this step (work on a dropped attempt does not count).
+  const auto busy = s.busy.find(*receiver);
+  if (busy == s.busy.end() || busy->second.step != s.step) return false;
+  const auto& b = busy->second;
+  return b.micro_batch < s.micro.size() && s.micro[b.micro_batch].attempt == b.attempt;
+}
+
+// A micro-batch's wait has passed (policy/hop_deadline.hpp): waited for again when it moved
+// during the wait (`moves`: its count of reports when the wait began) or a live worker is at
+// work on it; else a hop was lost, and it is re-run like one that went through a lost worker
+// (its holders keep their share of the gradient); lost too often, it ends the run.
+void on_microbatch_timer(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint64_t moves) {
+  auto& s = self->state;
+  if (s.step != step || mb >= s.micro.size()) return;
+  auto& m = s.micro[mb];
+  if (m.attempt != attempt || (m.done && m.has_loss) || !m.awaiting.empty()) return;
+  if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) return;
+  const double wait = s.deadline.wait_s(m.losses);
+  auto again = [&] {
+    self->delayed_send(self, model::as_duration(wait), microbatch_timer_atom::value, step, mb,
+                       attempt, m.moves);
+  };
+  if (s.paused) return again();  // nothing comes back while a stage is empty
+  const bool moved = m.moves != moves;
+  const bool busy = !moved && at_work(s, m);
+  if (busy) m.busy_waited_s += wait;
+  const auto verdict = s.deadline.judge(moved, busy, m.busy_waited_s, m.losses);
+  if (verdict == policy::HopDeadline::Verdict::wait_again) return again();
+  const double still = std::chrono::duration<double>(tracker_state::Clock::now() - m.moved).count();
+  if (verdict == policy::HopDeadline::Verdict::give_up) {
+    const auto& sv = s.setup.ctx->config.supervision;
+    const std::string why = fmt::format(
+        "micro-batch {} of step {} was lost {} times, the last after {:.1f} s without moving "
+        "(supervision.microbatch_max_losses = {}; the waits follow the slowest hop, {:.2f} s, "
+        "from supervision.microbatch_timeout_s = {} s): the swarm does not carry it",
+        mb, step, m.losses + 1, still, sv.microbatch_max_losses, s.deadline.slowest_hop_s(),
+        sv.microbatch_timeout_s);
+    spdlog::error("step tracker: {}", why);
+    write_metrics(self, {{"event", "fault"},
+                         {"kind", "microbatch_lost_for_good"},
+                         {"step", step},
+                         {"micro_batch", mb},
+                         {"losses", m.losses + 1}});
+    enter(self, Phase::idle);
+    s.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
+    return;
+  }
+  spdlog::warn(
+      "micro-batch {} of step {} (attempt {}) still for {:.1f} s with no worker at "
+      "work on it: re-running it",
+      mb, step, attempt, still);
+  write_metrics(self, {{"event", "fault"},
+                       {"kind", "microbatch_timeout"},
+                       {"step", step},
+                       {"micro_batch", mb},
+                       {"attempt", attempt},
+                       {"still_s", still}});
+  if (!s.fault_at) s.fault_at = tracker_state::Clock::now();
+  ++m.losses;
+  rerun(self, mb);
+  std::sort(s.waiting.begin(), s.waiting.end());
+  dispatch_waiting(self);
 }
 
 }  // namespace swarmrt::actors::tracker

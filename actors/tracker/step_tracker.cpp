@@ -66,10 +66,36 @@ bool take_done(Self* self, const messages::DoneReport& r) {
   }
   m.done = true;
   if (m.has_loss) m.pin = m.route;  // backward went through all of them: they hold it
+  take_hop(self, {r.step, r.micro_batch, r.attempt, r.worker, true, {}});  // it is through
   s.stage0.completed(r.worker, static_cast<double>(m.batch.tensors[0].size(0)), m.sent,
                      tracker_state::Clock::now());
   dispatch_waiting(self);
   return true;
+}
+
+// A worker took a hop (it computes it) or handed it on: what it is busy with, how long a hop
+// takes, and where the micro-batch is.
+void take_hop(Self* self, const messages::HopReport& r) {
+  auto& s = self->state;
+  const auto now = tracker_state::Clock::now();
+  auto busy = s.busy.find(r.worker);
+  if (!r.passed) {
+    s.busy[r.worker] = {r.step, r.micro_batch, r.attempt, now};
+  } else if (busy != s.busy.end() && busy->second.step == r.step &&
+             busy->second.micro_batch == r.micro_batch && busy->second.attempt == r.attempt) {
+    s.deadline.observe_hop(std::chrono::duration<double>(now - busy->second.since).count());
+    s.busy.erase(busy);
+  }
+  if (r.step != s.step || r.micro_batch >= s.micro.size() ||
+      r.attempt != s.micro[r.micro_batch].attempt)
+    return;
+  auto& m = s.micro[r.micro_batch];
+  m.holder = r.worker;
+  m.handed_on = r.passed;
+  m.handed_to = r.to;
+  ++m.moves;
+  m.moved = now;
+  m.busy_waited_s = 0;
 }
 
 }  // namespace tracker
@@ -115,6 +141,7 @@ caf::message_handler membership_handlers(Self* self) {
         ask_group(self, stage, std::move(promise), tries);
       },
       [=](ask_members_atom) { return self->state.members; },
+      [=](hop_atom, const messages::HopReport& r) { take_hop(self, r); },
       // A worker lost in a step leaves it at once; what the step needed from it the phase
       // re-runs or stops waiting for.
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
@@ -203,7 +230,7 @@ caf::message_handler always(Self* self) {
 // of a step that closed, an evaluation loss sent twice): stale, dropped.
 caf::message_handler stale() {
   return {
-      [=](microbatch_timer_atom, uint64_t, uint32_t, uint32_t) {},
+      [=](microbatch_timer_atom, uint64_t, uint32_t, uint32_t, uint64_t) {},
       [=](eval_timer_atom, uint64_t, uint32_t) {},
       [=](norm_atom, const messages::NormReport&) {},
       [=](applied_atom, uint64_t, uint32_t) {},
@@ -239,6 +266,9 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
   s.stage0 = policy::Wiring(wiring_policy(cfg.swarm.wiring), static_cast<uint64_t>(cfg.train.seed),
                             static_cast<int>(cfg.swarm.max_inflight));
   s.stage0.set_measure(s.setup.ctx->wiring_measure);
+  s.deadline = policy::HopDeadline(
+      {cfg.supervision.microbatch_timeout_s, cfg.supervision.microbatch_timeout_factor,
+       cfg.supervision.microbatch_timeout_max_s, cfg.supervision.microbatch_max_losses});
   {
     model::Windows val(&s.setup.corpus->val(), cfg.model.block_size);
     s.val = model::validation_batches(val, cfg.train.eval_batches, cfg.train.micro_batch);

@@ -32,6 +32,7 @@
 #include "messages/types.hpp"
 #include "model/data.hpp"
 #include "model/run_dir.hpp"
+#include "policy/hop_deadline.hpp"
 #include "policy/wiring.hpp"
 
 namespace swarmrt::actors {
@@ -104,6 +105,22 @@ struct tracker_state {
     // Workers whose answer to the cancel is awaited: the re-run waits until every holder is
     // known. A worker lost meanwhile is no longer awaited.
     std::set<uint32_t> awaiting;
+    // Where this attempt is, from the workers' HopReports: the worker that took it last, and
+    // whether (and to whom) it handed it on; how often it moved (reports, counted), when last;
+    // the waits it spent busy without moving; how often it was lost in this step.
+    std::optional<uint32_t> holder;
+    bool handed_on = false;
+    caf::actor_addr handed_to;
+    uint64_t moves = 0;
+    Clock::time_point moved;
+    double busy_waited_s = 0;
+    int64_t losses = 0;
+  };
+  // What a worker is computing, since when (from its last "took" report until it hands it on).
+  struct Busy {
+    uint64_t step = 0;
+    uint32_t micro_batch = 0, attempt = 0;
+    Clock::time_point since;
   };
   struct StateRequest {
     uint32_t stage = 0, id = 0;
@@ -112,6 +129,8 @@ struct tracker_state {
 
   TrackerSetup setup;
   policy::Wiring stage0;
+  policy::HopDeadline deadline{{}};  // when a micro-batch counts as lost
+  std::map<uint32_t, Busy> busy;     // per worker id
   messages::Membership members;
   std::optional<messages::Membership> pending;  // adopted when the next step starts
   std::map<uint32_t, caf::actor> by_id;
