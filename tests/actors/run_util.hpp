@@ -12,6 +12,7 @@
 #include "actors/runtime/runtime.hpp"
 #include "model/config.hpp"
 #include "model/data.hpp"
+#include "model/run_dir.hpp"
 
 namespace swarmrt::testing {
 
@@ -74,6 +75,15 @@ inline void expect_every_micro_batch_once(const messages::RunReport& r, int64_t 
 inline actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {
   o.progress = false;
   return actors::run_in_process(c, small_corpus(), o);
+}
+
+// A fresh run of `config` with its run directory at `dir` (metrics.jsonl, checkpoints).
+inline actors::RuntimeResult run_in(const std::filesystem::path& dir,
+                                    const model::RunConfig& config) {
+  model::RunDir rd(dir.string(), config, model::RunStart::fresh);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  return run(config, o);
 }
 
 }  // namespace swarmrt::testing

@@ -8,13 +8,9 @@ using swarmrt::policy::HopDeadline;
 using Verdict = HopDeadline::Verdict;
 
 namespace {
+// A floor of 30 s, 4 x the slowest hop, a ceiling of an hour, at most 2 losses.
 HopDeadline::Limits limits() {
-  HopDeadline::Limits l;
-  l.floor_s = 30;
-  l.factor = 4;
-  l.ceiling_s = 3600;
-  l.max_losses = 2;
-  return l;
+  return {30, 4, 3600, 2};
 }
 }  // namespace
 

@@ -20,6 +20,7 @@ using swarmrt::testing::lines_with;
 using swarmrt::testing::micro_run;
 using swarmrt::testing::route_deterministically;
 using swarmrt::testing::run;
+using swarmrt::testing::run_in;
 using swarmrt::testing::small_corpus;
 namespace fs = std::filesystem;
 
@@ -38,14 +39,6 @@ struct TempDir {
     return n;
   }
 };
-
-// A fresh run of `config` with its run directory in `dir` (metrics.jsonl, checkpoints).
-actors::RuntimeResult run_in(const TempDir& dir, const model::RunConfig& config) {
-  model::RunDir rd(dir.path.string(), config, model::RunStart::fresh);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  return run(config, o);
-}
 
 }  // namespace
 
@@ -69,7 +62,7 @@ TEST(Faults, WorkerKilledMidStepIsRestartedAndTheRunCompletes) {
   config.chaos.kill = "stage1/worker1";
   config.chaos.kill_at_step = 5;  // the chaos actor kills it as step 5 starts dispatching
   TempDir dir;
-  const auto faulty = run_in(dir, config);
+  const auto faulty = run_in(dir.path, config);
 
   ASSERT_EQ(faulty.report.losses.size(), 20u);
   expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
@@ -112,7 +105,7 @@ TEST_P(NanContribution, IsRefusedAndTheRunGoesOn) {
   config.chaos.nan_worker = actors::worker_id(1, 0);
   config.chaos.nan_at_step = 3;  // DiLoCo: the pseudo-gradient of the round at step 3
   TempDir dir;
-  const auto poisoned = run_in(dir, config);
+  const auto poisoned = run_in(dir.path, config);
   ASSERT_EQ(poisoned.report.losses.size(), 9u);
   for (double l : poisoned.report.losses) EXPECT_TRUE(std::isfinite(l));
   EXPECT_TRUE(std::isfinite(poisoned.report.val_loss));
@@ -171,7 +164,7 @@ TEST_P(TrackerKilled, RunIsUnchanged) {
   config.chaos.kill_at_step = 3;
   config.chaos.kill_at_phase = model::parse_choice<model::KillPhase>(GetParam());
   TempDir dir;
-  const auto faulty = run_in(dir, config);
+  const auto faulty = run_in(dir.path, config);
   EXPECT_EQ(faulty.kills, 1u);
   EXPECT_GE(faulty.restarts, 1u);
   ASSERT_EQ(faulty.report.losses.size(), clean.report.losses.size());
@@ -250,7 +243,7 @@ TEST(Faults, DroppedHopsAreReRunAndCountedOnce) {
   config.train.eval_every = 2;
   config.train.eval_batches = 12;
   TempDir dir;
-  const auto result = run_in(dir, config);
+  const auto result = run_in(dir.path, config);
   ASSERT_EQ(result.report.losses.size(), 12u);
   EXPECT_GT(result.dropped, 0u);
   expect_every_micro_batch_once(result.report, config.train.micro_batches);
@@ -350,7 +343,8 @@ TEST_P(ResumeMatches, UninterruptedRun) {
   TempDir dir;
   std::vector<double> whole;
   {
-    whole = run_in(dir, config).report.losses;  // checkpoints after steps 4, 8 and the last, 12
+    whole =
+        run_in(dir.path, config).report.losses;  // checkpoints after steps 4, 8 and the last, 12
   }
   ASSERT_EQ(whole.size(), 12u);
   model::CheckpointDir ckpts((dir.path / "checkpoints").string());
@@ -399,7 +393,7 @@ TEST(Resume, AFinishedRunIsExtended) {
   config.diloco.inner_steps = 3;
   config.checkpoint.every_steps = 4;  // the last step, 6, is not a multiple: saved all the same
   TempDir dir;
-  { ASSERT_EQ(run_in(dir, config).report.losses.size(), 6u); }
+  { ASSERT_EQ(run_in(dir.path, config).report.losses.size(), 6u); }
   model::CheckpointDir ckpts((dir.path / "checkpoints").string());
   ASSERT_TRUE(ckpts.has(6));
   config.train.steps = 9;
@@ -421,7 +415,7 @@ TEST(Resume, OptimizerStateThatDoesNotDeserializeFallsBack) {
   config.checkpoint.every_steps = 4;
   TempDir dir;
   {
-    run_in(dir, config);  // checkpoints after steps 4 and 8
+    run_in(dir.path, config);  // checkpoints after steps 4 and 8
   }
   model::CheckpointDir ckpts((dir.path / "checkpoints").string());
   const auto files = ckpts.list();

@@ -4,36 +4,11 @@
 // gpt2-small pipeline on this machine: 32 microbatch_timeout faults in 7.5 minutes, no step).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "../run_util.hpp"
 #include "actors/common/worker_id.hpp"
-#include "model/run_dir.hpp"
 
 using namespace swarmrt;
-using swarmrt::testing::expect_every_micro_batch_once;
-using swarmrt::testing::lines_with;
-using swarmrt::testing::micro_run;
-using swarmrt::testing::run;
-namespace fs = std::filesystem;
-
-namespace {
-
-struct RunIn {
-  fs::path dir =
-      fs::temp_directory_path() / ("swarmrt-slow-" + std::to_string(::getpid()) + "-" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  RunIn() { fs::remove_all(dir); }
-  ~RunIn() { fs::remove_all(dir); }
-  actors::RuntimeResult operator()(const model::RunConfig& config) {
-    model::RunDir rd(dir.string(), config, model::RunStart::fresh);
-    actors::RuntimeOptions o;
-    o.run = &rd;
-    return run(config, o);
-  }
-};
-
-}  // namespace
+using namespace swarmrt::testing;  // micro_run, run_in, TempDir, lines_with, ...
 
 // Stage 1's worker computes each hop 500 times slower than it could (chaos.slow_factor: one to
 // a few seconds here), the least wait is 0.3 s: every step outlasts several waits, the tracker
@@ -47,34 +22,32 @@ TEST(SlowStage, AStageFarSlowerThanTheLeastWaitCompletesWithNoTimeout) {
   config.chaos.slow_worker = actors::worker_id(1, 0);
   config.chaos.slow_factor = 500;
   model::validate(config, "test");
-  RunIn in;
-  const auto result = in(config);
+  TempDir dir;
+  const auto result = run_in(dir.str(), config);
   ASSERT_EQ(result.report.losses.size(), 3u);
   expect_every_micro_batch_once(result.report, config.train.micro_batches);
   // Stage 1 computes the step's two micro-batches one after the other: a step longer than two
   // least waits had a hop longer than one, which the fixed wait declared lost.
   for (double s : result.report.step_seconds) EXPECT_GT(s, 2 * 0.3);
-  EXPECT_TRUE(lines_with(in.dir / "metrics.jsonl", R"("kind":"microbatch_timeout")").empty());
+  EXPECT_TRUE(lines_with(dir / "metrics.jsonl", R"("kind":"microbatch_timeout")").empty());
 }
 
 // Hops lost for good (half of every worker's hops dropped, seeded) with no loss allowed: the run
 // ends at the first lost micro-batch with a message naming the setting, not a loop of re-runs.
 TEST(SlowStage, AMicroBatchLostMoreOftenThanAllowedEndsTheRunNamingTheSetting) {
   auto config = micro_run("pp", 2, 1, 3);
-  config.supervision.microbatch_timeout_s = 0.2;
+  config.chaos.drop_fraction = 0.5;  // drawn from chaos.seed: the same drops every run
   config.supervision.microbatch_max_losses = 0;
-  config.chaos.drop_fraction = 0.5;
-  config.chaos.seed = 7;
+  config.supervision.microbatch_timeout_s = 0.2;
   model::validate(config, "test");
-  RunIn in;
+  TempDir dir;
   try {
-    in(config);
+    run_in(dir.str(), config);
     FAIL() << "the run went on";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("supervision.microbatch_max_losses = 0"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_FALSE(
-      lines_with(in.dir / "metrics.jsonl", R"("kind":"microbatch_lost_for_good")").empty());
+  EXPECT_FALSE(lines_with(dir / "metrics.jsonl", R"("kind":"microbatch_lost_for_good")").empty());
 }
