@@ -40,6 +40,10 @@ echo "LibTorch: $torch_dir"
 # The libraries from DEBS_DIR, unpacked into a prefix (nothing installed system-wide).
 prefix=$out/deps
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSWARMRT_BUILD_TESTS=OFF -DSWARMRT_BUILD_BENCH=OFF)
+if [ -n "$debs" ] && ! ls "$debs"/*.deb >/dev/null 2>&1; then
+  echo "gpu_check: no .deb files in $debs (DEBS_DIR: Debian bookworm packages to unpack)" >&2
+  exit 1
+fi
 if [ -n "$debs" ]; then
   rm -rf "$prefix"
   mkdir -p "$prefix"
