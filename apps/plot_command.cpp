@@ -131,13 +131,17 @@ int plot(const std::vector<std::string>& runs, const std::string& out, report::C
     spdlog::error("{}", e.what());
     return 1;
   }
+  for (const auto& s : series)
+    for (const auto& line : s.skipped) spdlog::warn("{}: skipped", line);
   if (const auto error = render_chart(series, options, out, script_out); !error.empty()) {
     spdlog::error("{}", error);
     return 1;
   }
-  size_t events = 0;
-  for (const auto& s : series) events += s.events.size();
-  std::printf("wrote %s: %zu run(s), %zu event(s) marked\n", out.c_str(), series.size(), events);
+  size_t events = 0, skipped = 0;
+  for (const auto& s : series) events += s.events.size(), skipped += s.skipped.size();
+  std::printf("wrote %s: %zu run(s), %zu event(s) marked", out.c_str(), series.size(), events);
+  if (skipped > 0) std::printf(", %zu line(s) that are no record skipped", skipped);
+  std::printf("\n");
   return 0;
 }
 

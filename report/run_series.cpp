@@ -46,22 +46,27 @@ RunSeries read_run(const std::string& path, const std::string& name) {
   while (std::getline(in, line)) {
     ++number_of_line;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    // A line that is no record (a torn last line of a process killed mid-write, or a run
+    // read while it writes) is named and skipped: the records around it still plot.
+    const std::string where = file.string() + ":" + std::to_string(number_of_line) + ": ";
     nlohmann::json r;
     try {
       r = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      throw MetricsError(file.string() + ":" + std::to_string(number_of_line) +
-                         ": not a JSON record (" + e.what() + ")");
+      s.skipped.push_back(where + "not a JSON record (" + e.what() + ")");
+      continue;
     }
-    if (!r.is_object())
-      throw MetricsError(file.string() + ":" + std::to_string(number_of_line) +
-                         ": not a JSON object");
+    if (!r.is_object()) {
+      s.skipped.push_back(where + "not a JSON object");
+      continue;
+    }
     const std::string event = text(r, "event");
     if (event == "step") {
       auto st = r.find("step");
-      if (st == r.end() || !st->is_number_integer())
-        throw MetricsError(file.string() + ":" + std::to_string(number_of_line) +
-                           ": a step record without a step number");
+      if (st == r.end() || !st->is_number_integer()) {
+        s.skipped.push_back(where + "a step record without a step number");
+        continue;
+      }
       const int64_t step = st->get<int64_t>();
       // `tokens` is the run's count by the end of the step (a resumed run's too); a record
       // without it is placed at its step number.
@@ -103,7 +108,13 @@ RunSeries read_run(const std::string& path, const std::string& name) {
     p.event.tokens = it == wall_tokens.begin() ? 0 : std::prev(it)->second;
     s.events.push_back(p.event);
   }
-  if (s.loss.empty()) throw MetricsError(file.string() + ": no step record: nothing to plot");
+  if (s.loss.empty()) {
+    std::string why = file.string() + ": no step record: nothing to plot";
+    if (!s.skipped.empty())
+      why += " (" + std::to_string(s.skipped.size()) +
+             " line(s) skipped, the first: " + s.skipped.front() + ")";
+    throw MetricsError(why);
+  }
   return s;
 }
 

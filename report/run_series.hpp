@@ -27,6 +27,7 @@ struct RunSeries {
   std::vector<Point> loss, val_loss, tokens_per_s;
   std::map<std::string, std::vector<Point>> bytes;  // kind -> cumulative bytes
   std::vector<Event> events;
+  std::vector<std::string> skipped;  // "file:line: why" of each line that is no record
 };
 
 // A metrics file that cannot be read: the message names the file and, for a bad record, its
@@ -37,7 +38,9 @@ struct MetricsError : std::runtime_error {
 
 // Reads RUN_DIR/metrics.jsonl (or a metrics file given directly). Records of a run resumed
 // from an earlier step replace the ones they repeat. A line that is not a JSON object, or a step
-// record without a numeric step, is an error naming the line; records of other events are skipped.
+// record without a numeric step, is skipped and named in `skipped` (a process killed mid-write
+// leaves a torn last line; the records before it still count); records of other events are
+// ignored. A file that cannot be read, or holds no step record, is a MetricsError.
 RunSeries read_run(const std::string& path, const std::string& name);
 
 }  // namespace swarmrt::report

@@ -46,15 +46,25 @@ PY
 before=$(md5sum <"$tmp/chart.png")
 out=$("$bin" plot "$tmp/nothing-here" --out "$tmp/chart.png" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "no such file" <<<"$out" || fail "missing run: rc $rc, $out"
-cp -r "$tmp/diloco" "$tmp/broken"
-echo '{"event":"step","step":' >>"$tmp/broken/metrics.jsonl"
-out=$("$bin" plot "$tmp/broken" --out "$tmp/chart.png" 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "metrics.jsonl:[0-9]*: not a JSON record" <<<"$out" \
-  || fail "corrupt metrics: rc $rc, $out"
+mkdir "$tmp/no-record"
+echo '{"event":"step","step":' >"$tmp/no-record/metrics.jsonl"
+out=$("$bin" plot "$tmp/no-record" --out "$tmp/chart.png" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "no step record.*metrics.jsonl:1: not a JSON record" <<<"$out" \
+  || fail "metrics without a record: rc $rc, $out"
 out=$("$bin" plot "$tmp/swarm" --out "$tmp/chart.jpg" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q ".png or .svg" <<<"$out" || fail "jpg: rc $rc, $out"
 out=$(PATH=/nonexistent "$bin" plot "$tmp/swarm" --out "$tmp/chart.png" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "gnuplot is not installed" <<<"$out" || fail "no gnuplot: rc $rc, $out"
 [ "$(md5sum <"$tmp/chart.png")" = "$before" ] || fail "a failed plot changed the chart"
+
+# A run whose process was killed mid-write: its torn last line is named and skipped, and the
+# rest is plotted.
+cp -r "$tmp/diloco" "$tmp/crashed"
+lines=$(wc -l <"$tmp/crashed/metrics.jsonl")
+printf '{"event":"step","step":' >>"$tmp/crashed/metrics.jsonl"
+out=$("$bin" plot "$tmp/crashed" --out "$tmp/crashed.png" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "crashed/metrics.jsonl:$((lines + 1)): not a JSON record.*skipped" <<<"$out" \
+  && grep -q "1 line(s) that are no record skipped" <<<"$out" && [ -s "$tmp/crashed.png" ] \
+  || fail "torn last line: rc $rc, $out"
 ls "$tmp" | grep -q "\.tmp-" && fail "a temporary file was left: $(ls "$tmp")"
-echo "ok: plot of 2 real runs as PNG and SVG; bad input refused"
+echo "ok: plot of 2 real runs as PNG and SVG; a torn line skipped by name; bad input refused"

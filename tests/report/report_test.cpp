@@ -74,13 +74,32 @@ TEST(ReadRun, ResumedStepsReplaceTheSupersededOnes) {
   EXPECT_EQ(s.bytes.at("gradients").size(), 3u);
 }
 
+// A process killed mid-write leaves a torn last line: it is named and skipped, and the records
+// around it still count. A file with no step record at all is refused, naming what was skipped.
+TEST(ReadRun, TornAndMalformedLinesAreNamedAndSkipped) {
+  MetricsFile torn(step(1, 5.0, 1, 8) + "{\"event\":\"step\",\"loss\":\n" + "[1, 2]\n" +
+                   "{\"event\":\"step\",\"loss\":2}\n" + step(2, 4.0, 2, 16) +
+                   "{\"event\":\"step\",\"st");
+  const auto s = read_run(torn.dir.string(), "run");
+  ASSERT_EQ(s.loss.size(), 2u);
+  EXPECT_EQ(s.loss[1].value, 4.0);
+  ASSERT_EQ(s.skipped.size(), 4u);
+  EXPECT_NE(s.skipped[0].find("metrics.jsonl:2: not a JSON record"), std::string::npos)
+      << s.skipped[0];
+  EXPECT_NE(s.skipped[1].find("metrics.jsonl:3: not a JSON object"), std::string::npos);
+  EXPECT_NE(s.skipped[2].find("metrics.jsonl:4: a step record without a step number"),
+            std::string::npos);
+  EXPECT_NE(s.skipped[3].find("metrics.jsonl:6: not a JSON record"), std::string::npos);
+}
+
 TEST(ReadRun, BadInputIsNamed) {
-  MetricsFile bad(step(1, 5.0, 1, 8) + "{\"event\":\"step\",\"loss\":\n");
+  MetricsFile only_torn("{\"event\":\"step\",\"loss\":\n");
   try {
-    read_run(bad.dir.string(), "run");
-    FAIL() << "a truncated record was read";
+    read_run(only_torn.dir.string(), "run");
+    FAIL() << "a file with no record was read";
   } catch (const MetricsError& e) {
-    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:2: not a JSON record"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("no step record"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:1: not a JSON record"), std::string::npos)
         << e.what();
   }
   MetricsFile no_step("{\"event\":\"step\",\"loss\":2}\n");
