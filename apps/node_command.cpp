@@ -297,6 +297,8 @@ int run_node(const NodeArgs& args) {
     return 3;
   }
   ctx->run_id = reply.run_id;
+  // Its workers report this process's bytes under this name: the coordinator adds them up.
+  ctx->process = "node" + std::to_string(reply.node_index);
   caf::anon_send(inspector, timeouts_atom::value, ctx->config.supervision.query_timeout_s,
                  ctx->config.supervision.answer_lead_ms);
   transport::set_max_message(ctx->config.max_message_bytes());

@@ -152,6 +152,13 @@ struct HopReport {
   bool passed = false;
   caf::actor_addr to;
 };
+// A worker took step `step` (applied_atom), and what every actor of its process has sent so
+// far, by kind in actors::Traffic's order: the coordinator adds other processes' reports to
+// its own counters for the swarm's totals. `process` is empty in the coordinator's process.
+struct ProcessBytes {
+  std::string process;
+  std::vector<uint64_t> sent;
+};
 // Stage 0 finished a micro-batch's backward (done_atom): every stage holds its gradient.
 struct DoneReport {
   uint64_t step = 0;
@@ -291,6 +298,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, HopReport& x) {
   return f(caf::meta::type_name("swarmrt::HopReport"), x.step, x.micro_batch, x.attempt, x.worker,
            x.passed, x.to);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ProcessBytes& x) {
+  return f(caf::meta::type_name("swarmrt::ProcessBytes"), x.process, x.sent);
 }
 
 template <class Inspector>

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "actors/common/byte_counters.hpp"
 #include "model/config.hpp"
@@ -19,7 +20,11 @@ inline policy::WiringPolicy wiring_policy(model::WiringPolicy w) {
 struct SwarmContext {
   model::RunConfig config;
   uint64_t run_id = 0;
-  std::shared_ptr<ByteCounters> bytes = std::make_shared<ByteCounters>();
+  std::shared_ptr<ByteCounters> bytes = std::make_shared<ByteCounters>();  // this process's
+  // Which process this is: empty for the coordinator's (and a run in one process), "node<K>"
+  // for node K's. Workers report their process's bytes under it (ProcessBytes).
+  std::string process;
+  std::shared_ptr<RemoteBytes> remote_bytes = std::make_shared<RemoteBytes>();
   // Tests: what every wiring takes a completion's duration as (Wiring::set_measure); unset,
   // the measured duration.
   policy::Wiring::Measure wiring_measure;
@@ -40,6 +45,9 @@ struct SwarmContext {
   bool streaming() const { return diloco() && (config.diloco.streaming() || force_streaming); }
   int64_t step_samples() const { return config.train.micro_batch * config.train.micro_batches; }
   int64_t stages() const { return config.swarm.stages; }
+
+  // The swarm's bytes by kind: this process's and every other process's last report.
+  nlohmann::json swarm_bytes() const { return remote_bytes->total_with(*bytes); }
 };
 
 using ContextPtr = std::shared_ptr<const SwarmContext>;

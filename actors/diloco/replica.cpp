@@ -155,11 +155,11 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GP
     spdlog::warn("worker {}: round {} refused my contribution: {}", setup_.id, h.round_id,
                  h.reason);
     catch_up_if_behind(self, setup_, h, reload);
-    self->send(setup_.tracker, applied_atom::value, step, setup_.id);
+    tell_applied(self, setup_.tracker, step, setup_.id, *setup_.ctx);
     return true;
   }
   load_global(module, frame, h);
-  self->send(setup_.tracker, applied_atom::value, step, setup_.id);
+  tell_applied(self, setup_.tracker, step, setup_.id, *setup_.ctx);
   return true;
 }
 

@@ -293,7 +293,7 @@ void StreamingReplica::settle(Self* self, uint32_t p, model::GPT& module) {
   }
   holding_.erase(p);
   if (!holding_.empty()) return;
-  self->send(setup_.tracker, applied_atom::value, *held_step_, setup_.id);
+  tell_applied(self, setup_.tracker, *held_step_, setup_.id, *setup_.ctx);
   held_step_.reset();
 }
 

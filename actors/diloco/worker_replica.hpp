@@ -42,6 +42,14 @@ struct ReplicaSetup {
   std::shared_ptr<ByteCounters> sent;
 };
 
+// Tells the tracker that worker `id` took `step`, with what its process has sent so far: the
+// coordinator counts other processes' bytes from these reports (ProcessBytes).
+inline void tell_applied(caf::event_based_actor* self, const caf::actor& tracker, uint64_t step,
+                         uint32_t id, const SwarmContext& ctx) {
+  self->send(tracker, atoms::applied_atom::value, step, id,
+             messages::ProcessBytes{ctx.process, ctx.bytes->snapshot()});
+}
+
 // Rounds all-reduced over a group communicator, sent alone although there was one, and
 // failed (an all-reduce, an answer that never came, a refused round).
 struct ReplicaStats {

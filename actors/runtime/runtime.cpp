@@ -394,7 +394,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
     const auto& first = result.worker_params[stage.at(0).id];
     result.params.insert(result.params.end(), first.begin(), first.end());
   }
-  result.bytes = ctx->bytes->to_json();
+  result.bytes = ctx->swarm_bytes();
   return result;
 }
 

@@ -295,13 +295,13 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   // round is still open (it reports when the round answers).
   if (step <= s.applied_step) {
     const bool open = s.replica && s.replica->round_open();
-    if (!open) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+    if (!open) tell_applied(self, s.setup.tracker, step, s.setup.id, ctx);
     return;
   }
   if (step != s.step) {
     // It did not reduce this step (it joined or restarted while the tracker was
     // being restarted): it took no data, so there is nothing to apply.
-    self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+    tell_applied(self, s.setup.tracker, step, s.setup.id, ctx);
     return;
   }
   s.applied_step = step;
@@ -321,7 +321,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   for (auto it = s.min_attempt.begin(); it != s.min_attempt.end();)
     it = it->first.first <= step ? s.min_attempt.erase(it) : std::next(it);
   const bool held = s.replica && s.replica->after_inner_step(self, step, s.module);
-  if (!held) self->send(s.setup.tracker, applied_atom::value, step, s.setup.id);
+  if (!held) tell_applied(self, s.setup.tracker, step, s.setup.id, ctx);
 }
 
 // Takes a state handed out by a peer, the DiLoCo group or a checkpoint (see WorkerSetup).

@@ -105,7 +105,7 @@ void finish_step(Self* self) {
       if (s.stage_of[id] == k) n += samples;
     stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
   }
-  const auto bytes = s.setup.ctx->bytes->to_json();
+  const auto bytes = s.setup.ctx->swarm_bytes();  // every process's, not only this one's
   const double sync = bytes.value("gradients", 0.0) + bytes.value("pseudo_gradients", 0.0) +
                       bytes.value("parameters", 0.0);
   const double step_sync = sync - s.sync_bytes_sent;

@@ -109,8 +109,12 @@ caf::message_handler reducing(Self* self) {
 
 caf::message_handler applying(Self* self) {
   return {
-      [=](applied_atom, uint64_t step, uint32_t worker) {
+      [=](applied_atom, uint64_t step, uint32_t worker, const messages::ProcessBytes& sent) {
         auto& s = self->state;
+        // Another process's counters, for the swarm's totals (this process counts its own).
+        const auto& ctx = *s.setup.ctx;
+        if (!sent.process.empty() && sent.process != ctx.process)
+          ctx.remote_bytes->report(sent.process, sent.sent);
         if (step != s.step) return;
         s.applied.insert(worker);
         if (auto it = s.by_id.find(worker); it != s.by_id.end())

@@ -233,7 +233,7 @@ caf::message_handler stale() {
       [=](microbatch_timer_atom, uint64_t, uint32_t, uint32_t, uint64_t) {},
       [=](eval_timer_atom, uint64_t, uint32_t) {},
       [=](norm_atom, const messages::NormReport&) {},
-      [=](applied_atom, uint64_t, uint32_t) {},
+      [=](applied_atom, uint64_t, uint32_t, const messages::ProcessBytes&) {},
       [=](eval_loss_atom, uint64_t, uint32_t, double) {},
       [=](reset_done_atom, uint64_t, uint32_t) {},
       [=](reset_done_atom, uint64_t) {},

@@ -28,6 +28,29 @@ grep -E "\[warning\].*is gone" "$tmp/multi.log" && fail "a clean end logged a no
 multi=$(final_loss "$tmp/multi.log")
 [ -n "$multi" ] || fail "no final loss from the multi-process run: $(tail -20 "$tmp/multi.log")"
 ls "$tmp/multi/checkpoints/step_00000030.ckpt" >/dev/null || fail "no checkpoint from the coordinator"
+# The run's byte counts are the swarm's: the last step record holds what the nodes' workers
+# sent (each node prints its own totals when it stops). Gradients and pseudo-gradients end with
+# the last step; the final evaluation's forward hops come after the last record, so activations
+# there are short of the nodes' by about eval_batches / (steps x micro_batches) = 16/136.
+python3 - "$tmp/multi/metrics.jsonl" "$tmp/multi.log" <<'PY' || fail "swarm-wide bytes: see above"
+import json, re, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"event":"step"' in l]
+record = {k: v / 1e6 for k, v in steps[-1]["bytes"].items()}
+nodes = {}
+for line in open(sys.argv[2]):
+    m = re.search(r"stopped; bytes sent by its workers: (.*)", line)
+    if m:
+        for kind, mb in re.findall(r"(\w+) ([0-9.]+) MB", m.group(1)):
+            nodes[kind] = nodes.get(kind, 0) + float(mb)
+print("last step record (MB):", record, "\nsum of the nodes' own totals (MB):", nodes)
+assert len(re.findall("stopped; bytes sent", open(sys.argv[2]).read())) == 2, "2 nodes' totals"
+for kind in ("gradients", "pseudo_gradients"):
+    tol = 0.05 * nodes[kind] + 0.2  # one step of 30 in flight, and the logs' 0.1 MB rounding
+    assert nodes[kind] > 1, f"the nodes sent no {kind}"
+    assert abs(record[kind] - nodes[kind]) <= tol, f"{kind}: record {record[kind]} vs nodes {nodes[kind]}"
+a, n = record["activations"], nodes["activations"]
+assert 0.75 * n <= a <= 1.05 * n + 0.3, f"activations: record {a} vs nodes {n}"
+PY
 
 timeout 300 "$bin" train "${args[@]}" -o "$tmp/single" --sample-tokens 0 >"$tmp/single.log" 2>&1 \
   || fail "in-process run: $(tail -20 "$tmp/single.log")"

@@ -177,13 +177,17 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
   EXPECT_FALSE(inner(self, worker, 9));
   EXPECT_TRUE(inner(self, worker, 10));  // held: the round of step 8 has not landed
   // Nothing reaches the tracker until the answer is merged.
-  tracker->receive([&](applied_atom, uint64_t, uint32_t) { ADD_FAILURE() << "released early"; },
+  tracker->receive([&](applied_atom, uint64_t, uint32_t,
+                       const messages::ProcessBytes&) { ADD_FAILURE() << "released early"; },
                    caf::after(std::chrono::milliseconds(200)) >> [] {});
   group->send(worker, round_atom::value, answer(h0, f0, -2.0f));
   tracker->receive(
-      [&](applied_atom, uint64_t step, uint32_t id) {
+      [&](applied_atom, uint64_t step, uint32_t id, const messages::ProcessBytes& sent) {
         EXPECT_EQ(step, 10u);
         EXPECT_EQ(id, 7u);
+        // The worker's process's counters ride along: the round's bytes are in them.
+        ASSERT_EQ(sent.sent.size(), 5u);
+        EXPECT_GT(sent.sent[static_cast<size_t>(actors::Traffic::pseudo_gradients)], 0u);
       },
       caf::after(std::chrono::seconds(10)) >> [] { ADD_FAILURE() << "step 10 never released"; });
   auto p10 = params_of(self, worker);

@@ -139,8 +139,8 @@ TEST_F(TrackerFixture, AStepGoesThroughReduceAndApplyOneMessageAtATime) {
   sched->run();
   EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
   EXPECT_EQ(frames_for(2), 0u);
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0, messages::ProcessBytes{});
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1, messages::ProcessBytes{});
   sched->run();
   EXPECT_EQ(frames_for(2), 2u);  // step 2 opened only once every worker applied step 1
 }
@@ -162,7 +162,7 @@ TEST_F(TrackerFixture, AWorkerLostWhileTheStepReducesIsNoLongerWaitedFor) {
     }
   EXPECT_TRUE(rewired);
   EXPECT_EQ((count<apply_atom, uint64_t, double, double>(log0)), 1u);
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0, messages::ProcessBytes{});
   sched->run();
   // Step 2 opens, but the pipeline is paused until stage 1 has a worker again: its
   // micro-batches go to stage 0 and no further.
@@ -219,8 +219,8 @@ TEST_F(TrackerFixture, ATrackerLostWhileApplyingHasItsSuccessorSendTheSameApply)
   EXPECT_EQ(applies()[1].first, first.first);
   EXPECT_EQ(applies()[1].second, first.second);
   // Both workers report the step applied: the successor opens step 2.
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0, messages::ProcessBytes{});
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1, messages::ProcessBytes{});
   sched->run();
   EXPECT_EQ(frames_for(2), 2u);
 }
@@ -276,8 +276,8 @@ TEST_F(TrackerFixture, AWorkerThatJoinsBetweenStepsTakesAPeersStateEvenIfAdopted
   for (auto [stage, id] : {std::pair<uint32_t, uint32_t>{0, id0}, {1, id1}})
     caf::anon_send(tracker, norm_atom::value, messages::NormReport{1, stage, id, 1.0, 2});
   sched->run();
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0);
-  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1);
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id0, messages::ProcessBytes{});
+  caf::anon_send(tracker, applied_atom::value, uint64_t{1}, id1, messages::ProcessBytes{});
   sched->run();
   ASSERT_EQ(frames_for(2), 2u);  // step 2 is open, with v a member
   bool member = false;
