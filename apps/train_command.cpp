@@ -46,8 +46,8 @@ model::TrainResult train_swarm(const model::RunConfig& config, const model::Text
   model::TrainResult result;
   result.losses = out.report.losses;
   result.val_loss = out.report.val_loss;
-  result.model = model::GPT(model::GPTConfig::from(config.model), model::StageSpec{},
-                            static_cast<uint64_t>(config.train.seed));
+  result.model = model::make_stage_model(config.model, model::StageSpec{},
+                                         static_cast<uint64_t>(config.train.seed));
   model::Checkpoint ckpt;
   ckpt.tensors = out.params;
   ckpt.meta_json = model::checkpoint_meta(config, config.train.steps, {});
@@ -79,10 +79,11 @@ int run_train(const TrainArgs& args) {
     model::RunDir run(out, config, start);
     auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
     spdlog::info(
-        "run {} | mode {} | model {}L {}H d{} ctx{} | {} train bytes, {} val bytes | "
-        "{} tokens/step | fingerprint {}",
-        out, model::name_of(config.swarm.mode), config.model.n_layer, config.model.n_head,
-        config.model.n_embd, config.model.block_size, corpus.train().size(), corpus.val().size(),
+        "run {} | mode {} | model {} {}L {}H d{} ctx{} ({:.2f}M parameters) | {} train bytes, {} "
+        "val bytes | {} tokens/step | fingerprint {}",
+        out, model::name_of(config.swarm.mode), model::name_of(config.model.arch),
+        config.model.n_layer, config.model.n_head, config.model.n_embd, config.model.block_size,
+        double(config.model.parameters()) / 1e6, corpus.train().size(), corpus.val().size(),
         config.tokens_per_step(), model::fingerprint(config));
     auto result = config.swarm.mode == model::Mode::single
                       ? train_single(config, corpus, run, args.resume)

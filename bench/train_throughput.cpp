@@ -9,8 +9,8 @@
 
 #include "model/config.hpp"
 #include "model/data.hpp"
-#include "model/gpt.hpp"
 #include "model/optim.hpp"
+#include "model/stage_model.hpp"
 #include "model/threads.hpp"
 
 using namespace swarmrt::model;
@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   auto corpus = TextCorpus::load(config.data.path, config.data.val_fraction);
   Windows windows(&corpus.train(), config.model.block_size);
   ShardLoader loader(windows, 0, 1, static_cast<uint64_t>(config.train.seed));
-  GPT model(GPTConfig::from(config.model), StageSpec{}, static_cast<uint64_t>(config.train.seed));
+  auto model =
+      make_stage_model(config.model, StageSpec{}, static_cast<uint64_t>(config.train.seed));
   auto opt = make_adamw(*model, config.train);
   const auto params = model->parameters();
   const auto& t = config.train;

@@ -60,12 +60,19 @@ std::string slowdown_list(const std::string& v) {
 // The rows of what is trained and how: model, train, data, swarm, diloco, checkpoint.
 static std::vector<Field> training_rows() {
   return {
-      SWARMRT_FIELD(model, preset, shared, any(), nullptr, "tiny | gpt2-small"),
+      SWARMRT_FIELD(model, preset, shared, any(), nullptr,
+                    "tiny | gpt2-small | llama-tiny | llama-small"),
+      SWARMRT_CHOICE(model, arch, shared,
+                     "gpt2 (LayerNorm, learned positions, GELU) | llama (RMSNorm, rotary "
+                     "positions, SwiGLU, no biases)"),
       SWARMRT_NUMBER(model, n_layer, shared, at_least(1), "transformer blocks"),
       SWARMRT_NUMBER(model, n_head, shared, at_least(1), "attention heads"),
       SWARMRT_NUMBER(model, n_embd, shared, at_least(1), "embedding width"),
       SWARMRT_NUMBER(model, block_size, shared, at_least(2), "context length in bytes"),
-      SWARMRT_NUMBER(model, vocab_size, shared, between(256, 256), "256 (byte tokenizer)"),
+      SWARMRT_NUMBER(model, vocab_size, shared, between(256, 1 << 20),
+                     "token ids; byte data uses 256 of them"),
+      SWARMRT_FIELD(model, tie_embeddings, shared, any(), nullptr,
+                    "the head reuses the token embeddings (needs swarm.stages = 1)"),
       SWARMRT_NUMBER(train, steps, shared, at_least(1), "optimizer steps"),
       SWARMRT_NUMBER(train, micro_batch, shared, at_least(1), "sequences per micro-batch"),
       SWARMRT_NUMBER(train, micro_batches, shared, at_least(1), "micro-batches per step"),
@@ -261,6 +268,11 @@ const std::vector<std::string>& names<Mode>() {
   return n;
 }
 template <>
+const std::vector<std::string>& names<Arch>() {
+  static const std::vector<std::string> n = {"gpt2", "llama"};
+  return n;
+}
+template <>
 const std::vector<std::string>& names<Schedule>() {
   static const std::vector<std::string> n = {"constant", "cosine"};
   return n;
@@ -348,8 +360,15 @@ void validate(const RunConfig& c, const std::string& origin) {
   if (m.n_embd % m.n_head != 0)
     fail("model.n_embd", "must be a positive multiple of model.n_head (" +
                              std::to_string(m.n_head) + "), got " + std::to_string(m.n_embd));
+  if (m.arch == Arch::llama && (m.n_embd / m.n_head) % 2 != 0)
+    fail("model.n_head", "llama rotates pairs of dimensions: n_embd / n_head must be even, got " +
+                             std::to_string(m.n_embd / m.n_head));
   if (c.train.min_lr > c.train.lr) fail("train.min_lr", "must be in [0, train.lr]");
   const auto& s = c.swarm;
+  if (m.tie_embeddings && s.stages != 1)
+    fail("model.tie_embeddings",
+         "ties the head to the token embeddings, which needs both in one stage: set "
+         "swarm.stages = 1 or model.tie_embeddings = false");
   if (s.stages > m.n_layer)
     fail("swarm.stages", "must be <= model.n_layer (" + std::to_string(m.n_layer) + "), got " +
                              std::to_string(s.stages));

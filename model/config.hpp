@@ -21,6 +21,8 @@ struct ConfigError : std::runtime_error {
 // parsed; the code compares enum values, never strings. names<E>() lists the names a config
 // file uses, in the enum's order.
 enum class Mode { single, pp, dp, swarm, diloco, diloco_swarm };
+// model.arch: GPT-2's block (model/gpt.hpp) or Llama's (model/llama.hpp).
+enum class Arch { gpt2, llama };
 enum class Schedule { constant, cosine };
 // swarm.wiring (policy/wiring.hpp): SWARM's throughput-proportional choice, or uniform.
 enum class WiringPolicy { throughput, uniform };
@@ -34,6 +36,8 @@ template <class E>
 const std::vector<std::string>& names();
 template <>
 const std::vector<std::string>& names<Mode>();
+template <>
+const std::vector<std::string>& names<Arch>();
 template <>
 const std::vector<std::string>& names<Schedule>();
 template <>
@@ -72,12 +76,39 @@ inline std::chrono::milliseconds as_duration(double seconds) {
 }
 
 struct ModelConfig {
-  std::string preset = "tiny";  // tiny | gpt2-small; explicit keys override it
+  std::string preset = "tiny";  // see model_preset(); explicit keys override it
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;
   int64_t block_size = 128;
   int64_t vocab_size = 256;  // byte tokenizer
+  Arch arch = Arch::gpt2;
+  bool tie_embeddings = false;  // the head reuses the token embedding matrix
+
+  // Width of the MLP's hidden layer: GPT-2's 4d, or Llama's SwiGLU width 2/3 of 4d (so its
+  // three matrices cost what GPT-2's two do), rounded up to a multiple of 32 as Llama rounds
+  // to its `multiple_of`.
+  int64_t ffn_hidden() const {
+    if (arch == Arch::gpt2) return 4 * n_embd;
+    const int64_t h = (8 * n_embd + 2) / 3;
+    return (h + 31) / 32 * 32;
+  }
+  // Parameters of one block: attention (4 d x d matrices) + MLP + norms (+ GPT-2's biases).
+  uint64_t block_parameters() const {
+    const uint64_t d = uint64_t(n_embd), f = uint64_t(ffn_hidden());
+    if (arch == Arch::gpt2) return 4 * d * d + 2 * d * f + (3 * d + d + f + d) + 4 * d;
+    return 4 * d * d + 3 * d * f + 2 * d;
+  }
+  // Parameters outside the blocks: embeddings (GPT-2's positions too), final norm, head.
+  uint64_t outer_parameters() const {
+    const uint64_t d = uint64_t(n_embd), V = uint64_t(vocab_size);
+    const uint64_t embeddings = V * d + (arch == Arch::gpt2 ? uint64_t(block_size) * d : 0);
+    const uint64_t final_norm = arch == Arch::gpt2 ? 2 * d : d;
+    return embeddings + final_norm + (tie_embeddings ? 0 : V * d);
+  }
+  uint64_t parameters() const {
+    return uint64_t(n_layer) * block_parameters() + outer_parameters();
+  }
 };
 
 struct TrainConfig {
@@ -268,10 +299,7 @@ struct RunConfig {
   // plus 64 MiB: the largest frame is a stage's parameters and optimizer state, or one hop.
   uint64_t max_message_bytes() const {
     if (transport.max_message_mib > 0) return uint64_t(transport.max_message_mib) << 20;
-    const uint64_t d = uint64_t(model.n_embd), L = uint64_t(model.n_layer);
-    const uint64_t params = 12 * L * d * d + 13 * L * d + 2 * uint64_t(model.vocab_size) * d +
-                            uint64_t(model.block_size) * d + 2 * d;
-    return 2 * 4 * params + (uint64_t{64} << 20);
+    return 2 * 4 * model.parameters() + (uint64_t{64} << 20);
   }
 
   // Tokens in one optimizer step, the unit every mode shares.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -59,7 +60,7 @@ struct Range {
   std::string describe() const {
     auto num = [](double v) {
       std::ostringstream os;
-      os << v;
+      os << std::setprecision(15) << v;  // 1048576, not 1.04858e+06
       return os.str();
     };
     const bool low = std::isfinite(lo), high = std::isfinite(hi);

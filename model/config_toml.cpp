@@ -147,8 +147,15 @@ ModelConfig model_preset(const std::string& name) {
     m.n_layer = 4, m.n_head = 4, m.n_embd = 128, m.block_size = 128;
   } else if (name == "gpt2-small") {
     m.n_layer = 12, m.n_head = 12, m.n_embd = 768, m.block_size = 1024;
+  } else if (name == "llama-tiny") {  // the tiny model's size with Llama's block
+    m.arch = Arch::llama;
+    m.n_layer = 4, m.n_head = 4, m.n_embd = 128, m.block_size = 128;
+  } else if (name == "llama-small") {  // 101.4M parameters at a 32k vocabulary, untied
+    m.arch = Arch::llama;
+    m.n_layer = 12, m.n_head = 10, m.n_embd = 640, m.block_size = 1024, m.vocab_size = 32768;
   } else {
-    throw ConfigError("unknown model preset '" + name + "' (expected tiny or gpt2-small)");
+    throw ConfigError("unknown model preset '" + name +
+                      "' (expected tiny, gpt2-small, llama-tiny or llama-small)");
   }
   return m;
 }
@@ -185,7 +192,10 @@ RunConfig parse_config(const std::string& text, const std::string& origin,
   // The preset goes first so that explicit model keys override it.
   if (auto preset = root["model"]["preset"]) {
     auto name = preset.value_exact<std::string>();
-    if (!name) throw ConfigError(origin + ": model.preset: expected a string (tiny | gpt2-small)");
+    if (!name)
+      throw ConfigError(
+          origin +
+          ": model.preset: expected a string (tiny | gpt2-small | llama-tiny | llama-small)");
     try {
       config.model = model_preset(*name);
     } catch (const ConfigError& e) {

@@ -7,19 +7,21 @@
 namespace swarmrt::model {
 namespace {
 
-// The global layer of a block parameter "h.<layer>.…", or -1 for a parameter outside blocks.
+bool starts(const std::string& name, const char* prefix) {
+  return name.rfind(prefix, 0) == 0;
+}
+
+// The global layer of a block parameter ("h.<layer>.…" in the GPT, "layers.<layer>.…" in
+// Llama), or -1 for a parameter outside blocks.
 int64_t layer_of(const std::string& name) {
-  if (name.rfind("h.", 0) != 0) return -1;
-  const auto dot = name.find('.', 2);
+  const size_t at = starts(name, "h.") ? 2 : starts(name, "layers.") ? 7 : 0;
+  if (at == 0) return -1;
+  const auto dot = name.find('.', at);
   try {
-    return std::stoll(name.substr(2, dot == std::string::npos ? std::string::npos : dot - 2));
+    return std::stoll(name.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
   } catch (const std::exception&) {
     throw std::invalid_argument("parameter '" + name + "' names no block index");
   }
-}
-
-bool starts(const std::string& name, const char* prefix) {
-  return name.rfind(prefix, 0) == 0;
 }
 
 }  // namespace
@@ -58,9 +60,10 @@ std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, in
       out.push_back(0);
     } else if (auto l = layer_of(n); l >= 0) {
       out.push_back(of_block(local.at(l)));
-    } else if (starts(n, "wte.") || starts(n, "wpe.")) {
+    } else if (starts(n, "wte.") || starts(n, "wpe.") || starts(n, "tok_embeddings.")) {
       out.push_back(of_block(0));
-    } else if (starts(n, "ln_f.") || starts(n, "lm_head.")) {
+    } else if (starts(n, "ln_f.") || starts(n, "lm_head.") || starts(n, "norm.") ||
+               starts(n, "output.")) {
       out.push_back(of_block(blocks - 1));
     } else {
       throw std::invalid_argument("parameter '" + n + "' belongs to no fragment");

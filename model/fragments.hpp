@@ -5,9 +5,9 @@
 // Blocks are numbered within the stage (local index i of L). Strided: block i goes to fragment
 // i mod P (the paper's choice: every fragment spans the depth of the stage). Sequential:
 // block i goes to fragment ⌊i·P/L⌋ (contiguous runs of blocks). The parameters outside the
-// blocks ride with the block next to them: the embeddings (wte, wpe) with the stage's first
-// block, the final norm and head (ln_f, lm_head) with its last, since those are the blocks
-// whose inputs or outputs they shape.
+// blocks ride with the block next to them: the embeddings (wte, wpe, tok_embeddings) with the
+// stage's first block, the final norm and head (ln_f, lm_head, norm, output) with its last, since
+// those are the blocks whose inputs or outputs they shape.
 //
 // Fragment p syncs every H steps at offset ⌊p·H/P⌋: at steps t ≥ 1 with t ≡ ⌊p·H/P⌋ (mod H),
 // so fragment 0 at H, 2H, ... as plain DiLoCo does.
@@ -21,9 +21,10 @@
 
 namespace swarmrt::model {
 
-// The fragment of every name in `names` (a stage's parameter names: "h.<layer>.…" for blocks,
-// wte/wpe/ln_f/lm_head outside them). Throws std::invalid_argument when P exceeds the
-// stage's blocks (a fragment would be empty) or a name is neither.
+// The fragment of every name in `names` (a stage's parameter names: "h.<layer>.…" or
+// "layers.<layer>.…" for blocks, the embeddings, final norm and head outside them). Throws
+// std::invalid_argument when P exceeds the stage's blocks (a fragment would be empty) or a name is
+// neither.
 std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
                                        FragmentPattern pattern);
 

@@ -1,24 +1,9 @@
 #include "model/gpt.hpp"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/activation.h>
-#include <torch/nn/functional/loss.h>
-#include <torch/nn/init.h>
-#include <torch/utils.h>
 #include <cmath>
 
 namespace swarmrt::model {
-
-std::pair<int64_t, int64_t> stage_layers(int64_t n_layer, StageSpec stage) {
-  TORCH_CHECK(stage.count >= 1 && stage.count <= n_layer, "stage count ", stage.count,
-              " must be in [1, n_layer=", n_layer, "]");
-  TORCH_CHECK(stage.index >= 0 && stage.index < stage.count, "stage index ", stage.index,
-              " out of range for ", stage.count, " stages");
-  const int64_t base = n_layer / stage.count, extra = n_layer % stage.count;
-  const int64_t begin = stage.index * base + std::min(stage.index, extra);
-  const int64_t size = base + (stage.index < extra ? 1 : 0);
-  return {begin, begin + size};
-}
 
 // ---- attention ------------------------------------------------------------------------
 
@@ -77,87 +62,42 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
 // ---- GPT (one stage, or all of it) -----------------------------------------------------
 
 GPTImpl::GPTImpl(const GPTConfig& c, StageSpec stage, uint64_t seed)
-    : config_(c), stage_(stage), layers_(stage_layers(c.n_layer, stage)) {
+    : StageModelImpl(c.model(), stage) {
   if (stage.first()) {
     wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
     wpe = register_module("wpe", torch::nn::Embedding(c.block_size, c.n_embd));
   }
   h = register_module("h", torch::nn::ModuleDict());
-  for (int64_t l = layers_.first; l < layers_.second; ++l) {
+  for (int64_t l = layers().first; l < layers().second; ++l) {
     blocks_.push_back(Block(c));
     h->update({{std::to_string(l), blocks_.back().ptr()}});
   }
   if (stage.last()) {
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
-    lm_head = register_module(
-        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, c.vocab_size).bias(false)));
+    if (!c.tie_embeddings)
+      lm_head = register_module(
+          "lm_head",
+          torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, c.vocab_size).bias(false)));
   }
   init_parameters(*this, c.n_layer, seed);
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& input) {
+  check_input(input);
   torch::Tensor x;
-  if (stage_.first()) {
-    TORCH_CHECK(input.dim() == 2 && input.scalar_type() == torch::kLong,
-                "stage 0 expects int64 token ids [B, T], got ", input.sizes(), " ",
-                input.scalar_type());
-    const int64_t T = input.size(1);
-    TORCH_CHECK(T <= config_.block_size, "sequence length ", T, " exceeds block_size ",
-                config_.block_size);
-    auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
+  if (stage().first()) {
+    auto pos = torch::arange(input.size(1),
+                             torch::TensorOptions().dtype(torch::kLong).device(input.device()));
     x = wte(input) + wpe(pos);  // token + position embeddings
   } else {
-    TORCH_CHECK(input.dim() == 3 && input.size(2) == config_.n_embd, "stage ", stage_.index,
-                " expects hidden states [B, T, ", config_.n_embd, "], got ", input.sizes());
     x = input;
   }
   for (auto& block : blocks_) x = block->forward(x);
-  if (stage_.last()) x = lm_head(ln_f(x));
-  return x;
-}
-
-int64_t GPTImpl::num_parameters() const {
-  int64_t n = 0;
-  for (const auto& p : parameters()) n += p.numel();
-  return n;
-}
-
-torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              targets.reshape({-1}));
-}
-
-namespace {
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-}  // namespace
-
-void init_parameters(torch::nn::Module& module, int64_t n_layer, uint64_t seed) {
-  torch::NoGradGuard no_grad;
-  for (auto& item : module.named_parameters()) {
-    const std::string& name = item.key();
-    auto& p = item.value();
-    const bool layer_norm = name.find("ln_") != std::string::npos;
-    if (layer_norm) {
-      ends_with(name, "weight") ? p.fill_(1.0) : p.zero_();
-    } else if (ends_with(name, "bias")) {
-      p.zero_();
-    } else {
-      // GPT-2: N(0, 0.02), residual projections scaled by 1/sqrt(2 * n_layer).
-      const double std = ends_with(name, "c_proj.weight") ? 0.02 / std::sqrt(2.0 * n_layer) : 0.02;
-      auto gen = at::detail::createCPUGenerator(seed ^ fnv1a(name));
-      auto values = torch::empty(p.sizes(), torch::kFloat32);
-      values.normal_(0.0, std, gen);
-      p.copy_(values);
-    }
+  if (stage().last()) {
+    x = ln_f(x);
+    x = lm_head ? lm_head(x) : torch::linear(x, wte->weight);
   }
+  return x;
 }
 
 }  // namespace swarmrt::model

@@ -5,7 +5,7 @@
 
 namespace swarmrt::model {
 
-std::string generate(GPT& model, const std::string& prompt, const SampleOptions& options) {
+std::string generate(StageModel& model, const std::string& prompt, const SampleOptions& options) {
   TORCH_CHECK(model->stage().count == 1, "sampling needs the whole model, not a stage");
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();

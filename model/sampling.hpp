@@ -1,10 +1,10 @@
-// Autoregressive sampling from a whole (single-stage) GPT.
+// Autoregressive sampling from a whole (single-stage) model of either architecture.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 
 namespace swarmrt::model {
 
@@ -16,6 +16,6 @@ struct SampleOptions {
 };
 
 // Continues `prompt` (bytes) by `options.tokens` bytes; returns only the continuation.
-std::string generate(GPT& model, const std::string& prompt, const SampleOptions& options);
+std::string generate(StageModel& model, const std::string& prompt, const SampleOptions& options);
 
 }  // namespace swarmrt::model

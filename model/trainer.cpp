@@ -14,7 +14,7 @@ namespace swarmrt::model {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double evaluate(GPT& model, const std::vector<Batch>& batches) {
+double evaluate(StageModel& model, const std::vector<Batch>& batches) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -61,7 +61,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::st
   }
 }
 
-GPT load_model(const std::string& path) {
+StageModel load_model(const std::string& path) {
   std::string file = path;
   Checkpoint ckpt;
   if (fs::is_directory(path)) {
@@ -77,7 +77,7 @@ GPT load_model(const std::string& path) {
     ckpt = read_checkpoint(path);
   }
   auto meta = parse_checkpoint_meta(ckpt.meta_json, file);
-  GPT model(GPTConfig::from(meta.config.model), StageSpec{}, meta.config.train.seed);
+  auto model = make_stage_model(meta.config.model, StageSpec{}, meta.config.train.seed);
   load_parameters(*model, ckpt, file);
   return model;
 }
@@ -87,7 +87,7 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
   const auto& t = config.train;
   set_compute_threads(static_cast<int>(t.threads));
 
-  GPT model(GPTConfig::from(config.model), StageSpec{}, static_cast<uint64_t>(t.seed));
+  auto model = make_stage_model(config.model, StageSpec{}, static_cast<uint64_t>(t.seed));
   model->train();
   auto optimizer = make_adamw(*model, t);
   Windows train_windows(&corpus.train(), config.model.block_size);

@@ -7,8 +7,8 @@
 
 #include "model/config.hpp"
 #include "model/data.hpp"
-#include "model/gpt.hpp"
 #include "model/run_dir.hpp"
+#include "model/stage_model.hpp"
 
 namespace swarmrt::model {
 
@@ -27,7 +27,7 @@ struct TrainResult {
   std::vector<double> losses;  // one per step run in this call
   std::vector<double> step_seconds;
   double val_loss = 0;
-  GPT model{nullptr};
+  StageModel model{nullptr};
 };
 
 struct TrainOptions {
@@ -37,7 +37,7 @@ struct TrainOptions {
 };
 
 // Mean loss of `model` over the given batches (no gradient).
-double evaluate(GPT& model, const std::vector<Batch>& batches);
+double evaluate(StageModel& model, const std::vector<Batch>& batches);
 
 TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
                          const TrainOptions& options);
@@ -54,7 +54,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::st
 
 // Loads a whole model from a checkpoint file, or from the newest valid checkpoint of a run
 // directory.
-GPT load_model(const std::string& checkpoint_or_run_dir);
+StageModel load_model(const std::string& checkpoint_or_run_dir);
 
 std::string format_duration(double seconds);
 

@@ -9,7 +9,7 @@
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
-void DilocoReplica::load_global(model::GPT& module, const messages::Frame& f,
+void DilocoReplica::load_global(model::StageModel& module, const messages::Frame& f,
                                 const messages::RoundHeader& h) {
   model::NamedTensors theta;
   for (size_t i = 0; i < f.tensors.size(); ++i)
@@ -19,7 +19,7 @@ void DilocoReplica::load_global(model::GPT& module, const messages::Frame& f,
   round_ = h.round_id + 1;
 }
 
-void DilocoReplica::load_missed(model::GPT& module) {
+void DilocoReplica::load_missed(model::StageModel& module) {
   if (!missed_) return;
   auto missed = std::move(*missed_);
   missed_.reset();
@@ -37,7 +37,7 @@ void DilocoReplica::give_state(messages::WorkerState& st) const {
   st.round = static_cast<int64_t>(round_);
 }
 
-bool DilocoReplica::after_inner_step(Self* self, uint64_t step, model::GPT& module) {
+bool DilocoReplica::after_inner_step(Self* self, uint64_t step, model::StageModel& module) {
   const auto& cfg = setup_.ctx->config;
   const bool due = step % static_cast<uint64_t>(cfg.diloco.inner_steps) == 0 ||
                    static_cast<int64_t>(step) == cfg.train.steps;
@@ -129,7 +129,7 @@ void DilocoReplica::release_round(Self* self, bool reduce) {
   send_round(self, a.step, std::move(a.delta), reduce && a.epoch == epoch_);
 }
 
-bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::GPT& module,
+bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::StageModel& module,
                              bool busy, uint64_t step, const Reload& reload) {
   const auto opened = open_answer(frame, setup_.id);
   if (!opened) return false;

@@ -27,14 +27,14 @@
 #include "actors/diloco/worker_replica.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 #include "transport/comm.hpp"
 
 namespace swarmrt::actors {
 
 class DilocoReplica : public WorkerReplica {
  public:
-  void configure(ReplicaSetup setup, const model::GPT& module) override {
+  void configure(ReplicaSetup setup, const model::StageModel& module) override {
     setup_ = std::move(setup);
     set_anchor(module);
   }
@@ -48,13 +48,13 @@ class DilocoReplica : public WorkerReplica {
 
   // After the inner step of `step`: a round is due every H steps and at the last step.
   // False when none is due (the worker reports the step applied itself).
-  bool after_inner_step(Self* self, uint64_t step, model::GPT& module) override;
+  bool after_inner_step(Self* self, uint64_t step, model::StageModel& module) override;
   // A θ that arrived while micro-batches were in flight: loaded now, after the inner step.
-  void load_missed(model::GPT& module) override;
+  void load_missed(model::StageModel& module) override;
 
   // A round frame from the group. `busy`: micro-batches hold autograd graphs now. False when
   // the frame was refused (counted by the worker).
-  bool on_round(Self* self, const messages::Frame& frame, model::GPT& module, bool busy,
+  bool on_round(Self* self, const messages::Frame& frame, model::StageModel& module, bool busy,
                 uint64_t step, const Reload& reload) override;
 
   // The group's communicator from `epoch` on (group_comm_atom), or the id to join it by.
@@ -75,7 +75,8 @@ class DilocoReplica : public WorkerReplica {
     model::NamedTensors delta;
   };
 
-  void load_global(model::GPT& module, const messages::Frame& f, const messages::RoundHeader& h);
+  void load_global(model::StageModel& module, const messages::Frame& f,
+                   const messages::RoundHeader& h);
   bool group_mean(model::NamedTensors& delta);
   void send_round(Self* self, uint64_t step, model::NamedTensors delta, bool reduce);
   void release_round(Self* self, bool reduce);

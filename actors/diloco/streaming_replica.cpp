@@ -14,7 +14,7 @@
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
-void StreamingReplica::configure(ReplicaSetup setup, const model::GPT& module) {
+void StreamingReplica::configure(ReplicaSetup setup, const model::StageModel& module) {
   setup_ = std::move(setup);
   const auto& d = setup_.ctx->config.diloco;
   names_.clear();
@@ -41,7 +41,7 @@ std::vector<int64_t> StreamingReplica::rounds() const {
   return out;
 }
 
-void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::GPT& module,
+void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::StageModel& module,
                                   bool last) {
   auto& f = fragments_[p];
   const auto& d = setup_.ctx->config.diloco;
@@ -107,7 +107,7 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::
 }
 
 void StreamingReplica::eager_step(uint32_t p, const std::vector<at::Tensor>& delta,
-                                  const std::vector<at::Tensor>& sent, model::GPT& module) {
+                                  const std::vector<at::Tensor>& sent, model::StageModel& module) {
   auto& f = fragments_[p];
   const auto& d = setup_.ctx->config.diloco;
   model::NamedTensors own, anchor;
@@ -199,7 +199,7 @@ model::NamedTensors StreamingReplica::global_of(uint32_t p, const messages::Fram
   return out;
 }
 
-void StreamingReplica::merge(uint32_t p, model::GPT& module) {
+void StreamingReplica::merge(uint32_t p, model::StageModel& module) {
   auto& f = fragments_[p];
   auto answer = std::move(*f.answer);
   f.answer.reset();
@@ -246,7 +246,8 @@ void StreamingReplica::merge(uint32_t p, model::GPT& module) {
   ++merges_;
 }
 
-void StreamingReplica::take_global(uint32_t p, const messages::Frame& frame, model::GPT& module) {
+void StreamingReplica::take_global(uint32_t p, const messages::Frame& frame,
+                                   model::StageModel& module) {
   auto& f = fragments_[p];
   const auto h = messages::open_round_frame(frame);
   if (h.round_id + 1 <= f.round) return;
@@ -283,7 +284,7 @@ void StreamingReplica::take_global(uint32_t p, const messages::Frame& frame, mod
   }
 }
 
-void StreamingReplica::settle(Self* self, uint32_t p, model::GPT& module) {
+void StreamingReplica::settle(Self* self, uint32_t p, model::StageModel& module) {
   if (!held_step_ || !holding_.count(p)) return;
   auto& f = fragments_[p];
   if (f.sync_after) {
@@ -297,7 +298,7 @@ void StreamingReplica::settle(Self* self, uint32_t p, model::GPT& module) {
   held_step_.reset();
 }
 
-bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::GPT& module) {
+bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::StageModel& module) {
   const auto& d = setup_.ctx->config.diloco;
   const bool last = step >= last_step_;
   std::set<uint32_t> hold;
@@ -326,7 +327,7 @@ bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::GPT& m
   return true;
 }
 
-void StreamingReplica::load_missed(model::GPT& module) {
+void StreamingReplica::load_missed(model::StageModel& module) {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     auto& f = fragments_[p];
     if (!f.missed) continue;
@@ -336,7 +337,7 @@ void StreamingReplica::load_missed(model::GPT& module) {
   }
 }
 
-bool StreamingReplica::on_round(Self* self, const messages::Frame& frame, model::GPT& module,
+bool StreamingReplica::on_round(Self* self, const messages::Frame& frame, model::StageModel& module,
                                 bool busy, uint64_t /*step: each fragment keeps its own*/,
                                 const Reload& reload) {
   const auto opened = open_answer(frame, setup_.id);

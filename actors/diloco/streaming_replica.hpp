@@ -40,14 +40,14 @@
 #include "actors/diloco/worker_replica.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 
 namespace swarmrt::actors {
 
 class StreamingReplica : public WorkerReplica {
  public:
   // The fragments of the module's parameters, and θ(t−1) from them.
-  void configure(ReplicaSetup setup, const model::GPT& module) override;
+  void configure(ReplicaSetup setup, const model::StageModel& module) override;
   void take_state(const messages::WorkerState& st, model::NamedTensors anchor) override;
   void give_state(messages::WorkerState& st) const override;
   // The next round of every fragment, from a handed-out state (rounds, or round for all).
@@ -60,14 +60,14 @@ class StreamingReplica : public WorkerReplica {
 
   // After the inner step of `step`: merges the rounds that land now and starts those due.
   // False when nothing holds the step (the worker reports it applied itself).
-  bool after_inner_step(Self* self, uint64_t step, model::GPT& module) override;
+  bool after_inner_step(Self* self, uint64_t step, model::StageModel& module) override;
   // θ of a round applied without this replica that arrived while micro-batches were in
   // flight: loaded now, after the inner step.
-  void load_missed(model::GPT& module) override;
+  void load_missed(model::StageModel& module) override;
 
   // A round frame from the group. `busy`: micro-batches hold autograd graphs now. False when
   // the frame was refused (counted by the worker).
-  bool on_round(Self* self, const messages::Frame& frame, model::GPT& module, bool busy,
+  bool on_round(Self* self, const messages::Frame& frame, model::StageModel& module, bool busy,
                 uint64_t step, const Reload& reload) override;
   // The group was restarted: unanswered contributions go to its successor.
   void on_group_replaced(Self* self, const caf::actor& group) override;
@@ -106,17 +106,17 @@ class StreamingReplica : public WorkerReplica {
   // Eager: the local outer step of fragment p at its round's start (Δ: fresh, on the host;
   // sent: what the group will decode of it).
   void eager_step(uint32_t p, const std::vector<at::Tensor>& delta,
-                  const std::vector<at::Tensor>& sent, model::GPT& module);
+                  const std::vector<at::Tensor>& sent, model::StageModel& module);
   // Eager: an answer's mean, recorded for fragment p's next round.
   void take_mean(uint32_t p, const messages::Frame& frame, const messages::RoundHeader& h);
 
-  void send_round(Self* self, uint32_t p, uint64_t step, model::GPT& module, bool last);
+  void send_round(Self* self, uint32_t p, uint64_t step, model::StageModel& module, bool last);
   // Takes fragment p's answer (merge: with α unless it is the last step's round).
-  void merge(uint32_t p, model::GPT& module);
+  void merge(uint32_t p, model::StageModel& module);
   // Fragment p's θ from a round applied without this replica.
-  void take_global(uint32_t p, const messages::Frame& frame, model::GPT& module);
+  void take_global(uint32_t p, const messages::Frame& frame, model::StageModel& module);
   // A held step's fragment p is done: the final round starts, or the step is released.
-  void settle(Self* self, uint32_t p, model::GPT& module);
+  void settle(Self* self, uint32_t p, model::StageModel& module);
   // θ_p,global of an answer: θ(t) itself, or the anchor plus a decoded update.
   model::NamedTensors global_of(uint32_t p, const messages::Frame& frame,
                                 const messages::RoundHeader& h) const;

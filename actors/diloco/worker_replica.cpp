@@ -14,7 +14,7 @@ std::unique_ptr<WorkerReplica> make_replica(const SwarmContext& ctx) {
   return std::make_unique<DilocoReplica>();
 }
 
-void WorkerReplica::set_anchor(const model::GPT& module) {
+void WorkerReplica::set_anchor(const model::StageModel& module) {
   anchor_ = model::parameters_of(*module);  // host copies: θ(t-1) lives where θ does
   for (auto& [name, t] : anchor_) t = t.to(setup_.device);
 }

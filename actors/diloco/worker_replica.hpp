@@ -22,7 +22,7 @@
 #include "messages/frame.hpp"
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 #include "transport/comm.hpp"
 
 namespace swarmrt::actors {
@@ -65,7 +65,7 @@ class WorkerReplica {
   virtual ~WorkerReplica() = default;
 
   // The setup, and θ(t−1) from the module's parameters now (a fresh start).
-  virtual void configure(ReplicaSetup setup, const model::GPT& module) = 0;
+  virtual void configure(ReplicaSetup setup, const model::StageModel& module) = 0;
   // A handed-out state: its anchor (empty: the module's parameters now) and next rounds.
   virtual void take_state(const messages::WorkerState& st, model::NamedTensors anchor) = 0;
   // This replica's part of the worker's state for a peer: anchor, round(s).
@@ -75,13 +75,13 @@ class WorkerReplica {
   virtual bool round_open() const = 0;
   // After the inner step of `step`: a round is due, sent or merged. True when the step is
   // held open (the replica reports it applied later); false when the worker reports it.
-  virtual bool after_inner_step(Self* self, uint64_t step, model::GPT& module) = 0;
+  virtual bool after_inner_step(Self* self, uint64_t step, model::StageModel& module) = 0;
   // A θ that arrived while micro-batches were in flight: loaded now, after the inner step.
-  virtual void load_missed(model::GPT& module) = 0;
+  virtual void load_missed(model::StageModel& module) = 0;
   // A round frame from the group. `busy`: micro-batches hold autograd graphs now. False when
   // the frame was refused (counted by the worker).
-  virtual bool on_round(Self* self, const messages::Frame& frame, model::GPT& module, bool busy,
-                        uint64_t step, const Reload& reload) = 0;
+  virtual bool on_round(Self* self, const messages::Frame& frame, model::StageModel& module,
+                        bool busy, uint64_t step, const Reload& reload) = 0;
   // The group was restarted: contributions not yet answered go to the new one.
   virtual void on_group_replaced(Self* self, const caf::actor& group) = 0;
 
@@ -97,7 +97,7 @@ class WorkerReplica {
 
   // θ(t−1) (of every fragment, in the module's order): the module's parameters now (a fresh
   // start), or a handed-out anchor; on the worker's device.
-  void set_anchor(const model::GPT& module);
+  void set_anchor(const model::StageModel& module);
   void set_anchor(model::NamedTensors anchor);
   const model::NamedTensors& anchor() const { return anchor_; }
   void set_group(const caf::actor& group) { setup_.group = group; }

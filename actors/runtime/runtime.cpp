@@ -13,7 +13,7 @@
 #include "actors/tracker/step_tracker.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"
 #include "inspect/probe.hpp"
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
 #include "supervisors/supervisor.hpp"
@@ -171,8 +171,8 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
     }
     if (ctx->diloco()) {
       // θ(0) is the stage's initialization, which every worker also starts from.
-      model::GPT init(model::GPTConfig::from(config.model), model::StageSpec{k, sw.stages},
-                      static_cast<uint64_t>(config.train.seed));
+      auto init = model::make_stage_model(config.model, model::StageSpec{k, sw.stages},
+                                          static_cast<uint64_t>(config.train.seed));
       auto theta = model::parameters_of(*init);
       store = std::make_shared<GroupStore>();
       if (resume && !restore_group(resume->second, static_cast<uint32_t>(k), *store))

@@ -28,9 +28,8 @@ void set_up(Self* self, WorkerSetup setup) {
                      s.setup.slow_factor, s.setup.nan_at_step);
   // OpenMP's thread count is per thread: set it on this (detached) worker's own thread.
   model::set_compute_threads(static_cast<int>(cfg.train.threads));
-  s.module = model::GPT(model::GPTConfig::from(cfg.model),
-                        model::StageSpec{s.setup.stage, cfg.swarm.stages},
-                        static_cast<uint64_t>(cfg.train.seed));
+  s.module = model::make_stage_model(cfg.model, model::StageSpec{s.setup.stage, cfg.swarm.stages},
+                                     static_cast<uint64_t>(cfg.train.seed));
   s.device = at::Device(s.setup.device);
   s.module->to(s.device);
   s.module->train();

@@ -23,7 +23,7 @@
 #include "actors/stage/worker_faults.hpp"
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 #include "policy/wiring.hpp"
 #include "transport/transport.hpp"
 
@@ -65,7 +65,7 @@ struct worker_state {
   };
 
   WorkerSetup setup;
-  model::GPT module{nullptr};
+  model::StageModel module{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::vector<torch::Tensor> params;
   policy::Wiring next;

@@ -28,6 +28,27 @@ TEST(Config, DefaultsAndPresets) {
   EXPECT_EQ(c.tokens_per_step(), 16 * 1 * 128);
 }
 
+TEST(Config, ArchitectureKeysAndLlamaPresets) {
+  auto c = parse_config("[model]\npreset = \"llama-tiny\"\n", "l.toml");
+  EXPECT_EQ(c.model.arch, Arch::llama);
+  EXPECT_EQ(c.model.n_embd, 128);
+  c = parse_config("[model]\narch = \"llama\"\ntie_embeddings = true\n", "l.toml");
+  EXPECT_EQ(c.model.arch, Arch::llama);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_EQ(parse_config(to_toml(c), "effective").model.arch, Arch::llama);
+  EXPECT_NE(error_of("[model]\narch = \"mamba\"\n").find("model.arch: must be gpt2 or llama"),
+            std::string::npos);
+  // A tied head lives with the embeddings, so it needs them in one stage.
+  const auto msg = error_of("[model]\ntie_embeddings = true\n[swarm]\nmode = \"pp\"\nstages = 2\n");
+  EXPECT_NE(msg.find("model.tie_embeddings"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("swarm.stages = 1"), std::string::npos) << msg;
+  // Rotary embeddings turn pairs of a head's dimensions: the head size must be even.
+  EXPECT_NE(error_of("[model]\narch = \"llama\"\nn_head = 128\n").find("must be even"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nvocab_size = 100\n").find("model.vocab_size"), std::string::npos);
+  EXPECT_EQ(parse_config("[model]\nvocab_size = 32768\n", "x").model.vocab_size, 32768);
+}
+
 TEST(Config, UnknownKeyNamesFileKeyAndKnownKeys) {
   auto msg = error_of("[train]\nstpes = 3\n");
   EXPECT_NE(msg.find("run.toml"), std::string::npos) << msg;
@@ -129,7 +150,8 @@ TEST(Config, EachKeyIsCheckedByItsRow) {
             std::string::npos);
   EXPECT_NE(error_of("[train]\nbeta2 = 1\n").find("train.beta2: must be in [0, 1)"),
             std::string::npos);
-  EXPECT_NE(error_of("[model]\nvocab_size = 512\n").find("model.vocab_size: must be 256"),
+  EXPECT_NE(error_of("[model]\nvocab_size = 255\n")
+                .find("model.vocab_size: must be between 256 and 1048576"),
             std::string::npos);
   EXPECT_NE(error_of("[transport]\nencrypt = \"maybe\"\n")
                 .find("transport.encrypt: must be auto, on or off, not 'maybe'"),

@@ -11,23 +11,30 @@
 
 #include "model/diloco.hpp"
 #include "model/fragments.hpp"
-#include "model/gpt.hpp"
 #include "model/quantize.hpp"
+#include "model/stage_model.hpp"
 
 using namespace swarmrt::model;
 
 namespace {
 
-std::vector<std::string> stage_names(int64_t index, int64_t count) {
-  GPTConfig c;  // tiny: 4 blocks
-  GPT stage(c, StageSpec{index, count}, 1);
+std::vector<std::string> stage_names(int64_t index, int64_t count, Arch arch = Arch::gpt2) {
+  ModelConfig c;  // tiny: 4 blocks
+  c.arch = arch;
+  auto stage = make_stage_model(c, StageSpec{index, count}, 1);
   std::vector<std::string> names;
   for (const auto& p : stage->named_parameters()) names.push_back(p.key());
   return names;
 }
 
+bool starts(const std::string& name, const char* prefix) {
+  return name.rfind(prefix, 0) == 0;
+}
+
 int64_t block_of(const std::string& name) {
-  return name.rfind("h.", 0) == 0 ? std::stoll(name.substr(2)) : -1;
+  if (starts(name, "h.")) return std::stoll(name.substr(2));
+  if (starts(name, "layers.")) return std::stoll(name.substr(7));
+  return -1;
 }
 
 }  // namespace
@@ -36,43 +43,47 @@ int64_t block_of(const std::string& name) {
 // range), every fragment holds a block, a block's tensors stay together, and the tensors
 // outside blocks ride with the stage's first (embeddings) or last (ln_f, head) block.
 TEST(Fragments, PartitionEveryStageExactlyOnce) {
-  for (auto pattern : {FragmentPattern::strided, FragmentPattern::sequential})
-    for (int64_t stages : {1, 2})
-      for (int64_t P : std::vector<int64_t>{1, 2, 4 / stages}) {
-        for (int64_t k = 0; k < stages; ++k) {
-          const auto names = stage_names(k, stages);
-          const auto f = assign_fragments(names, P, pattern);
-          ASSERT_EQ(f.size(), names.size());
-          std::set<uint32_t> used;
-          std::map<int64_t, uint32_t> of_block;
-          for (size_t i = 0; i < names.size(); ++i) {
-            ASSERT_LT(f[i], P) << names[i];
-            used.insert(f[i]);
-            if (auto b = block_of(names[i]); b >= 0) {
-              auto [it, fresh] = of_block.emplace(b, f[i]);
-              EXPECT_EQ(it->second, f[i]) << "block " << b << " split across fragments";
+  for (auto arch : {Arch::gpt2, Arch::llama})
+    for (auto pattern : {FragmentPattern::strided, FragmentPattern::sequential})
+      for (int64_t stages : {1, 2})
+        for (int64_t P : std::vector<int64_t>{1, 2, 4 / stages}) {
+          for (int64_t k = 0; k < stages; ++k) {
+            const auto names = stage_names(k, stages, arch);
+            const auto f = assign_fragments(names, P, pattern);
+            ASSERT_EQ(f.size(), names.size());
+            std::set<uint32_t> used;
+            std::map<int64_t, uint32_t> of_block;
+            for (size_t i = 0; i < names.size(); ++i) {
+              ASSERT_LT(f[i], P) << names[i];
+              used.insert(f[i]);
+              if (auto b = block_of(names[i]); b >= 0) {
+                auto [it, fresh] = of_block.emplace(b, f[i]);
+                EXPECT_EQ(it->second, f[i]) << "block " << b << " split across fragments";
+              }
             }
-          }
-          EXPECT_EQ(used.size(), static_cast<size_t>(P)) << "an empty fragment";
-          const auto first = of_block.begin()->second, last = of_block.rbegin()->second;
-          for (size_t i = 0; i < names.size(); ++i) {
-            if (names[i].rfind("wte.", 0) == 0 || names[i].rfind("wpe.", 0) == 0) {
-              EXPECT_EQ(f[i], first);
+            EXPECT_EQ(used.size(), static_cast<size_t>(P)) << "an empty fragment";
+            const auto first = of_block.begin()->second, last = of_block.rbegin()->second;
+            for (size_t i = 0; i < names.size(); ++i) {
+              if (starts(names[i], "wte.") || starts(names[i], "wpe.") ||
+                  starts(names[i], "tok_embeddings.")) {
+                EXPECT_EQ(f[i], first) << names[i];
+              }
+              if (starts(names[i], "ln_f.") || starts(names[i], "lm_head.") ||
+                  starts(names[i], "norm.") || starts(names[i], "output.")) {
+                EXPECT_EQ(f[i], last) << names[i];
+              }
             }
-            if (names[i].rfind("ln_f.", 0) == 0 || names[i].rfind("lm_head.", 0) == 0) {
-              EXPECT_EQ(f[i], last);
+            // The patterns' rules, on the stage's blocks numbered from 0.
+            uint32_t local = 0;
+            const auto blocks = static_cast<int64_t>(of_block.size());
+            for (const auto& [b, frag] : of_block) {
+              const auto want =
+                  pattern == FragmentPattern::strided ? local % P : local * P / blocks;
+              EXPECT_EQ(frag, want) << "block " << b;
+              ++local;
             }
-          }
-          // The patterns' rules, on the stage's blocks numbered from 0.
-          uint32_t local = 0;
-          const auto blocks = static_cast<int64_t>(of_block.size());
-          for (const auto& [b, frag] : of_block) {
-            const auto want = pattern == FragmentPattern::strided ? local % P : local * P / blocks;
-            EXPECT_EQ(frag, want) << "block " << b;
-            ++local;
           }
         }
-      }
 }
 
 TEST(Fragments, RefuseMoreFragmentsThanBlocks) {

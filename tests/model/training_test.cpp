@@ -31,9 +31,10 @@ double unigram_cross_entropy(const TextCorpus& c) {
   return h / static_cast<double>(c.val().size());
 }
 
-RunConfig small_run(int64_t steps) {
+RunConfig small_run(int64_t steps, Arch arch = Arch::gpt2) {
   RunConfig c;
   c.model = {"tiny", 2, 2, 32, 32, 256};
+  c.model.arch = arch;
   c.train.steps = steps;
   c.train.micro_batch = 4;
   c.train.micro_batches = 2;
@@ -46,9 +47,13 @@ RunConfig small_run(int64_t steps) {
 }
 }  // namespace
 
-TEST(Training, TinyModelLearnsBrownBeyondUnigram) {
+// Both architectures at the tiny size (the presets tiny and llama-tiny).
+class Architectures : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(Architectures, TinyModelLearnsBrownBeyondUnigram) {
   auto corpus = TextCorpus::from_text(brown_prefix(2'000'000), 0.05);
-  RunConfig c;  // the tiny preset
+  RunConfig c;
+  c.model = model_preset(GetParam() == Arch::gpt2 ? "tiny" : "llama-tiny");
   c.train.steps = 40;
   c.train.micro_batch = 8;
   c.train.lr = 2e-3;
@@ -66,24 +71,25 @@ TEST(Training, TinyModelLearnsBrownBeyondUnigram) {
   EXPECT_GT(bound, 2.5);  // sanity of the bound itself: English bytes carry > 2.5 nats unigram
 }
 
-TEST(Training, ResumeContinuesTheSameRun) {
+TEST_P(Architectures, ResumeContinuesTheSameRun) {
   auto corpus = TextCorpus::from_text(brown_prefix(300'000), 0.05);
   TrainOptions quiet;
   quiet.progress = false;
-  const auto full = train_single(small_run(6), corpus, quiet);
+  const Arch arch = GetParam();
+  const auto full = train_single(small_run(6, arch), corpus, quiet);
 
   TempDir dir;
   {
-    RunDir run(dir.str(), small_run(3), RunStart::fresh);
+    RunDir run(dir.str(), small_run(3, arch), RunStart::fresh);
     TrainOptions o = quiet;
     o.run = &run;
-    train_single(small_run(3), corpus, o);
+    train_single(small_run(3, arch), corpus, o);
   }
-  RunDir run(dir.str(), small_run(6), RunStart::resume);
+  RunDir run(dir.str(), small_run(6, arch), RunStart::resume);
   TrainOptions o = quiet;
   o.run = &run;
   o.resume = true;
-  const auto resumed = train_single(small_run(6), corpus, o);
+  const auto resumed = train_single(small_run(6, arch), corpus, o);
   ASSERT_EQ(resumed.first_step, 4);
   ASSERT_EQ(resumed.losses.size(), 3u);
   for (size_t i = 0; i < 3; ++i)
@@ -102,6 +108,7 @@ TEST(Training, ResumeContinuesTheSameRun) {
   EXPECT_EQ(steps, 6);
   EXPECT_EQ(evals, 2);
   auto model = load_model(dir.str());
+  EXPECT_EQ(model->config().arch, arch);
   Windows val(&corpus.val(), 32);
   EXPECT_NEAR(evaluate(model, validation_batches(val, 2, 4)), resumed.val_loss, 1e-6);
   EXPECT_EQ(parse_config(
@@ -111,6 +118,9 @@ TEST(Training, ResumeContinuesTheSameRun) {
                 .train.steps,
             6);
 }
+
+INSTANTIATE_TEST_SUITE_P(Training, Architectures, ::testing::Values(Arch::gpt2, Arch::llama),
+                         [](const auto& info) { return name_of(info.param); });
 
 TEST(Training, RunDirRefusesToClobberARun) {
   TempDir dir;

@@ -29,7 +29,7 @@ using inner_atom = caf::atom_constant<caf::atom("inner")>;
 // and then runs the replica's after-inner-step; round frames go to the replica.
 struct driver_state {
   actors::StreamingReplica replica;
-  model::GPT module{nullptr};
+  model::StageModel module{nullptr};
   static inline const char* name = "streaming_driver";
 };
 
@@ -37,7 +37,7 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::ContextPtr
                      caf::actor group, caf::actor tracker) {
   auto& s = self->state;
   const auto& cfg = ctx->config;
-  s.module = model::GPT(model::GPTConfig::from(cfg.model), model::StageSpec{0, 1}, 1);
+  s.module = model::make_stage_model(cfg.model, model::StageSpec{0, 1}, 1);
   s.replica.configure({ctx, 7, 0, tracker, group, at::Device(at::kCPU), {}, nullptr, nullptr},
                       s.module);  // θ(t−1) from the module's parameters
   return {

@@ -24,10 +24,12 @@ std::vector<double> single_losses(const model::RunConfig& c) {
 }
 }  // namespace
 
-class PipelineReproducesSingle : public ::testing::TestWithParam<int64_t> {};
+class PipelineReproducesSingle : public ::testing::TestWithParam<std::tuple<model::Arch, int64_t>> {
+};
 
 TEST_P(PipelineReproducesSingle, LossesMatchFor20Steps) {
-  auto config = micro_run("pp", GetParam(), 1, 20);
+  auto config = micro_run("pp", std::get<1>(GetParam()), 1, 20);
+  config.model.arch = std::get<0>(GetParam());
   const auto pp = run(config).report.losses;
   config.swarm.mode = model::Mode::single;
   config.swarm.stages = 1;
@@ -37,7 +39,14 @@ TEST_P(PipelineReproducesSingle, LossesMatchFor20Steps) {
     EXPECT_NEAR(pp[i], single[i], 1e-5 * std::abs(single[i])) << "step " << i + 1;
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, PipelineReproducesSingle, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Stages, PipelineReproducesSingle,
+                         ::testing::Combine(::testing::Values(model::Arch::gpt2,
+                                                              model::Arch::llama),
+                                            ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           return model::name_of(std::get<0>(info.param)) + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // dp with W workers: every worker's reduced gradient equals the single-process gradient of
 // the whole step's micro-batches (the union of what the workers saw).
@@ -136,8 +145,11 @@ TEST(Runtime, ThroughputWiringFavoursTheFasterWorker) {
   EXPECT_EQ(uniform, share_of_slow("uniform"));
 }
 
-TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
+class DilocoReplicas : public ::testing::TestWithParam<model::Arch> {};
+
+TEST_P(DilocoReplicas, AgreeAfterEachRound) {
   auto config = micro_run("diloco-swarm", 2, 2, 6);
+  config.model.arch = GetParam();
   config.diloco.inner_steps = 3;
   auto result = run(config);
   EXPECT_EQ(result.report.losses.size(), 6u);
@@ -151,6 +163,10 @@ TEST(Runtime, DilocoReplicasAgreeAfterEachRound) {
   }
   EXPECT_LT(result.report.losses.back(), result.report.losses.front());
 }
+
+INSTANTIATE_TEST_SUITE_P(Runtime, DilocoReplicas,
+                         ::testing::Values(model::Arch::gpt2, model::Arch::llama),
+                         [](const auto& info) { return model::name_of(info.param); });
 
 // transport.links = "comm" in one process: each DiLoCo group announces a TCP communicator to
 // its workers, they all-reduce their pseudo-gradients over it at every round and the first

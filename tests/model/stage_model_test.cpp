@@ -1,0 +1,113 @@
+// What every architecture's stages must do alike: chained stages compute the whole model.
+#include <gtest/gtest.h>
+#include <map>
+
+#include "model/stage_cost.hpp"
+#include "model/stage_model.hpp"
+#include "test_util.hpp"
+
+using namespace swarmrt::model;
+
+namespace {
+ModelConfig micro(Arch arch) {
+  ModelConfig m = swarmrt::testing::micro_gpt().model();
+  m.arch = arch;
+  return m;
+}
+torch::Tensor random_ids(int64_t B, int64_t T, uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(0, 256, {B, T}, torch::kLong);
+}
+}  // namespace
+
+// Chained stage forwards equal the whole model's logits, and pipeline-style backward (each
+// stage backpropagates the gradient the next one sends it) gives the whole model's gradients.
+class StagePartition : public ::testing::TestWithParam<std::tuple<Arch, int64_t>> {};
+
+TEST_P(StagePartition, MatchesWholeModel) {
+  const auto [arch, S] = GetParam();
+  const uint64_t seed = 42;
+  auto ids = random_ids(2, 16, 3);
+  auto targets = random_ids(2, 16, 4);
+
+  auto whole = make_stage_model(micro(arch), StageSpec{}, seed);
+  auto whole_logits = whole->forward(ids);
+  lm_loss(whole_logits, targets).backward();
+  std::map<std::string, torch::Tensor> whole_params, whole_grads;
+  for (auto& p : whole->named_parameters()) {
+    whole_params[p.key()] = p.value().detach();
+    whole_grads[p.key()] = p.value().grad();
+  }
+
+  std::vector<StageModel> stages;
+  for (int64_t k = 0; k < S; ++k) stages.push_back(make_stage_model(micro(arch), {k, S}, seed));
+  // Forward, keeping each stage's input (a leaf that collects the gradient) and output.
+  std::vector<torch::Tensor> inputs, outputs;
+  torch::Tensor x = ids;
+  for (int64_t k = 0; k < S; ++k) {
+    auto in = k == 0 ? x : x.detach().requires_grad_(true);
+    inputs.push_back(in);
+    outputs.push_back(stages[k]->forward(in));
+    x = outputs.back();
+  }
+  EXPECT_TRUE(torch::allclose(x, whole_logits, 1e-5, 1e-5));
+  // Backward, last stage first, sending the input gradient upstream.
+  lm_loss(outputs.back(), targets).backward();
+  for (int64_t k = S - 2; k >= 0; --k) outputs[k].backward(inputs[k + 1].grad());
+
+  size_t seen = 0;
+  for (auto& stage : stages)
+    for (auto& p : stage->named_parameters()) {
+      ++seen;
+      ASSERT_TRUE(whole_params.count(p.key())) << p.key();
+      EXPECT_TRUE(torch::equal(p.value(), whole_params[p.key()])) << "init differs: " << p.key();
+      EXPECT_TRUE(torch::allclose(p.value().grad(), whole_grads[p.key()], 1e-5, 1e-5))
+          << "gradient differs: " << p.key();
+    }
+  EXPECT_EQ(seen, whole_params.size());  // stages own disjoint parameters covering the model
+}
+
+INSTANTIATE_TEST_SUITE_P(S1to4, StagePartition,
+                         ::testing::Combine(::testing::Values(Arch::gpt2, Arch::llama),
+                                            ::testing::Values(1, 2, 3, 4)),
+                         [](const auto& info) {
+                           return name_of(std::get<0>(info.param)) + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(StageModel, BuildsTheArchitectureTheConfigNames) {
+  auto gpt = make_stage_model(micro(Arch::gpt2), {}, 1);
+  auto llama = make_stage_model(micro(Arch::llama), {}, 1);
+  EXPECT_TRUE(gpt->named_parameters().contains("wte.weight"));
+  EXPECT_TRUE(llama->named_parameters().contains("tok_embeddings.weight"));
+  EXPECT_EQ(llama->config().arch, Arch::llama);
+}
+
+TEST(StageModel, TiedEmbeddingsNeedOneStage) {
+  auto m = micro(Arch::llama);
+  m.tie_embeddings = true;
+  EXPECT_NO_THROW(make_stage_model(m, {}, 1));
+  EXPECT_THROW(make_stage_model(m, {0, 2}, 1), c10::Error);
+}
+
+// The balancer's and the simulator's stage sizes (model/stage_cost.hpp) are the modules' own,
+// for every stage of every partition of either architecture.
+TEST(StageModel, StageCostCountsTheStagesParameters) {
+  for (auto arch : {Arch::gpt2, Arch::llama})
+    for (int64_t S = 1; S <= 4; ++S) {
+      RunConfig c;
+      c.model = micro(arch);
+      c.swarm.stages = S;
+      for (int64_t k = 0; k < S; ++k)
+        EXPECT_EQ(stage_parameters(c, k),
+                  static_cast<double>(make_stage_model(c.model, {k, S}, 1)->num_parameters()))
+            << name_of(arch) << " stage " << k << " of " << S;
+      const auto cost = stage_costs(c);
+      double sum = 0;
+      for (double x : cost) sum += x;
+      EXPECT_NEAR(sum, static_cast<double>(S), 1e-9);
+      if (S > 1 && c.model.n_layer % S == 0) {  // equal blocks: the head makes the last dearer
+        EXPECT_GT(cost.back(), cost.front());
+      }
+    }
+}
