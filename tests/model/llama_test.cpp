@@ -13,11 +13,8 @@ ModelConfig micro_llama() {
   m.arch = Arch::llama;
   return m;
 }
-torch::Tensor random_ids(int64_t B, int64_t T, uint64_t seed) {
-  torch::manual_seed(seed);
-  return torch::randint(0, 256, {B, T}, torch::kLong);
-}
 }  // namespace
+using swarmrt::testing::random_ids;
 
 // head_size 4: theta = (1, 10000^(-1/2) = 0.01). x = (1, 2, 3, 4) at position 2 turns its
 // first pair by 2 rad and its second by 0.02 rad:
@@ -77,32 +74,6 @@ TEST(Llama, ShapesNamesAndNoBiases) {
   EXPECT_TRUE(torch::equal(params["norm.weight"], torch::ones({32})));
   EXPECT_LT(params["layers.0.attention.wo.weight"].std().item<double>(),
             0.8 * params["layers.0.attention.wq.weight"].std().item<double>());
-}
-
-TEST(Llama, CausalMaskHidesTheFuture) {
-  Llama model(micro_llama(), StageSpec{}, 7);
-  auto ids = random_ids(2, 16, 1);
-  auto changed = ids.clone();
-  const int64_t t = 9;
-  using torch::indexing::Slice;
-  changed.index_put_({Slice(), t}, (ids.index({Slice(), t}) + 1) % 256);
-  torch::NoGradGuard no_grad;
-  auto a = model->forward(ids), b = model->forward(changed);
-  EXPECT_TRUE(torch::equal(a.index({Slice(), Slice(0, t)}), b.index({Slice(), Slice(0, t)})));
-  EXPECT_FALSE(torch::allclose(a.index({Slice(), Slice(t)}), b.index({Slice(), Slice(t)})));
-}
-
-TEST(Llama, TiedHeadIsTheTokenEmbedding) {
-  auto config = micro_llama();
-  config.tie_embeddings = true;
-  Llama model(config, StageSpec{}, 7);
-  EXPECT_FALSE(model->named_parameters().contains("output.weight"));
-  EXPECT_EQ(model->num_parameters(), static_cast<int64_t>(config.parameters()));
-  torch::NoGradGuard no_grad;
-  auto ids = random_ids(1, 4, 5);
-  auto before = model->forward(ids);
-  model->named_parameters()["tok_embeddings.weight"][200].add_(1.0);
-  EXPECT_FALSE(torch::allclose(before.select(-1, 200), model->forward(ids).select(-1, 200)));
 }
 
 // The presets: llama-tiny is the tiny model's shape, llama-small about 100M parameters.

@@ -14,11 +14,8 @@ ModelConfig micro(Arch arch) {
   m.arch = arch;
   return m;
 }
-torch::Tensor random_ids(int64_t B, int64_t T, uint64_t seed) {
-  torch::manual_seed(seed);
-  return torch::randint(0, 256, {B, T}, torch::kLong);
-}
 }  // namespace
+using swarmrt::testing::random_ids;
 
 // Chained stage forwards equal the whole model's logits, and pipeline-style backward (each
 // stage backpropagates the gradient the next one sends it) gives the whole model's gradients.
@@ -74,6 +71,42 @@ INSTANTIATE_TEST_SUITE_P(S1to4, StagePartition,
                            return name_of(std::get<0>(info.param)) + "_" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// What both blocks must do: see no future position, and tie the head to the embeddings.
+class Blocks : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(Blocks, CausalMaskHidesTheFuture) {
+  auto model = make_stage_model(micro(GetParam()), StageSpec{}, 7);
+  auto ids = random_ids(2, 16, 1);
+  auto changed = ids.clone();
+  const int64_t t = 9;
+  using torch::indexing::Slice;
+  changed.index_put_({Slice(), t}, (ids.index({Slice(), t}) + 1) % 256);
+  torch::NoGradGuard no_grad;
+  auto a = model->forward(ids), b = model->forward(changed);
+  // Positions before t cannot see the change...
+  EXPECT_TRUE(torch::equal(a.index({Slice(), Slice(0, t)}), b.index({Slice(), Slice(0, t)})));
+  // ...positions from t on do (the model is not ignoring its input).
+  EXPECT_FALSE(torch::allclose(a.index({Slice(), Slice(t)}), b.index({Slice(), Slice(t)})));
+}
+
+TEST_P(Blocks, TiedHeadIsTheTokenEmbedding) {
+  auto config = micro(GetParam());
+  config.tie_embeddings = true;
+  auto model = make_stage_model(config, StageSpec{}, 7);
+  const bool gpt = GetParam() == Arch::gpt2;
+  EXPECT_FALSE(model->named_parameters().contains(gpt ? "lm_head.weight" : "output.weight"));
+  EXPECT_EQ(model->num_parameters(), static_cast<int64_t>(config.parameters()));
+  torch::NoGradGuard no_grad;
+  auto ids = random_ids(1, 4, 5);
+  // The logits are the last hidden state times the embedding: changing its row v moves logit v.
+  auto before = model->forward(ids);
+  model->named_parameters()[gpt ? "wte.weight" : "tok_embeddings.weight"][200].add_(1.0);
+  EXPECT_FALSE(torch::allclose(before.select(-1, 200), model->forward(ids).select(-1, 200)));
+}
+
+INSTANTIATE_TEST_SUITE_P(StageModel, Blocks, ::testing::Values(Arch::gpt2, Arch::llama),
+                         [](const auto& info) { return name_of(info.param); });
 
 TEST(StageModel, BuildsTheArchitectureTheConfigNames) {
   auto gpt = make_stage_model(micro(Arch::gpt2), {}, 1);

@@ -17,6 +17,12 @@ inline model::GPTConfig micro_gpt() {
   return {256, 16, 4, 2, 32};
 }
 
+// Token ids [B, T] below 256, drawn from `seed`.
+inline torch::Tensor random_ids(int64_t B, int64_t T, uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(0, 256, {B, T}, torch::kLong);
+}
+
 // A fresh temporary directory, removed at the end of the test.
 class TempDir {
  public:
