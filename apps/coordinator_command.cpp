@@ -278,7 +278,7 @@ std::unique_ptr<web::StatusServer> start_status_page(caf::actor_system& sys,
 // the run did not complete).
 int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
                 const std::shared_ptr<actors::SwarmContext>& ctx, const caf::actor& dir,
-                model::RunDir& run, const StopSignals& signals,
+                model::RunDir& run, const model::Corpus& corpus, const StopSignals& signals,
                 const std::function<void()>& shutdown) {
   const auto& config = ctx->config;
   caf::scoped_actor self{sys};
@@ -327,9 +327,12 @@ int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
   if (result.report.rejected_frames > 0)
     spdlog::warn("{} frames were rejected during the run", result.report.rejected_frames);
   shutdown();
-  std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
-              result.report.val_loss, std::exp(result.report.val_loss),
-              static_cast<long long>(config.train.steps));
+  std::printf(
+      "\nfinal validation loss %.4f nats/token, %s bits/byte (perplexity %.2f) after "
+      "%lld steps\n",
+      result.report.val_loss,
+      model::format_bpb(corpus.bits_per_byte(result.report.val_loss)).c_str(),
+      std::exp(result.report.val_loss), static_cast<long long>(config.train.steps));
   return 0;
 }
 
@@ -347,8 +350,9 @@ int run_coordinator(const CoordinatorArgs& args) {
                       args.resume      ? model::RunStart::resume
                       : args.overwrite ? model::RunStart::overwrite
                                        : model::RunStart::fresh);
-    auto corpus = std::make_shared<const model::TextCorpus>(
-        model::TextCorpus::load(config.data.path, config.data.val_fraction));
+    auto corpus = std::make_shared<const model::Corpus>(
+        model::Corpus::load(config.data, config.model.vocab_size));
+    run.keep_tokenizer(corpus->tokenizer_file());
     ensure_secret(args, in);
     caf::actor_system_config cfg;
     TlsFilesGuard tls{configure_network(cfg, args.net, in.secret, "coordinator")};
@@ -414,7 +418,7 @@ int run_coordinator(const CoordinatorArgs& args) {
     std::printf("run id %s\n", messages::run_id_text(ctx->run_id).c_str());
     std::printf("coordinator listening on %s:%u\n", in.listen.host.c_str(), *port);
     std::fflush(stdout);
-    return train_swarm(sys, core, ctx, m.directory, run, signals, shutdown);
+    return train_swarm(sys, core, ctx, m.directory, run, *corpus, signals, shutdown);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -27,7 +27,7 @@ struct TrainArgs {
   int64_t sample_tokens = 200;
 };
 
-model::TrainResult train_single(const model::RunConfig& config, const model::TextCorpus& corpus,
+model::TrainResult train_single(const model::RunConfig& config, const model::Corpus& corpus,
                                 model::RunDir& run, bool resume) {
   model::TrainOptions options;
   options.run = &run;
@@ -37,7 +37,7 @@ model::TrainResult train_single(const model::RunConfig& config, const model::Tex
 
 // Every other mode runs on the actor runtime; the whole model it ends with is written as a
 // checkpoint so `swarmrt sample` works the same on every run directory.
-model::TrainResult train_swarm(const model::RunConfig& config, const model::TextCorpus& corpus,
+model::TrainResult train_swarm(const model::RunConfig& config, const model::Corpus& corpus,
                                model::RunDir& run, bool resume) {
   actors::RuntimeOptions options;
   options.run = &run;
@@ -77,26 +77,31 @@ int run_train(const TrainArgs& args) {
                        : args.overwrite ? model::RunStart::overwrite
                                         : model::RunStart::fresh;
     model::RunDir run(out, config, start);
-    auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
+    auto corpus = model::Corpus::load(config.data, config.model.vocab_size);
+    run.keep_tokenizer(corpus.tokenizer_file());
     spdlog::info(
-        "run {} | mode {} | model {} {}L {}H d{} ctx{} ({:.2f}M parameters) | {} train bytes, {} "
-        "val bytes | {} tokens/step | fingerprint {}",
+        "run {} | mode {} | model {} {}L {}H d{} ctx{} ({:.2f}M parameters) | {} {} train, {} "
+        "val | {} tokens/step | fingerprint {}",
         out, model::name_of(config.swarm.mode), model::name_of(config.model.arch),
         config.model.n_layer, config.model.n_head, config.model.n_embd, config.model.block_size,
-        double(config.model.parameters()) / 1e6, corpus.train().size(), corpus.val().size(),
-        config.tokens_per_step(), model::fingerprint(config));
+        double(config.model.parameters()) / 1e6, model::name_of(config.data.format),
+        corpus.train_tokens(), corpus.val_tokens(), config.tokens_per_step(),
+        model::fingerprint(config));
     auto result = config.swarm.mode == model::Mode::single
                       ? train_single(config, corpus, run, args.resume)
                       : train_swarm(config, corpus, run, args.resume);
-    std::printf("\nfinal validation loss %.4f nats/byte (perplexity %.2f) after %lld steps\n",
-                result.val_loss, std::exp(result.val_loss),
-                static_cast<long long>(config.train.steps));
+    std::printf(
+        "\nfinal validation loss %.4f nats/token, %s bits/byte (perplexity %.2f) after "
+        "%lld steps\n",
+        result.val_loss, model::format_bpb(corpus.bits_per_byte(result.val_loss)).c_str(),
+        std::exp(result.val_loss), static_cast<long long>(config.train.steps));
     if (args.sample_tokens > 0) {
       model::SampleOptions so;
       so.tokens = args.sample_tokens;
       so.seed = static_cast<uint64_t>(config.train.seed);
+      const auto tokenizer = model::open_tokenizer(corpus.tokenizer_file());
       std::printf("sample> %s%s\n", args.prompt.c_str(),
-                  model::generate(result.model, args.prompt, so).c_str());
+                  model::generate(result.model, *tokenizer, args.prompt, so).c_str());
     }
     return 0;
   } catch (const std::exception& e) {
@@ -113,7 +118,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_config_options(*cmd, args->config, args->overrides);
   add_run_dir_options(*cmd, args->out, args->resume, args->overwrite);
   cmd->add_option("--prompt", args->prompt, "prompt of the sample printed at the end");
-  cmd->add_option("--sample-tokens", args->sample_tokens, "bytes to sample at the end (0: none)");
+  cmd->add_option("--sample-tokens", args->sample_tokens, "tokens to sample at the end (0: none)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
 }
 

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
         std::string("balancer.enabled=") + (balance ? "true" : "false")};
     overrides.insert(overrides.end(), sets.begin(), sets.end());
     auto config = model::load_config(argv[1], overrides);
-    auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
+    auto corpus = model::Corpus::load(config.data, config.model.vocab_size);
     actors::RuntimeOptions o;
     o.progress = false;
     o.stage_workers = {a, b};

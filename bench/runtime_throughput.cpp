@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
                   "swarm.workers_per_stage=" + std::to_string(workers),
                   "train.steps=" + std::to_string(steps + warmup), "train.eval_every=0",
                   "train.eval_batches=1", "train.threads=1"});
-    auto corpus = model::TextCorpus::load(config.data.path, config.data.val_fraction);
+    auto corpus = model::Corpus::load(config.data, config.model.vocab_size);
     std::vector<double> secs;
     if (mode == "single") {
       model::TrainOptions o;

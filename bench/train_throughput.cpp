@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_compute_threads(threads);
-  auto corpus = TextCorpus::load(config.data.path, config.data.val_fraction);
-  Windows windows(&corpus.train(), config.model.block_size);
+  auto corpus = Corpus::load(config.data, config.model.vocab_size);
+  Windows windows(corpus.train(), config.model.block_size);
   ShardLoader loader(windows, 0, 1, static_cast<uint64_t>(config.train.seed));
   auto model =
       make_stage_model(config.model, StageSpec{}, static_cast<uint64_t>(config.train.seed));

@@ -68,9 +68,10 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(model, n_layer, shared, at_least(1), "transformer blocks"),
       SWARMRT_NUMBER(model, n_head, shared, at_least(1), "attention heads"),
       SWARMRT_NUMBER(model, n_embd, shared, at_least(1), "embedding width"),
-      SWARMRT_NUMBER(model, block_size, shared, at_least(2), "context length in bytes"),
+      SWARMRT_NUMBER(model, block_size, shared, at_least(2),
+                     "context length in tokens (bytes for byte data)"),
       SWARMRT_NUMBER(model, vocab_size, shared, between(256, 1 << 20),
-                     "token ids; byte data uses 256 of them"),
+                     "token ids; byte data uses 256, token data at least the tokenizer's pieces"),
       SWARMRT_FIELD(model, tie_embeddings, shared, any(), nullptr,
                     "the head reuses the token embeddings (needs swarm.stages = 1)"),
       SWARMRT_NUMBER(train, steps, shared, at_least(1), "optimizer steps"),
@@ -94,9 +95,13 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(train, threads, node, at_least(1),
                      "compute threads per process (OpenBLAS GEMMs; torch's pool without OpenBLAS)"),
       SWARMRT_NUMBER(train, log_every, node, at_least(1), "steps between progress lines"),
-      SWARMRT_FIELD(data, path, node, any(), not_empty, "UTF-8 text file or directory"),
+      SWARMRT_FIELD(data, path, node, any(), not_empty,
+                    "UTF-8 text file or directory (bytes); a directory of .bin shards (tokens)"),
+      SWARMRT_CHOICE(data, format, shared,
+                     "bytes (each byte a token) or tokens (shards of `swarmrt data prepare` or "
+                     "llm.c; files named *val* are validation)"),
       SWARMRT_NUMBER(data, val_fraction, shared, open_unit(),
-                     "tail fraction held out for validation"),
+                     "tail fraction held out for validation (bytes; token shards hold theirs)"),
       SWARMRT_CHOICE(swarm, mode, shared, "how the model is split and replicated"),
       SWARMRT_NUMBER(swarm, stages, shared, at_least(1), "pipeline stages, at most n_layer"),
       SWARMRT_NUMBER(swarm, workers_per_stage, shared, at_least(1), "workers serving each stage"),
@@ -265,6 +270,11 @@ template <>
 const std::vector<std::string>& names<Mode>() {
   static const std::vector<std::string> n = {"single", "pp",     "dp",
                                              "swarm",  "diloco", "diloco-swarm"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<DataFormat>() {
+  static const std::vector<std::string> n = {"bytes", "tokens"};
   return n;
 }
 template <>

@@ -31,6 +31,8 @@ enum class Encrypt { automatic, on, off };
 enum class KillPhase { start, reduce, apply };
 enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
+// data.format: UTF-8 text read as bytes, or token shards in llm.c's .bin layout (tokens/).
+enum class DataFormat { bytes, tokens };
 
 template <class E>
 const std::vector<std::string>& names();
@@ -52,6 +54,8 @@ template <>
 const std::vector<std::string>& names<FragmentPattern>();
 template <>
 const std::vector<std::string>& names<Quantize>();
+template <>
+const std::vector<std::string>& names<DataFormat>();
 
 template <class E>
 const std::string& name_of(E value) {
@@ -132,6 +136,7 @@ struct TrainConfig {
 
 struct DataConfig {
   std::string path = "data/brown.txt";
+  DataFormat format = DataFormat::bytes;
   double val_fraction = 0.05;
 };
 

@@ -2,9 +2,16 @@
 
 #include <ATen/ATen.h>
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+
+#include "tokens/prepare.hpp"
+#include "tokens/shard.hpp"
+#include "tokens/tokenizer.hpp"
 
 namespace swarmrt::model {
 namespace fs = std::filesystem;
@@ -27,7 +34,41 @@ uint64_t mix(uint64_t x) {
 }
 }  // namespace
 
-TextCorpus TextCorpus::load(const std::string& path, double val_fraction) {
+namespace {
+// Owns a byte corpus's text; spans point into it, and it does not move while shared.
+struct TextStorage {
+  std::string train, val;
+};
+struct ShardStorage {
+  std::vector<std::shared_ptr<const tokens::MappedShard>> shards;
+};
+
+int64_t total(const TokenParts& parts) {
+  int64_t n = 0;
+  for (const auto& p : parts) n += p.size;
+  return n;
+}
+
+// The integer after `"key":` in a flat JSON object, or -1.
+int64_t json_int(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\"");
+  if (at == std::string::npos) return -1;
+  const auto colon = json.find(':', at);
+  if (colon == std::string::npos) return -1;
+  try {
+    return std::stoll(json.substr(colon + 1));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+}  // namespace
+
+Corpus Corpus::load(const DataConfig& data, int64_t vocab_size) {
+  if (data.format == DataFormat::tokens) return load_shards(data.path, vocab_size);
+  return load_text(data.path, data.val_fraction);
+}
+
+Corpus Corpus::load_text(const std::string& path, double val_fraction) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw DataError(path +
@@ -50,35 +91,126 @@ TextCorpus TextCorpus::load(const std::string& path, double val_fraction) {
   }
 }
 
-TextCorpus TextCorpus::from_text(std::string text, double val_fraction) {
+Corpus Corpus::from_text(std::string text, double val_fraction) {
   if (!(val_fraction > 0 && val_fraction < 1)) throw DataError("val_fraction must be in (0, 1)");
   const auto n = static_cast<int64_t>(text.size());
   const auto n_val = static_cast<int64_t>(static_cast<double>(n) * val_fraction);
   if (n_val < 2 || n - n_val < 2)
     throw DataError("corpus of " + std::to_string(n) + " bytes is too small to split");
-  TextCorpus c;
-  c.val_ = text.substr(static_cast<size_t>(n - n_val));
+  auto storage = std::make_shared<TextStorage>();
+  storage->val = text.substr(static_cast<size_t>(n - n_val));
   text.resize(static_cast<size_t>(n - n_val));
-  c.train_ = std::move(text);
+  storage->train = std::move(text);
+  Corpus c;
+  c.train_ = text_parts(storage->train);
+  c.val_ = text_parts(storage->val);
+  c.storage_ = std::move(storage);
   return c;
 }
 
-Windows::Windows(const std::string* text, int64_t block_size)
-    : text_(text),
-      block_(block_size),
-      count_((static_cast<int64_t>(text->size()) - 1) / block_size) {
+Corpus Corpus::load_shards(const std::string& dir, int64_t vocab_size) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw DataError(dir +
+                    ": data.format = \"tokens\" reads a directory of .bin shards (make one "
+                    "with `swarmrt data prepare`), and this is none");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".bin") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  auto storage = std::make_shared<ShardStorage>();
+  Corpus c;
+  for (const auto& f : files) {
+    auto shard = tokens::MappedShard::open(f.string(), vocab_size);
+    const TokenSpan span{shard->ids(), shard->count(), shard->width()};
+    (f.filename().string().find("val") != std::string::npos ? c.val_ : c.train_).push_back(span);
+    storage->shards.push_back(std::move(shard));
+  }
+  if (c.train_.empty() || c.val_.empty())
+    throw DataError(dir +
+                    ": needs training shards and a validation shard (a .bin file whose "
+                    "name contains \"val\"); found " +
+                    std::to_string(c.train_.size()) + " and " + std::to_string(c.val_.size()));
+  c.storage_ = std::move(storage);
+
+  const fs::path tokenizer = fs::path(dir) / tokens::kTokenizerFile;
+  if (fs::exists(tokenizer, ec)) {
+    const auto pieces = tokens::load_sentencepiece(tokenizer.string())->size();
+    if (pieces > vocab_size)
+      throw DataError(tokenizer.string() + ": the tokenizer has " + std::to_string(pieces) +
+                      " pieces, more than model.vocab_size (" + std::to_string(vocab_size) +
+                      "): set model.vocab_size >= " + std::to_string(pieces));
+    c.tokenizer_file_ = tokenizer.string();
+  }
+  // Bits per byte needs the validation text's size, which data prepare records.
+  c.val_bytes_per_token_ = c.train_bytes_per_token_ = std::numeric_limits<double>::quiet_NaN();
+  const fs::path info = fs::path(dir) / tokens::kDataInfo;
+  if (fs::exists(info, ec)) {
+    const auto json = read_file(info);
+    const int64_t bytes = json_int(json, "val_bytes"), ids = json_int(json, "val_tokens");
+    if (bytes <= 0 || ids != c.val_tokens())
+      throw DataError(info.string() + ": counts " + std::to_string(ids) + " validation tokens (" +
+                      std::to_string(bytes) + " bytes) but the validation shards hold " +
+                      std::to_string(c.val_tokens()) + " tokens");
+    c.val_bytes_per_token_ = static_cast<double>(bytes) / static_cast<double>(ids);
+    const int64_t train_bytes = json_int(json, "train_bytes");
+    const int64_t train_ids = json_int(json, "train_tokens");
+    if (train_bytes > 0 && train_ids == c.train_tokens())
+      c.train_bytes_per_token_ = static_cast<double>(train_bytes) / static_cast<double>(train_ids);
+  }
+  return c;
+}
+
+int64_t Corpus::train_tokens() const {
+  return total(train_);
+}
+int64_t Corpus::val_tokens() const {
+  return total(val_);
+}
+
+double Corpus::bits_per_byte(double nats_per_token) const {
+  return nats_per_token / std::log(2.0) / val_bytes_per_token_;
+}
+double Corpus::train_bits_per_byte(double nats_per_token) const {
+  return nats_per_token / std::log(2.0) / train_bytes_per_token_;
+}
+
+std::string format_bpb(double bpb) {
+  if (!std::isfinite(bpb)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", bpb);
+  return buf;
+}
+
+Windows::Windows(const TokenParts& parts, int64_t block_size) : parts_(parts), block_(block_size) {
+  for (const auto& p : parts_) {
+    first_.push_back(count_);
+    count_ += std::max<int64_t>(0, (p.size - 1) / block_size);
+  }
   if (count_ < 1)
-    throw DataError("text of " + std::to_string(text->size()) + " bytes holds no window of " +
-                    std::to_string(block_size + 1) + " bytes");
+    throw DataError("a text of " + std::to_string(total(parts_)) + " tokens holds no window of " +
+                    std::to_string(block_size + 1) + " tokens");
 }
 
 void Windows::fill(int64_t index, int64_t row, at::Tensor& inputs, at::Tensor& targets) const {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text_->data()) + index * block_;
+  const size_t part =
+      static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), index) - first_.begin()) -
+      1;
+  const TokenSpan& span = parts_[part];
+  const int64_t start = (index - first_[part]) * block_;
   auto* in = inputs.data_ptr<int64_t>() + row * block_;
   auto* out = targets.data_ptr<int64_t>() + row * block_;
+  if (span.width == 1) {  // bytes: the common case, kept a plain loop
+    const auto* bytes = span.data + start;
+    for (int64_t t = 0; t < block_; ++t) {
+      in[t] = bytes[t];
+      out[t] = bytes[t + 1];
+    }
+    return;
+  }
   for (int64_t t = 0; t < block_; ++t) {
-    in[t] = bytes[t];
-    out[t] = bytes[t + 1];
+    in[t] = span[start + t];
+    out[t] = span[start + t + 1];
   }
 }
 

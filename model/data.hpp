@@ -1,13 +1,17 @@
-// Byte-level text data: a corpus split into train and validation, cut into windows of
-// block_size + 1 bytes (inputs and next-byte targets), served by shard loaders.
+// Training data: a corpus of token ids split into train and validation, cut into windows of
+// block_size + 1 ids (inputs and next-token targets), served by shard loaders. The ids are the
+// bytes of UTF-8 text (data.format = "bytes") or the ids of token shards ("tokens").
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "model/config.hpp"
 
 namespace swarmrt::model {
 
@@ -15,34 +19,76 @@ struct DataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The bytes of a UTF-8 file, or of every regular file under a directory (sorted by path so the
-// corpus is the same on every machine). The last `val_fraction` of the bytes is validation.
-class TextCorpus {
- public:
-  static TextCorpus load(const std::string& path, double val_fraction);
-  static TextCorpus from_text(std::string text, double val_fraction);
+// A run of token ids in memory: the bytes of a text (one byte an id) or the ids of a mapped
+// shard (2 or 4 little-endian bytes an id).
+struct TokenSpan {
+  const unsigned char* data = nullptr;
+  int64_t size = 0;  // ids
+  int width = 1;     // bytes an id
+  int64_t operator[](int64_t i) const {
+    const unsigned char* p = data + i * width;
+    if (width == 1) return p[0];
+    if (width == 2) return int64_t(p[0]) | int64_t(p[1]) << 8;
+    return int64_t(p[0]) | int64_t(p[1]) << 8 | int64_t(p[2]) << 16 | int64_t(p[3]) << 24;
+  }
+};
+using TokenParts = std::vector<TokenSpan>;
+// One part over the bytes of `text`, which must outlive it.
+inline TokenParts text_parts(const std::string& text) {
+  return {
+      {reinterpret_cast<const unsigned char*>(text.data()), static_cast<int64_t>(text.size()), 1}};
+}
 
-  const std::string& train() const { return train_; }
-  const std::string& val() const { return val_; }
+// The training and validation ids of a run, and what it needs to read them as text.
+class Corpus {
+ public:
+  // data.format decides: bytes of data.path (a file, or a directory's files in path order,
+  // the last data.val_fraction held out), or the .bin shards of directory data.path (files
+  // named *val* are validation; every id must be below `vocab_size`).
+  static Corpus load(const DataConfig& data, int64_t vocab_size);
+  static Corpus load_text(const std::string& path, double val_fraction);
+  static Corpus from_text(std::string text, double val_fraction);
+  static Corpus load_shards(const std::string& dir, int64_t vocab_size);
+
+  const TokenParts& train() const { return train_; }
+  const TokenParts& val() const { return val_; }
+  int64_t train_tokens() const;
+  int64_t val_tokens() const;
+  // A validation loss in nats per token as bits per byte of text, comparable across
+  // tokenizers; NaN where the text's size is unknown (shards without data.json).
+  double bits_per_byte(double nats_per_token) const;
+  // The same for a training loss, with the training text's bytes per token.
+  double train_bits_per_byte(double nats_per_token) const;
+  // The tokenizer that reads these ids as text: empty for bytes; tokenizer.model of a shard
+  // directory, or empty where it has none.
+  const std::string& tokenizer_file() const { return tokenizer_file_; }
 
  private:
-  std::string train_, val_;
+  std::shared_ptr<const void> storage_;  // the text, or the mapped shards
+  TokenParts train_, val_;
+  double val_bytes_per_token_ = 1, train_bytes_per_token_ = 1;
+  std::string tokenizer_file_;
 };
 
-// Window i covers bytes [i*block, i*block + block + 1): inputs are its first block bytes,
-// targets its last block bytes. Windows overlap by one byte so every byte is a target once.
+// Bits per byte as a log shows it: four decimals, or "n/a" where unknown (NaN).
+std::string format_bpb(double bits_per_byte);
+
+// Windows of each part: window i of a part covers ids [i*block, i*block + block + 1): inputs
+// are its first block ids, targets its last block ids. Windows overlap by one id so every id
+// is a target once; no window spans two parts. Windows are numbered part after part.
 class Windows {
  public:
-  Windows(const std::string* text, int64_t block_size);
+  Windows(const TokenParts& parts, int64_t block_size);
   int64_t count() const { return count_; }
   int64_t block_size() const { return block_; }
   // Fills row `row` of inputs/targets ([B, T] int64) with window `index`.
   void fill(int64_t index, int64_t row, at::Tensor& inputs, at::Tensor& targets) const;
 
  private:
-  const std::string* text_;
+  TokenParts parts_;
+  std::vector<int64_t> first_;  // first window of each part
   int64_t block_;
-  int64_t count_;
+  int64_t count_ = 0;
 };
 
 struct Batch {

@@ -61,4 +61,13 @@ RunDir::RunDir(std::string root, const RunConfig& config, RunStart start)
       std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), start == RunStart::resume);
 }
 
+void RunDir::keep_tokenizer(const std::string& tokenizer_file) const {
+  if (tokenizer_file.empty()) return;
+  const auto dest = std::filesystem::path(root_) / "tokenizer.model";
+  const auto tmp = dest.string() + ".tmp";
+  std::filesystem::copy_file(tokenizer_file, tmp,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::rename(tmp, dest);
+}
+
 }  // namespace swarmrt::model

@@ -39,6 +39,9 @@ class RunDir {
   const std::string& root() const { return root_; }
   MetricsLog& metrics() { return *metrics_; }
   CheckpointDir& checkpoints() { return checkpoints_; }
+  // Copies the run's tokenizer into the run directory (tokenizer.model), so `swarmrt sample`
+  // reads its checkpoints as text wherever the data went.
+  void keep_tokenizer(const std::string& tokenizer_file) const;
 
  private:
   std::string root_;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/stage_model.hpp"
+#include "tokens/tokenizer.hpp"
 
 namespace swarmrt::model {
 
@@ -15,7 +16,12 @@ struct SampleOptions {
   uint64_t seed = 0;
 };
 
-// Continues `prompt` (bytes) by `options.tokens` bytes; returns only the continuation.
-std::string generate(StageModel& model, const std::string& prompt, const SampleOptions& options);
+// Continues `prompt` by `options.tokens` tokens of `tokenizer` (bytes, or BPE pieces); returns
+// only the continuation, as text. Ids the tokenizer has no piece for are never drawn.
+std::string generate(StageModel& model, const tokens::Tokenizer& tokenizer,
+                     const std::string& prompt, const SampleOptions& options);
+
+// The tokenizer of a run's data: bytes where `tokenizer_file` is empty, else that model.
+std::unique_ptr<tokens::Tokenizer> open_tokenizer(const std::string& tokenizer_file);
 
 }  // namespace swarmrt::model

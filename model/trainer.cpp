@@ -61,7 +61,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::st
   }
 }
 
-StageModel load_model(const std::string& path) {
+StageModel load_model(const std::string& path, RunConfig* config) {
   std::string file = path;
   Checkpoint ckpt;
   if (fs::is_directory(path)) {
@@ -79,10 +79,11 @@ StageModel load_model(const std::string& path) {
   auto meta = parse_checkpoint_meta(ckpt.meta_json, file);
   auto model = make_stage_model(meta.config.model, StageSpec{}, meta.config.train.seed);
   load_parameters(*model, ckpt, file);
+  if (config) *config = meta.config;
   return model;
 }
 
-TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
+TrainResult train_single(const RunConfig& config, const Corpus& corpus,
                          const TrainOptions& options) {
   const auto& t = config.train;
   set_compute_threads(static_cast<int>(t.threads));
@@ -90,8 +91,8 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
   auto model = make_stage_model(config.model, StageSpec{}, static_cast<uint64_t>(t.seed));
   model->train();
   auto optimizer = make_adamw(*model, t);
-  Windows train_windows(&corpus.train(), config.model.block_size);
-  Windows val_windows(&corpus.val(), config.model.block_size);
+  Windows train_windows(corpus.train(), config.model.block_size);
+  Windows val_windows(corpus.val(), config.model.block_size);
   ShardLoader loader(train_windows, 0, 1, static_cast<uint64_t>(t.seed));
   const auto val_batches = validation_batches(val_windows, t.eval_batches, t.micro_batch);
   const auto params = model->parameters();
@@ -127,11 +128,16 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
   };
   auto eval = [&](int64_t s) {
     const double val = evaluate(model, val_batches);
+    const double bpb = corpus.bits_per_byte(val);
     if (options.run)
-      options.run->metrics().write(
-          {{"event", "eval"}, {"step", s}, {"val_loss", val}, {"val_ppl", std::exp(val)}});
+      options.run->metrics().write({{"event", "eval"},
+                                    {"step", s},
+                                    {"val_loss", val},
+                                    {"val_bpb", bpb},
+                                    {"val_ppl", std::exp(val)}});
     if (options.progress)
-      spdlog::info("eval step {} | val_loss {:.4f} | val_ppl {:.2f}", s, val, std::exp(val));
+      spdlog::info("eval step {} | val_loss {:.4f} | val_bpb {} | val_ppl {:.2f}", s, val,
+                   format_bpb(bpb), std::exp(val));
     return val;
   };
 
@@ -173,6 +179,7 @@ TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
       options.run->metrics().write({{"event", "step"},
                                     {"step", s.step},
                                     {"loss", s.loss},
+                                    {"bpb", corpus.train_bits_per_byte(s.loss)},
                                     {"lr", s.lr},
                                     {"grad_norm", s.grad_norm},
                                     {"tokens", s.tokens},

@@ -39,7 +39,7 @@ struct TrainOptions {
 // Mean loss of `model` over the given batches (no gradient).
 double evaluate(StageModel& model, const std::vector<Batch>& batches);
 
-TrainResult train_single(const RunConfig& config, const TextCorpus& corpus,
+TrainResult train_single(const RunConfig& config, const Corpus& corpus,
                          const TrainOptions& options);
 
 // Checkpoint metadata shared by every mode.
@@ -53,8 +53,8 @@ struct CheckpointMeta {
 CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::string& origin);
 
 // Loads a whole model from a checkpoint file, or from the newest valid checkpoint of a run
-// directory.
-StageModel load_model(const std::string& checkpoint_or_run_dir);
+// directory; `config`, where given, receives the configuration the checkpoint was trained with.
+StageModel load_model(const std::string& checkpoint_or_run_dir, RunConfig* config = nullptr);
 
 std::string format_duration(double seconds);
 

@@ -10,7 +10,7 @@ SWARMRT_PACKAGES=(
   libcaf-dev libcapnp-dev capnproto libspdlog-dev libtorch-dev libopenblas0-pthread
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev
   nlohmann-json3-dev libreadline-dev zlib1g-dev libssl-dev libgloo-dev gnuplot-nox libcpp-httplib-dev
-  iproute2 procps openssh-client openssh-server time chromium
+  iproute2 procps openssh-client openssh-server time chromium libsentencepiece-dev
 )
 
 # The packages named that are not installed, one a line.

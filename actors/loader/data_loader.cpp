@@ -25,7 +25,7 @@ loader_actor::behavior_type data_loader(loader_actor::stateful_pointer<loader_st
                                         LoaderSetup setup) {
   auto& s = self->state;
   s.corpus = setup.corpus;
-  s.windows = std::make_unique<model::Windows>(&s.corpus->train(), setup.block_size);
+  s.windows = std::make_unique<model::Windows>(s.corpus->train(), setup.block_size);
   s.loader =
       std::make_unique<model::ShardLoader>(*s.windows, setup.shard, setup.shards, setup.seed);
   s.micro_batch = setup.micro_batch;

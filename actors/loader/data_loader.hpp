@@ -11,7 +11,7 @@
 namespace swarmrt::actors {
 
 struct LoaderSetup {
-  std::shared_ptr<const model::TextCorpus> corpus;
+  std::shared_ptr<const model::Corpus> corpus;
   int64_t shard = 0;
   int64_t shards = 1;
   int64_t block_size = 128;
@@ -21,7 +21,7 @@ struct LoaderSetup {
 };
 
 struct loader_state {
-  std::shared_ptr<const model::TextCorpus> corpus;
+  std::shared_ptr<const model::Corpus> corpus;
   std::unique_ptr<model::Windows> windows;
   std::unique_ptr<model::ShardLoader> loader;
   int64_t micro_batch = 0;

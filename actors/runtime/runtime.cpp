@@ -89,7 +89,7 @@ Resume checkpoint_to_resume(const CoreOptions& options) {
 // is reached through the same handle, and continues the run from the store.
 caf::actor spawn_tracker(caf::actor_system& sys, CoreActors& core,
                          const std::shared_ptr<SwarmContext>& ctx,
-                         const std::shared_ptr<const model::TextCorpus>& corpus,
+                         const std::shared_ptr<const model::Corpus>& corpus,
                          const CoreOptions& options, Resume resume) {
   TrackerSetup ts;
   ts.ctx = ctx;
@@ -122,7 +122,7 @@ caf::actor spawn_tracker(caf::actor_system& sys, CoreActors& core,
 }  // namespace
 
 CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext>& ctx,
-                      const std::shared_ptr<const model::TextCorpus>& corpus,
+                      const std::shared_ptr<const model::Corpus>& corpus,
                       const CoreOptions& options) {
   const auto& config = ctx->config;
   const auto& sw = config.swarm;
@@ -398,7 +398,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   return result;
 }
 
-RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCorpus& corpus,
+RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus& corpus,
                              const RuntimeOptions& options) {
   // One torch thread per worker: each detached worker computes on its own thread, so the
   // cores are shared out by running workers side by side, not by splitting each op.
@@ -413,7 +413,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCo
   ctx->wiring_measure = options.wiring_measure;
   ctx->force_streaming = options.force_streaming;
   const auto& sw = config.swarm;
-  auto shared_corpus = std::shared_ptr<const model::TextCorpus>(&corpus, [](auto*) {});
+  auto shared_corpus = std::shared_ptr<const model::Corpus>(&corpus, [](auto*) {});
   CoreOptions co;
   co.run = options.run;
   co.progress = options.progress;

@@ -101,7 +101,7 @@ struct CoreOptions {
 };
 
 CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext>& ctx,
-                      const std::shared_ptr<const model::TextCorpus>& corpus,
+                      const std::shared_ptr<const model::Corpus>& corpus,
                       const CoreOptions& options);
 
 // A supervisor for the workers of one stage in this process; `announce` receives
@@ -140,7 +140,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
                               const messages::Membership& membership, bool keep_grads,
                               const std::shared_ptr<SwarmContext>& ctx);
 
-RuntimeResult run_in_process(const model::RunConfig& config, const model::TextCorpus& corpus,
+RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus& corpus,
                              const RuntimeOptions& options);
 
 }  // namespace swarmrt::actors

@@ -114,6 +114,7 @@ void finish_step(Self* self) {
   write_metrics(self, {{"event", "step"},
                        {"step", s.step},
                        {"loss", loss},
+                       {"bpb", s.setup.corpus->train_bits_per_byte(loss)},
                        {"lr", s.outcome.lr},
                        {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
                        {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},

@@ -171,12 +171,15 @@ caf::message_handler evaluating(Self* self) {
         for (double l : s.val_losses) sum += l;
         const double val = sum / static_cast<double>(s.val_losses.size());
         s.report.val_loss = val;
-        write_metrics(
-            self,
-            {{"event", "eval"}, {"step", s.step}, {"val_loss", val}, {"val_ppl", std::exp(val)}});
+        const double bpb = s.setup.corpus->bits_per_byte(val);
+        write_metrics(self, {{"event", "eval"},
+                             {"step", s.step},
+                             {"val_loss", val},
+                             {"val_bpb", bpb},
+                             {"val_ppl", std::exp(val)}});
         if (s.setup.progress)
-          spdlog::info("eval step {} | val_loss {:.4f} | val_ppl {:.2f}", s.step, val,
-                       std::exp(val));
+          spdlog::info("eval step {} | val_loss {:.4f} | val_bpb {} | val_ppl {:.2f}", s.step, val,
+                       model::format_bpb(bpb), std::exp(val));
         if (static_cast<int64_t>(s.step) == s.setup.ctx->config.train.steps)
           finish_run(self);
         else

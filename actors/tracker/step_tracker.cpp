@@ -270,7 +270,7 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
       {cfg.supervision.microbatch_timeout_s, cfg.supervision.microbatch_timeout_factor,
        cfg.supervision.microbatch_timeout_max_s, cfg.supervision.microbatch_max_losses});
   {
-    model::Windows val(&s.setup.corpus->val(), cfg.model.block_size);
+    model::Windows val(s.setup.corpus->val(), cfg.model.block_size);
     s.val = model::validation_batches(val, cfg.train.eval_batches, cfg.train.micro_batch);
   }
   if (s.setup.resume) {

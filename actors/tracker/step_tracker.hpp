@@ -77,7 +77,7 @@ struct TrackerSetup {
   std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
   std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
   caf::actor metrics;                 // optional metrics sink
-  std::shared_ptr<const model::TextCorpus> corpus;
+  std::shared_ptr<const model::Corpus> corpus;
   bool progress = true;
   model::RunDir* run = nullptr;             // periodic checkpoints go here when set
   std::vector<GroupStorePtr> group_stores;  // per stage (DiLoCo), saved in checkpoints

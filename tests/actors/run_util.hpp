@@ -16,13 +16,13 @@
 
 namespace swarmrt::testing {
 
-inline const model::TextCorpus& small_corpus() {
-  static const model::TextCorpus corpus = [] {
+inline const model::Corpus& small_corpus() {
+  static const model::Corpus corpus = [] {
     std::ifstream in(swarmrt::testing::test_data_path(), std::ios::binary);
     std::string s(400'000, '\0');
     in.read(s.data(), static_cast<std::streamsize>(s.size()));
     s.resize(static_cast<size_t>(in.gcount()));
-    return model::TextCorpus::from_text(s, 0.05);
+    return model::Corpus::from_text(s, 0.05);
   }();
   return corpus;
 }

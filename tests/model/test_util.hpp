@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/config.hpp"
+#include "model/data.hpp"
 #include "model/gpt.hpp"
 
 namespace swarmrt::testing {
@@ -21,6 +22,14 @@ inline model::GPTConfig micro_gpt() {
 inline torch::Tensor random_ids(int64_t B, int64_t T, uint64_t seed) {
   torch::manual_seed(seed);
   return torch::randint(0, 256, {B, T}, torch::kLong);
+}
+
+// The ids of byte parts, as the text they came from.
+inline std::string bytes_of(const model::TokenParts& parts) {
+  std::string s;
+  for (const auto& p : parts)
+    for (int64_t i = 0; i < p.size; ++i) s.push_back(static_cast<char>(p[i]));
+  return s;
 }
 
 // A fresh temporary directory, removed at the end of the test.

@@ -22,13 +22,15 @@ std::string brown_prefix(size_t bytes) {
 
 // Cross-entropy (nats/byte) of the best context-free model: the training text's byte
 // frequencies scored on the validation text. A model below it has learned to use context.
-double unigram_cross_entropy(const TextCorpus& c) {
+double unigram_cross_entropy(const Corpus& c) {
   std::array<double, 256> counts{};
-  for (unsigned char ch : c.train()) counts[ch] += 1;
+  const std::string train = swarmrt::testing::bytes_of(c.train());
+  const std::string val = swarmrt::testing::bytes_of(c.val());
+  for (unsigned char ch : train) counts[ch] += 1;
   double h = 0;
-  const double n = static_cast<double>(c.train().size()) + 256;  // add-one smoothing
-  for (unsigned char ch : c.val()) h -= std::log((counts[ch] + 1) / n);
-  return h / static_cast<double>(c.val().size());
+  const double n = static_cast<double>(train.size()) + 256;  // add-one smoothing
+  for (unsigned char ch : val) h -= std::log((counts[ch] + 1) / n);
+  return h / static_cast<double>(val.size());
 }
 
 RunConfig small_run(int64_t steps, Arch arch = Arch::gpt2) {
@@ -51,7 +53,7 @@ RunConfig small_run(int64_t steps, Arch arch = Arch::gpt2) {
 class Architectures : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(Architectures, TinyModelLearnsBrownBeyondUnigram) {
-  auto corpus = TextCorpus::from_text(brown_prefix(2'000'000), 0.05);
+  auto corpus = Corpus::from_text(brown_prefix(2'000'000), 0.05);
   RunConfig c;
   c.model = model_preset(GetParam() == Arch::gpt2 ? "tiny" : "llama-tiny");
   c.train.steps = 40;
@@ -72,7 +74,7 @@ TEST_P(Architectures, TinyModelLearnsBrownBeyondUnigram) {
 }
 
 TEST_P(Architectures, ResumeContinuesTheSameRun) {
-  auto corpus = TextCorpus::from_text(brown_prefix(300'000), 0.05);
+  auto corpus = Corpus::from_text(brown_prefix(300'000), 0.05);
   TrainOptions quiet;
   quiet.progress = false;
   const Arch arch = GetParam();
@@ -109,7 +111,7 @@ TEST_P(Architectures, ResumeContinuesTheSameRun) {
   EXPECT_EQ(evals, 2);
   auto model = load_model(dir.str());
   EXPECT_EQ(model->config().arch, arch);
-  Windows val(&corpus.val(), 32);
+  Windows val(corpus.val(), 32);
   EXPECT_NEAR(evaluate(model, validation_batches(val, 2, 4)), resumed.val_loss, 1e-6);
   EXPECT_EQ(parse_config(
                 std::string(

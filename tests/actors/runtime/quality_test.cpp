@@ -9,7 +9,7 @@
 using namespace swarmrt;
 
 TEST(Quality, DilocoSwarmWithinFivePercentOfSingle) {
-  auto corpus = model::TextCorpus::load(swarmrt::testing::test_data_path(), 0.05);
+  auto corpus = model::Corpus::load_text(swarmrt::testing::test_data_path(), 0.05);
   model::RunConfig c;  // the tiny preset
   c.train.steps = 300;
   c.train.micro_batch = 2;

@@ -61,7 +61,7 @@ TEST(Runtime, DataParallelGradientEqualsSingleOnUnionBatch) {
 
     model::GPT whole(model::GPTConfig::from(config.model), model::StageSpec{},
                      static_cast<uint64_t>(config.train.seed));
-    model::Windows windows(&small_corpus().train(), config.model.block_size);
+    model::Windows windows(small_corpus().train(), config.model.block_size);
     model::ShardLoader loader(windows, 0, 1, static_cast<uint64_t>(config.train.seed));
     const double n = static_cast<double>(config.train.micro_batch * config.train.micro_batches);
     for (int64_t m = 0; m < config.train.micro_batches; ++m) {

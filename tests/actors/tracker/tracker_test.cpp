@@ -43,7 +43,7 @@ size_t count(const Log& log) {
 
 struct TrackerFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   std::shared_ptr<actors::SwarmContext> ctx = std::make_shared<actors::SwarmContext>();
-  std::shared_ptr<const model::TextCorpus> corpus;
+  std::shared_ptr<const model::Corpus> corpus;
   caf::actor tracker, loader;
   Log log0 = std::make_shared<std::vector<caf::message>>();
   Log log1 = std::make_shared<std::vector<caf::message>>();
@@ -58,8 +58,8 @@ struct TrackerFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
         "[data]\npath = \"unused\"\n"
         "[swarm]\nmode = \"pp\"\nstages = 2\nworkers_per_stage = 1\n",
         "tracker_test");
-    corpus = std::make_shared<const model::TextCorpus>(
-        model::TextCorpus::from_text(std::string(4096, 'a') + std::string(4096, 'b'), 0.25));
+    corpus = std::make_shared<const model::Corpus>(
+        model::Corpus::from_text(std::string(4096, 'a') + std::string(4096, 'b'), 0.25));
     actors::LoaderSetup ls;
     ls.corpus = corpus;
     ls.block_size = ctx->config.model.block_size;

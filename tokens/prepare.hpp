@@ -1,0 +1,39 @@
+// `swarmrt data prepare`: text files in, a directory a run trains on out: the tokenizer, token
+// shards in llm.c's layout (shard.hpp) and data.json, which records what bits per byte needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace swarmrt::tokens {
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;     // files, or directories read whole in path order
+  int64_t vocab_size = 8192;           // of a tokenizer trained here
+  std::string tokenizer;               // an existing tokenizer.model instead of training one
+  std::string out;                     // must be absent or empty
+  double val_fraction = 0.05;          // tail of the text held out, cut at a line break
+  int64_t shard_tokens = 100'000'000;  // tokens per training shard (llm.c's size)
+  int threads = 2;
+};
+
+struct PrepareResult {
+  int64_t train_tokens = 0, val_tokens = 0;
+  int64_t train_bytes = 0, val_bytes = 0;
+  int64_t vocab_size = 0;  // the tokenizer's pieces
+  std::vector<std::string> shards;
+};
+
+// Throws TokenizerError or ShardError naming what is wrong; writes nothing into `out` before
+// its inputs are read and its tokenizer trained, and every file through a rename.
+PrepareResult prepare(const PrepareOptions& options);
+
+// data.json of a prepared directory: the validation shard's bytes of text and tokens.
+struct DataInfo {
+  int64_t val_bytes = 0, val_tokens = 0, train_bytes = 0, train_tokens = 0, vocab_size = 0;
+};
+constexpr const char* kDataInfo = "data.json";
+constexpr const char* kTokenizerFile = "tokenizer.model";
+
+}  // namespace swarmrt::tokens
