@@ -105,9 +105,14 @@ std::string render(const std::vector<std::string>& args, const json& a) {
   if (cmd == "stats" || cmd == "watch") {
     const auto& s = a["last_step"];
     if (s.is_null()) return "no step has completed yet\n";
-    std::string out =
-        fmt::format("step {} | loss {:.4f} | {:.0f} tokens/s | {:.1f} s\n", str(s["step"]),
-                    s.value("loss", 0.0), s.value("tokens_per_s", 0.0), s.value("time_s", 0.0));
+    // Bits per byte where the run knows them (null where the text's size is unknown).
+    const auto bpb = s.find("bpb");
+    const std::string in_bits = bpb != s.end() && bpb->is_number()
+                                    ? fmt::format(" ({:.4f} bits/byte)", bpb->get<double>())
+                                    : "";
+    std::string out = fmt::format("step {} | loss {:.4f}{} | {:.0f} tokens/s | {:.1f} s\n",
+                                  str(s["step"]), s.value("loss", 0.0), in_bits,
+                                  s.value("tokens_per_s", 0.0), s.value("time_s", 0.0));
     for (const auto& st : s.value("stages", json::array()))
       out += fmt::format("  stage {}: {:.1f} samples/s\n", str(st["stage"]),
                          st.value("samples_per_s", 0.0));

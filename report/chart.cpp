@@ -96,10 +96,20 @@ std::string chart_script(const std::vector<RunSeries>& runs, const ChartOptions&
        << " noenhanced font \"sans,10\" background \"white\"\n";
   os << "set output " << quoted(output) << "\n";
 
+  // Bits per byte where every run records them (a BPE run and a byte run then share one
+  // axis); nats per token otherwise (older runs, shards whose text size is unknown).
+  const bool bpb = std::all_of(runs.begin(), runs.end(), [](const RunSeries& r) {
+    return !r.loss.empty() && r.loss_bpb.size() == r.loss.size() &&
+           r.val_bpb.size() == r.val_loss.size();
+  });
   std::vector<std::string> loss, bytes, speed;
   std::map<std::string, bool> marker_named;
   for (size_t r = 0; r < runs.size(); ++r) {
-    const auto& run = runs[r];
+    RunSeries run = runs[r];
+    if (bpb) {
+      run.loss = run.loss_bpb;
+      run.val_loss = run.val_bpb;
+    }
     const std::string id = "r" + std::to_string(r);
     const std::string colour = std::string("lc rgb \"") + kColours[r % 8] + "\"";
     block(os, id + "_loss", run.loss);
@@ -144,7 +154,7 @@ std::string chart_script(const std::vector<RunSeries>& runs, const ChartOptions&
   os << "set multiplot layout 3,1 title " << quoted(o.title) << "\n"
      << "set grid\nset key outside right top\nset xlabel \"tokens trained\"\n"
      << "set format x \"%.1s%c\"\nset lmargin 12\nset rmargin 38\n";
-  os << "set ylabel \"loss (nats/byte)\"\n";
+  os << (bpb ? "set ylabel \"loss (bits/byte)\"\n" : "set ylabel \"loss (nats/token)\"\n");
   plot(os, loss);
   os << "set ylabel \"MB sent (cumulative)\"\n";
   plot(os, bytes);

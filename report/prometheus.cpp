@@ -56,7 +56,7 @@ std::string prometheus_text(const nlohmann::json& stats, const nlohmann::json& a
     os << name << ' ' << number(v) << '\n';
   };
   gauge("swarmrt_step", "gauge", "the last step the swarm completed", "step");
-  gauge("swarmrt_loss", "gauge", "training loss of the last step (nats/byte)", "loss");
+  gauge("swarmrt_loss", "gauge", "training loss of the last step (nats/token)", "loss");
   gauge("swarmrt_tokens_per_second", "gauge", "tokens/s of the last step", "tokens_per_s");
   gauge("swarmrt_tokens_total", "counter", "tokens trained", "tokens");
   gauge("swarmrt_learning_rate", "gauge", "inner learning rate of the last step", "lr");

@@ -75,12 +75,13 @@ RunSeries read_run(const std::string& path, const std::string& name) {
       // A run resumed from an earlier checkpoint repeats steps: its records replace the
       // superseded ones from there on.
       const auto superseded = [&](const Point& p) { return p.tokens >= tokens; };
-      for (auto* v : {&s.loss, &s.tokens_per_s, &s.val_loss})
+      for (auto* v : {&s.loss, &s.tokens_per_s, &s.val_loss, &s.loss_bpb, &s.val_bpb})
         v->erase(std::remove_if(v->begin(), v->end(), superseded), v->end());
       for (auto& [kind, v] : s.bytes)
         v.erase(std::remove_if(v.begin(), v.end(), superseded), v.end());
       tokens_at[step] = tokens;
       if (auto loss = number(r, "loss", NAN); std::isfinite(loss)) s.loss.push_back({tokens, loss});
+      if (auto bpb = number(r, "bpb", NAN); std::isfinite(bpb)) s.loss_bpb.push_back({tokens, bpb});
       if (auto tps = number(r, "tokens_per_s", NAN); std::isfinite(tps))
         s.tokens_per_s.push_back({tokens, tps});
       if (auto b = r.find("bytes"); b != r.end() && b->is_object())
@@ -93,7 +94,10 @@ RunSeries read_run(const std::string& path, const std::string& name) {
       const double v = number(r, "val_loss", NAN);
       if (st == r.end() || !st->is_number_integer() || !std::isfinite(v)) continue;
       auto at = tokens_at.find(st->get<int64_t>());
-      s.val_loss.push_back({at != tokens_at.end() ? at->second : tokens, v});
+      const double when = at != tokens_at.end() ? at->second : tokens;
+      s.val_loss.push_back({when, v});
+      if (auto bpb = number(r, "val_bpb", NAN); std::isfinite(bpb))
+        s.val_bpb.push_back({when, bpb});
     } else if (kEvents.count(event)) {
       std::string what = text(r, "kind");
       const std::string actor = text(r, "actor").empty() ? text(r, "worker") : text(r, "actor");

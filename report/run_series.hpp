@@ -23,8 +23,9 @@ struct Event {
 };
 
 struct RunSeries {
-  std::string name;  // shown in the legend
-  std::vector<Point> loss, val_loss, tokens_per_s;
+  std::string name;                                 // shown in the legend
+  std::vector<Point> loss, val_loss, tokens_per_s;  // losses in nats per token
+  std::vector<Point> loss_bpb, val_bpb;             // the same in bits per byte, where known
   std::map<std::string, std::vector<Point>> bytes;  // kind -> cumulative bytes
   std::vector<Event> events;
   std::vector<std::string> skipped;  // "file:line: why" of each line that is no record

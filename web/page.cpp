@@ -45,7 +45,8 @@ function figures(stats) {
   const s = stats.last_step || {};
   const put = (k, v) => f.appendChild(el("span", k + " " + v));
   if (s.step === undefined) { put("step", "—"); return; }
-  put("step", s.step); put("loss", Number(s.loss).toFixed(4));
+  put("step", s.step); put("loss (nats/token)", Number(s.loss).toFixed(4));
+  if (typeof s.bpb === "number") put("bits/byte", s.bpb.toFixed(4));
   put("tokens/s", Math.round(s.tokens_per_s)); put("tokens", s.tokens);
   if (s.sync_bytes !== undefined) put("sync bytes (step)", Math.round(s.sync_bytes));
   for (const st of s.stages || []) put("stage " + st.stage + " samples/s", Number(st.samples_per_s).toFixed(1));

@@ -158,6 +158,29 @@ TEST(Chart, ScriptNamesEveryRunAndMarksEvents) {
   EXPECT_THROW(chart_format(".png"), std::invalid_argument);
 }
 
+// Where every run records bits per byte, losses are drawn in them (BPE and byte runs on one
+// axis); where one does not, every run is drawn in nats per token.
+TEST(Chart, LossesInBitsPerByteWhereEveryRunHasThem) {
+  MetricsFile m(
+      "{\"event\":\"step\",\"step\":1,\"tokens\":100,\"loss\":2.0,\"bpb\":1.25}\n"
+      "{\"event\":\"eval\",\"step\":1,\"val_loss\":2.5,\"val_bpb\":1.5}\n");
+  const auto bpe = read_run(m.dir.string(), "bpe");
+  ASSERT_EQ(bpe.loss_bpb.size(), 1u);
+  EXPECT_EQ(bpe.loss_bpb[0].value, 1.25);
+  ASSERT_EQ(bpe.val_bpb.size(), 1u);
+  EXPECT_EQ(bpe.val_bpb[0].value, 1.5);
+  const auto script = chart_script({bpe}, ChartOptions{}, "x.png");
+  EXPECT_NE(script.find("loss (bits/byte)"), std::string::npos);
+  EXPECT_NE(script.find("$r0_loss << EOD\n100 1.25\nEOD"), std::string::npos) << script;
+  EXPECT_NE(script.find("$r0_val << EOD\n100 1.5\nEOD"), std::string::npos) << script;
+  RunSeries old;  // a run from before bits per byte were recorded
+  old.name = "old";
+  old.loss = {{100, 3.0}};
+  const auto mixed = chart_script({bpe, old}, ChartOptions{}, "x.png");
+  EXPECT_NE(mixed.find("loss (nats/token)"), std::string::npos);
+  EXPECT_NE(mixed.find("$r0_loss << EOD\n100 2\nEOD"), std::string::npos) << mixed;
+}
+
 // /metrics from the console's answers: HELP and TYPE before each family, the step and bytes
 // as numbers, labels escaped, one sample per actor and node, events counted by kind.
 TEST(Prometheus, FamiliesFromTheConsolesAnswers) {
