@@ -76,7 +76,9 @@ function nodes(n) {
   t.appendChild(head);
   for (const r of n.nodes || []) {
     const tr = el("tr");
-    for (const v of [r.node, r.alive ? "yes" : "no", (r.workers || []).length ?? "", r.threads ?? "", r.rss_mb ?? "", r.cpu_s ?? ""]) tr.appendChild(el("td", v));
+    // /api/nodes gives each node's worker count, its resident memory in MB and its CPU seconds.
+    const fixed = (v, digits) => typeof v === "number" ? v.toFixed(digits) : "";
+    for (const v of [r.node, r.alive ? "yes" : "no", r.workers ?? "", r.threads ?? "", fixed(r.rss_mb, 0), fixed(r.cpu_s, 1)]) tr.appendChild(el("td", v));
     const td = el("td"); if (r.alive && r.node !== "coordinator") td.appendChild(button("kill node", ["kill-node", r.node]));
     tr.appendChild(td); t.appendChild(tr);
   }

@@ -10,6 +10,7 @@ Usage: status_browser.py CHROMIUM BASE_URL TOKEN_FILE RUN_DIR WORKERS
 Exits 0 when every check holds, 1 with the failed check named."""
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -163,6 +164,28 @@ try:
     if not points or points < 5:
         fail(f"the chart's longest curve has {points} points")
     print(f"ok: the chart shows a curve of {points} points", flush=True)
+
+    # The nodes table against the swarm: each node's workers cell counts the workers the
+    # diagram places on it (name@node), RSS is whole megabytes and CPU seconds one decimal.
+    where = {}
+    for n in names:
+        node = n.split(" · ")[0].split("@")[1]
+        where[node] = where.get(node, 0) + 1
+    b.wait("document.querySelectorAll('#nodes tr').length > 1", "the nodes table")
+    rows = b.eval("[...document.querySelectorAll('#nodes tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))")
+    for node, alive, count, threads, rss, cpu, _ in rows:
+        if count != str(where.get(node, 0)):
+            fail(f"the nodes table gives {node} {count!r} workers; the diagram places {where.get(node, 0)} there")
+        if not re.fullmatch(r"[1-9][0-9]*", rss) or not re.fullmatch(r"[0-9]+\.[0-9]", cpu):
+            fail(f"the nodes table shows {node}'s RSS as {rss!r} MB and CPU as {cpu!r} s")
+    if sorted(r[0] for r in rows if r[2] != "0") != sorted(where):
+        fail(f"nodes with workers on the page {rows} against the diagram's {where}")
+    print("ok: the nodes table:", "; ".join(f"{r[0]} {r[2]} workers, {r[4]} MB" for r in rows), flush=True)
+    # Bytes in the chart are the swarm's: the nodes' workers send the input gradients of
+    # stage 1 to stage 0, and the coordinator's own actors send none.
+    b.wait("""fetch('/chart.svg', {cache: 'no-store'}).then(r => r.text()).then(t => /[^_]gradients/.test(t))""",
+           "the chart's bytes panel to show the nodes' gradients")
+    print("ok: the chart's bytes panel shows the gradients the nodes sent", flush=True)
 
     # 3. Click the kill button of stage 1's first worker and accept the confirm dialog.
     def records():
