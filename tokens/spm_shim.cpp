@@ -24,8 +24,10 @@ void SetMinLogLevel(int);
 }
 
 namespace {
-// Quiet from the moment the shim is loaded (3 = fatal only).
-const bool quiet = (sentencepiece::logging::SetMinLogLevel(3), true);
+// Quiet from the moment the shim is loaded (3 = fatal only), and seeded: the trainer samples
+// and shuffles its input sentences, and the same input must give the same tokenizer.
+[[maybe_unused]] const bool quiet = (sentencepiece::logging::SetMinLogLevel(3),
+                                     sentencepiece::SetRandomGeneratorSeed(20240520), true);
 
 void set_error(char* err, size_t len, const std::string& msg) {
   if (!err || len == 0) return;

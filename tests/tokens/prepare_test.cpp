@@ -63,6 +63,9 @@ TEST(Tokenizer, TrainedBpeReproducesItsInputExactly) {
   // BPE merges: far fewer tokens than bytes.
   EXPECT_LT(double(ids.size()), 0.6 * double(part.size()));
   EXPECT_THROW(load_sentencepiece(d / "absent.model"), TokenizerError);
+  // The same text gives the same tokenizer (the trainer's sampling is seeded).
+  train_sentencepiece(text, 512, d / "again.model", 2);
+  EXPECT_EQ(load_sentencepiece(d / "again.model")->encode(part), ids);
 }
 
 TEST(Prepare, WritesTokenizerShardsAndCountsThenRefusesToOverwrite) {
