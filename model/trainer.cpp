@@ -188,8 +188,9 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
     if (options.progress && (step % t.log_every == 0 || step == t.steps)) {
       const double done = static_cast<double>(step - result.first_step + 1);
       const double eta = s.time_s / done * static_cast<double>(t.steps - step);
-      spdlog::info("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | ETA {}", step, t.steps,
-                   s.loss, lr, s.tokens_per_s, format_duration(eta));
+      spdlog::info("step {}/{} | loss {:.4f} | bpb {} | lr {:.2e} | {:.0f} tok/s | ETA {}", step,
+                   t.steps, s.loss, format_bpb(corpus.train_bits_per_byte(s.loss)), lr,
+                   s.tokens_per_s, format_duration(eta));
     }
     if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) eval(step);
     if (options.run && config.checkpoint.every_steps > 0 &&

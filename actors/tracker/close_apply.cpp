@@ -130,9 +130,10 @@ void finish_step(Self* self) {
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
     const double eta = elapsed / static_cast<double>(s.step) *
                        static_cast<double>(cfg.train.steps - static_cast<int64_t>(s.step));
-    spdlog::info("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | ETA {}", s.step,
-                 cfg.train.steps, loss, s.outcome.lr, static_cast<double>(tokens_per_step) / secs,
-                 model::format_duration(eta));
+    spdlog::info("step {}/{} | loss {:.4f} | bpb {} | lr {:.2e} | {:.0f} tok/s | ETA {}", s.step,
+                 cfg.train.steps, loss,
+                 model::format_bpb(s.setup.corpus->train_bits_per_byte(loss)), s.outcome.lr,
+                 static_cast<double>(tokens_per_step) / secs, model::format_duration(eta));
   }
   if (s.fault_at) {
     // The step a fault hit has completed: the time from the fault to here is its recovery.
