@@ -5,6 +5,7 @@
 # corrupt shard and a vocabulary too small for the ids are refused before any step.
 bin=$1 data=$2 config=$3
 source "$(dirname "$0")/lib.sh"
+unset SWARMRT_SPM_SHIM  # the shim this build made
 head -c 1500000 "$data" >"$tmp/text.txt"
 "$bin" data prepare --input "$tmp/text.txt" --vocab 1024 --out "$tmp/bpe" >"$tmp/prep.log" 2>&1 ||
   fail "prepare: $(cat "$tmp/prep.log")"

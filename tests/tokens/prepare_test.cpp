@@ -16,6 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Hermetic: the shim is the one this build made, whatever the caller's environment names.
+[[maybe_unused]] const bool shim_from_build = (::unsetenv("SWARMRT_SPM_SHIM"), true);
+
 std::string brown_prefix(size_t n) {
   const char* p = std::getenv("SWARMRT_TEST_DATA");
   std::ifstream in(p ? p : "data/brown.txt", std::ios::binary);
