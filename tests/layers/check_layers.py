@@ -17,7 +17,8 @@ import sys
 ALLOWED = {
     "policy": set(),
     "launch": set(),
-    "model": set(),
+    "tokens": set(),
+    "model": {"tokens"},
     "messages": {"model"},
     "transport": {"messages", "model"},
     "report": {"messages", "model"},
