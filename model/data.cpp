@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tokens/prepare.hpp"
@@ -49,17 +50,10 @@ int64_t total(const TokenParts& parts) {
   return n;
 }
 
-// The integer after `"key":` in a flat JSON object, or -1.
-int64_t json_int(const std::string& json, const std::string& key) {
-  const auto at = json.find("\"" + key + "\"");
-  if (at == std::string::npos) return -1;
-  const auto colon = json.find(':', at);
-  if (colon == std::string::npos) return -1;
-  try {
-    return std::stoll(json.substr(colon + 1));
-  } catch (const std::exception&) {
-    return -1;
-  }
+// data.json's count `key`, or -1 where it is missing or no integer.
+int64_t count_of(const nlohmann::json& info, const char* key) {
+  const auto it = info.find(key);
+  return it != info.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
 }
 }  // namespace
 
@@ -146,15 +140,20 @@ Corpus Corpus::load_shards(const std::string& dir, int64_t vocab_size) {
   c.val_bytes_per_token_ = c.train_bytes_per_token_ = std::numeric_limits<double>::quiet_NaN();
   const fs::path info = fs::path(dir) / tokens::kDataInfo;
   if (fs::exists(info, ec)) {
-    const auto json = read_file(info);
-    const int64_t bytes = json_int(json, "val_bytes"), ids = json_int(json, "val_tokens");
+    nlohmann::json json;
+    try {
+      json = nlohmann::json::parse(read_file(info));
+    } catch (const nlohmann::json::exception& e) {
+      throw DataError(info.string() + ": not JSON: " + e.what());
+    }
+    const int64_t bytes = count_of(json, "val_bytes"), ids = count_of(json, "val_tokens");
     if (bytes <= 0 || ids != c.val_tokens())
       throw DataError(info.string() + ": counts " + std::to_string(ids) + " validation tokens (" +
                       std::to_string(bytes) + " bytes) but the validation shards hold " +
                       std::to_string(c.val_tokens()) + " tokens");
     c.val_bytes_per_token_ = static_cast<double>(bytes) / static_cast<double>(ids);
-    const int64_t train_bytes = json_int(json, "train_bytes");
-    const int64_t train_ids = json_int(json, "train_tokens");
+    const int64_t train_bytes = count_of(json, "train_bytes");
+    const int64_t train_ids = count_of(json, "train_tokens");
     if (train_bytes > 0 && train_ids == c.train_tokens())
       c.train_bytes_per_token_ = static_cast<double>(train_bytes) / static_cast<double>(train_ids);
   }

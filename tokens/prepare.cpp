@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tokens/shard.hpp"
@@ -112,12 +113,10 @@ PrepareResult prepare(const PrepareOptions& o) {
           width);
       r.shards.push_back(name);
     }
-    std::ostringstream info;
-    info << "{\"vocab_size\": " << r.vocab_size << ", \"train_tokens\": " << r.train_tokens
-         << ", \"train_bytes\": " << r.train_bytes << ", \"val_tokens\": " << r.val_tokens
-         << ", \"val_bytes\": " << r.val_bytes << ", \"tokenizer\": \"" << kTokenizerFile
-         << "\"}\n";
-    write_text_file(scratch / kDataInfo, info.str());
+    const nlohmann::json info = {{"vocab_size", r.vocab_size},   {"train_tokens", r.train_tokens},
+                                 {"train_bytes", r.train_bytes}, {"val_tokens", r.val_tokens},
+                                 {"val_bytes", r.val_bytes},     {"tokenizer", kTokenizerFile}};
+    write_text_file(scratch / kDataInfo, info.dump(1) + "\n");
 
     // Everything is written: move it into `out` in one rename where `out` does not exist.
     if (fs::exists(out, ec)) fs::remove(out);  // empty, checked above

@@ -20,7 +20,7 @@ grep -q "not an empty directory" "$tmp/again.log" || fail "refusal: $(cat "$tmp/
 common=(--set model.vocab_size=1024 --set data.path="$tmp/bpe" --set data.format=tokens
   --set swarm.mode=single --set swarm.stages=1 --set swarm.workers_per_stage=1
   --set train.threads=2 --set checkpoint.every_steps=0)
-"$bin" train -c "$config" -o "$tmp/run" "${common[@]}" --set train.steps=120 --set train.eval_every=0 \
+"$bin" train -c "$config" -o "$tmp/run" "${common[@]}" --set train.steps=80 --set train.eval_every=0 \
   --set train.warmup_steps=20 --sample-tokens 30 >"$tmp/train.log" 2>&1 || fail "train: $(tail -20 "$tmp/train.log")"
 bpb=$(sed -n 's/.*final validation loss [0-9.]* nats\/token, \([0-9.]*\) bits\/byte.*/\1/p' "$tmp/train.log")
 [ -n "$bpb" ] || fail "no bits per byte in the final line: $(grep final "$tmp/train.log")"
@@ -47,7 +47,7 @@ info = json.load(open(d + "/data.json"))
 assert info["val_tokens"] == len(val)
 bits = -sum(math.log2(counts[t] / total) for t in val)
 print("%.4f" % (bits / info["val_bytes"]))' "$tmp/bpe")
-echo "validation: $bpb bits/byte after 120 steps; unigram entropy of the tokens: $unigram bits/byte"
+echo "validation: $bpb bits/byte after 80 steps; unigram entropy of the tokens: $unigram bits/byte"
 py 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$bpb" "$unigram" ||
   fail "the model ($bpb bits/byte) did not beat the unigram bound ($unigram bits/byte)"
 

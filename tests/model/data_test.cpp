@@ -149,6 +149,8 @@ TEST(Data, TokenShardsLoadAsACorpusAndWindowsStayInsideEachShard) {
   EXPECT_NEAR(counted.bits_per_byte(3 * std::log(2.0)), 1.0, 1e-12);
   std::ofstream(dir / "data.json") << R"({"val_tokens": 31, "val_bytes": 90})";
   EXPECT_THROW(Corpus::load(data, 4096), DataError);
+  std::ofstream(dir / "data.json") << R"({"val_tokens": 30, "val_bytes")";  // torn
+  EXPECT_THROW(Corpus::load(data, 4096), DataError);
   std::filesystem::remove(dir / "data.json");
 
   // An id the model has no row for is refused, naming the shard.
