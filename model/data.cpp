@@ -69,14 +69,10 @@ Corpus Corpus::load_text(const std::string& path, double val_fraction) {
                     ": data path does not exist (run ./scripts/fetch_data.sh for the "
                     "Brown corpus, or set data.path)");
   std::string text;
-  if (fs::is_directory(path)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::recursive_directory_iterator(path))
-      if (e.is_regular_file()) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) text += read_file(f);
-  } else {
-    text = read_file(path);
+  try {
+    text = tokens::read_text(path);
+  } catch (const tokens::TokenizerError& e) {
+    throw DataError(e.what());
   }
   try {
     return from_text(std::move(text), val_fraction);

@@ -25,12 +25,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto q = qkv[0].view({B, T, n_head_, hs}).transpose(1, 2);
   auto k = qkv[1].view({B, T, n_head_, hs}).transpose(1, 2);
   auto v = qkv[2].view({B, T, n_head_, hs}).transpose(1, 2);
-  // Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, with future positions masked out.
-  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hs)));
-  att = att.masked_fill(future_.slice(0, 0, T).slice(1, 0, T),
-                        -std::numeric_limits<float>::infinity());
-  att = torch::softmax(att, -1);
-  auto y = torch::matmul(att, v);                      // [B, n_head, T, hs]
+  auto y = causal_attention(q, k, v, future_);         // [B, n_head, T, hs]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // re-assemble the heads side by side
   return c_proj(y);
 }

@@ -61,13 +61,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto q = rope_.apply(heads(wq(x)));  // positions enter through q and k only
   auto k = rope_.apply(heads(wk(x)));
   auto v = heads(wv(x));
-  // Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, with future positions masked out.
-  auto att =
-      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_size_)));
-  att = att.masked_fill(future_.slice(0, 0, T).slice(1, 0, T),
-                        -std::numeric_limits<float>::infinity());
-  att = torch::softmax(att, -1);
-  auto y = torch::matmul(att, v);                      // [B, n_head, T, head_size]
+  auto y = causal_attention(q, k, v, future_);         // [B, n_head, T, head_size]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // re-assemble the heads side by side
   return wo(y);
 }

@@ -4,6 +4,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -57,6 +58,16 @@ StageModel make_stage_model(const ModelConfig& config, StageSpec stage, uint64_t
   else
     impl = std::make_shared<GPTImpl>(GPTConfig::from(config), stage, seed);
   return StageModel(std::move(impl));
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& future) {
+  const int64_t T = q.size(2);
+  auto att =
+      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(3))));
+  att = att.masked_fill(future.slice(0, 0, T).slice(1, 0, T),
+                        -std::numeric_limits<float>::infinity());
+  return torch::matmul(torch::softmax(att, -1), v);
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

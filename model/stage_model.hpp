@@ -47,6 +47,12 @@ StageModel make_stage_model(const ModelConfig& config, StageSpec stage, uint64_t
 // Mean cross-entropy of logits [B, T, V] against targets [B, T].
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 
+// Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V with future positions masked out, the core
+// both blocks share. q, k, v: [B, n_head, T, hs]; future: [>= T, >= T] bool, true above the
+// diagonal. Returns [B, n_head, T, hs].
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& future);
+
 // nanoGPT's initialization, drawn from a generator seeded by (seed, parameter name): norms'
 // gains 1, biases 0, matrices N(0, 0.02), the projections back into the residual stream
 // (GPT-2's c_proj, Llama's wo and w2) N(0, 0.02 / sqrt(2 n_layer)).

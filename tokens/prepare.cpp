@@ -14,30 +14,11 @@ namespace swarmrt::tokens {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw TokenizerError(p.string() + ": cannot open input");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The inputs' text, in the order given; a directory's files in path order.
+// The inputs' text, in the order given.
 std::string read_inputs(const std::vector<std::string>& inputs) {
   if (inputs.empty()) throw TokenizerError("no --input given");
   std::string text;
-  for (const auto& in : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<fs::path> files;
-      for (const auto& e : fs::recursive_directory_iterator(in))
-        if (e.is_regular_file()) files.push_back(e.path());
-      std::sort(files.begin(), files.end());
-      for (const auto& f : files) text += read_all(f);
-    } else {
-      text += read_all(in);
-    }
-  }
+  for (const auto& in : inputs) text += read_text(in);
   return text;
 }
 
@@ -52,6 +33,25 @@ void write_text_file(const fs::path& path, const std::string& body) {
 }
 
 }  // namespace
+
+std::string read_text(const std::string& path) {
+  auto read_file = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) throw TokenizerError(p.string() + ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return read_file(path);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(path))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) text += read_file(f);
+  return text;
+}
 
 PrepareResult prepare(const PrepareOptions& o) {
   if (o.out.empty()) throw TokenizerError("--out must name a directory");

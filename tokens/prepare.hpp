@@ -25,6 +25,11 @@ struct PrepareResult {
   std::vector<std::string> shards;
 };
 
+// The text of a file, or of every regular file under a directory in path order (so a corpus
+// reads the same on every machine). Throws TokenizerError naming a file it cannot open. Byte
+// corpora (model/data.cpp) are read with it too.
+std::string read_text(const std::string& path);
+
 // Throws TokenizerError or ShardError naming what is wrong; writes nothing into `out` before
 // its inputs are read and its tokenizer trained, and every file through a rename.
 PrepareResult prepare(const PrepareOptions& options);

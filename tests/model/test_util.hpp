@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../temp_dir.hpp"
 #include "model/config.hpp"
 #include "model/data.hpp"
 #include "model/gpt.hpp"
@@ -31,27 +32,6 @@ inline std::string bytes_of(const model::TokenParts& parts) {
     for (int64_t i = 0; i < p.size; ++i) s.push_back(static_cast<char>(p[i]));
   return s;
 }
-
-// A fresh temporary directory, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("swarmrt-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  std::filesystem::path path_;
-};
 
 // The Brown corpus text file fetched by scripts/fetch_data.sh.
 inline std::string test_data_path() {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "../temp_dir.hpp"
 #include "tokens/prepare.hpp"
 #include "tokens/shard.hpp"
 #include "tokens/tokenizer.hpp"
@@ -29,16 +30,6 @@ std::string brown_prefix(size_t n) {
   return s;
 }
 
-struct Dir {
-  fs::path path = fs::temp_directory_path() / ("swarmrt-prepare-" + std::to_string(::getpid()));
-  Dir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 }  // namespace
 
 TEST(Tokenizer, BytesAreTheirOwnIds) {
@@ -52,7 +43,7 @@ TEST(Tokenizer, BytesAreTheirOwnIds) {
 }
 
 TEST(Tokenizer, TrainedBpeReproducesItsInputExactly) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   const std::string text = brown_prefix(300'000);
   train_sentencepiece(text, 512, d / "tok.model", 2);
   auto t = load_sentencepiece(d / "tok.model");
@@ -72,7 +63,7 @@ TEST(Tokenizer, TrainedBpeReproducesItsInputExactly) {
 }
 
 TEST(Prepare, WritesTokenizerShardsAndCountsThenRefusesToOverwrite) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   const std::string text = brown_prefix(300'000);
   std::ofstream(d / "in.txt", std::ios::binary) << text;
   PrepareOptions o;
@@ -127,7 +118,7 @@ TEST(Prepare, WritesTokenizerShardsAndCountsThenRefusesToOverwrite) {
 }
 
 TEST(Prepare, BadInputsAreRefusedAndLeaveNothingBehind) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   std::ofstream(d / "tiny.txt") << "one line only";
   PrepareOptions o;
   o.inputs = {d / "tiny.txt"};

@@ -9,22 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "../temp_dir.hpp"
 #include "tokens/shard.hpp"
 
 using namespace swarmrt::tokens;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Dir {
-  fs::path path = fs::temp_directory_path() / ("swarmrt-shard-" + std::to_string(::getpid()));
-  Dir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 void le(std::string& out, uint64_t v, int bytes) {
   for (int b = 0; b < bytes; ++b) out.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
@@ -66,7 +57,7 @@ const std::vector<uint32_t> kIds = {0, 1, 255, 256, 50256, 65535, 7, 7, 42};
 }  // namespace
 
 TEST(Shard, Uint16RoundTripMatchesLlmcLayoutByteForByte) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   const auto expected = llmc_bytes(20240520, 1, kIds, 2);
   ASSERT_EQ(expected.size(), 1024u + 2 * kIds.size());
   write_shard(d / "ours.bin", kIds, 2);
@@ -81,7 +72,7 @@ TEST(Shard, Uint16RoundTripMatchesLlmcLayoutByteForByte) {
 }
 
 TEST(Shard, Uint32LayoutHoldsVocabulariesAbove65536) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   std::vector<uint32_t> ids = kIds;
   ids.push_back(128255);
   EXPECT_EQ(width_for_vocab(65536), 2);
@@ -95,7 +86,7 @@ TEST(Shard, Uint32LayoutHoldsVocabulariesAbove65536) {
 }
 
 TEST(Shard, MalformedShardsAreRefusedWithFileOffsetAndReason) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   struct Case {
     std::string name, bytes, offset, reason;
   };
@@ -120,7 +111,7 @@ TEST(Shard, MalformedShardsAreRefusedWithFileOffsetAndReason) {
 }
 
 TEST(Shard, AnIdAtOrAboveTheVocabularyIsRefusedWhereItIs) {
-  Dir d;
+  swarmrt::testing::TempDir d;
   put(d / "ids.bin", llmc_bytes(20240520, 1, kIds, 2));
   // kIds[4] = 50256 is the first id not below 50000: token 4, at byte 1024 + 4 * 2.
   const auto why = refusal(d / "ids.bin", 50000);
