@@ -95,6 +95,13 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(train, threads, node, at_least(1),
                      "compute threads per process (OpenBLAS GEMMs; torch's pool without OpenBLAS)"),
       SWARMRT_NUMBER(train, log_every, node, at_least(1), "steps between progress lines"),
+      SWARMRT_CHOICE(train, precision, shared,
+                     "compute dtype of forward and backward (autocast): fp32, bf16, or fp16 with "
+                     "a dynamic loss scaler; weights and optimizer state stay fp32 (CPU: fp32 or "
+                     "bf16; CUDA: all three)"),
+      SWARMRT_CHOICE(train, loss_scale, shared,
+                     "dynamic loss scaling (overflowing steps skipped): auto = with fp16 only, "
+                     "dynamic = always, off = never"),
       SWARMRT_FIELD(data, path, node, any(), not_empty,
                     "UTF-8 text file or directory (bytes); a directory of .bin shards (tokens)"),
       SWARMRT_CHOICE(data, format, shared,
@@ -159,6 +166,9 @@ static std::vector<Field> runtime_rows() {
                      "worker id whose gradient and pseudo-gradient of nan_at_step carry a NaN"),
       SWARMRT_NUMBER(chaos, nan_at_step, node, at_least(0),
                      "step of chaos.nan_worker's poisoned sends, 0 = never"),
+      SWARMRT_NUMBER(chaos, overflow_at_step, node, at_least(0),
+                     "step whose gradient overflows (the loss scaler skips it), "
+                     "0 = never"),
       SWARMRT_FIELD(chaos, kill, node, any(), kill_target,
                     "actor name (stage1/worker1, stage0/diloco, tracker), kind (worker, group, "
                     "loader, averager, "
@@ -275,6 +285,16 @@ const std::vector<std::string>& names<Mode>() {
 template <>
 const std::vector<std::string>& names<DataFormat>() {
   static const std::vector<std::string> n = {"bytes", "tokens"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Precision>() {
+  static const std::vector<std::string> n = {"fp32", "bf16", "fp16"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<LossScale>() {
+  static const std::vector<std::string> n = {"auto", "dynamic", "off"};
   return n;
 }
 template <>
@@ -407,6 +427,10 @@ void validate(const RunConfig& c, const std::string& origin) {
                                    std::to_string(fewest) + "), got " +
                                    std::to_string(d.fragments));
   }
+  if (c.chaos.overflow_at_step > 0 && !c.train.scales_loss())
+    fail("chaos.overflow_at_step",
+         "needs the loss scaler, which skips an overflowing step: train.precision = \"fp16\" "
+         "or train.loss_scale = \"dynamic\"");
   const auto& sv = c.supervision;
   if (sv.backoff_ms < 0 || sv.max_backoff_ms < sv.backoff_ms)
     fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");

@@ -33,6 +33,11 @@ enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
 // data.format: UTF-8 text read as bytes, or token shards in llm.c's .bin layout (tokens/).
 enum class DataFormat { bytes, tokens };
+// train.precision: the dtype forward and backward compute in (model/precision.hpp); weights,
+// AdamW and DiLoCo state stay float32 whatever it is.
+enum class Precision { fp32, bf16, fp16 };
+// train.loss_scale: the dynamic loss scaler with fp16 only (auto), always, or never.
+enum class LossScale { automatic, dynamic, off };
 
 template <class E>
 const std::vector<std::string>& names();
@@ -56,6 +61,10 @@ template <>
 const std::vector<std::string>& names<Quantize>();
 template <>
 const std::vector<std::string>& names<DataFormat>();
+template <>
+const std::vector<std::string>& names<Precision>();
+template <>
+const std::vector<std::string>& names<LossScale>();
 
 template <class E>
 const std::string& name_of(E value) {
@@ -132,6 +141,13 @@ struct TrainConfig {
   int64_t eval_batches = 16;
   int64_t threads = 1;  // torch intra-op threads per process
   int64_t log_every = 1;
+  Precision precision = Precision::fp32;
+  LossScale loss_scale = LossScale::automatic;
+  // Whether the dynamic loss scaler runs (model/precision.hpp).
+  bool scales_loss() const {
+    return loss_scale == LossScale::dynamic ||
+           (loss_scale == LossScale::automatic && precision == Precision::fp16);
+  }
 };
 
 struct DataConfig {
@@ -199,6 +215,10 @@ struct ChaosConfig {
   // (the receiver must refuse them), -1: none. Its own parameters stay as they are.
   int64_t nan_worker = -1;
   int64_t nan_at_step = 0;
+  // In this step the gradient overflows as an fp16 one does (its loss seed is infinite), so
+  // that the loss scaler's skip can be seen; 0: never. Needs the loss scaler (fp16, or
+  // train.loss_scale = "dynamic").
+  int64_t overflow_at_step = 0;
   // What to kill: an actor by name ("stage1/worker1", "stage0/diloco", "loader/0",
   // "stage0/averager", "tracker"), a random actor of a kind ("worker", "group", "loader",
   // "averager", "tracker", "any"), or "node" (a random node process, coordinator side).

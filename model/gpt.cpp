@@ -3,7 +3,17 @@
 #include <torch/nn/functional/activation.h>
 #include <cmath>
 
+#include "model/precision.hpp"
+
 namespace swarmrt::model {
+namespace {
+// LayerNorm in float32 whatever the residual stream's dtype, returned in that dtype: CUDA's
+// autocast runs layer_norm in float32, and this LibTorch's CPU kernel takes no bf16 input
+// with float32 weights. In fp32 both casts are no-ops.
+torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
+  return ln(x.to(at::kFloat)).to(x.scalar_type());
+}
+}  // namespace
 
 // ---- attention ------------------------------------------------------------------------
 
@@ -49,8 +59,8 @@ BlockImpl::BlockImpl(const GPTConfig& c) {
 }
 
 torch::Tensor BlockImpl::forward(torch::Tensor x) {
-  x = x + attn(ln_1(x));  // pre-LN residual: x + Attention(LN(x))
-  x = x + mlp(ln_2(x));   //                  x + MLP(LN(x))
+  x = x + attn(norm(ln_1, x));  // pre-LN residual: x + Attention(LN(x))
+  x = x + mlp(norm(ln_2, x));   //                  x + MLP(LN(x))
   return x;
 }
 
@@ -83,13 +93,13 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& input) {
   if (stage().first()) {
     auto pos = torch::arange(input.size(1),
                              torch::TensorOptions().dtype(torch::kLong).device(input.device()));
-    x = wte(input) + wpe(pos);  // token + position embeddings
+    x = to_compute_dtype(wte(input) + wpe(pos));  // token + position embeddings
   } else {
     x = input;
   }
   for (auto& block : blocks_) x = block->forward(x);
   if (stage().last()) {
-    x = ln_f(x);
+    x = norm(ln_f, x);
     x = lm_head ? lm_head(x) : torch::linear(x, wte->weight);
   }
   return x;

@@ -2,7 +2,9 @@
 
 #include <torch/nn/functional/activation.h>
 #include <cmath>
+
 #include <limits>
+#include "model/precision.hpp"
 
 namespace swarmrt::model {
 
@@ -13,7 +15,11 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_) * weight;
+  // Normalized in float32 and returned in x's dtype, as the reference does: a mean of squares
+  // in bf16 loses the small components.
+  const auto xf = x.to(at::kFloat);
+  return (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type()) *
+         weight;
 }
 
 // ---- rotary position embedding -----------------------------------------------------------
@@ -119,7 +125,8 @@ LlamaImpl::LlamaImpl(const ModelConfig& c, StageSpec stage, uint64_t seed)
 
 torch::Tensor LlamaImpl::forward(const torch::Tensor& input) {
   check_input(input);
-  auto x = stage().first() ? tok_embeddings(input) : input;  // [B, T, d]
+  // [B, T, d]; the residual stream in the compute dtype (model/precision.hpp)
+  auto x = stage().first() ? to_compute_dtype(tok_embeddings(input)) : input;
   for (auto& block : blocks_) x = block->forward(x);
   if (stage().last()) {
     x = norm(x);

@@ -71,7 +71,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+  // In float32 whatever the compute dtype (a no-op in fp32): log-softmax over a vocabulary
+  // loses too much in 8 bits of mantissa, and the loss is what every mode reports.
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(at::kFloat),
                                               targets.reshape({-1}));
 }
 

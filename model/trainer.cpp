@@ -8,14 +8,16 @@
 #include <filesystem>
 
 #include "model/optim.hpp"
+#include "model/precision.hpp"
 #include "model/threads.hpp"
 
 namespace swarmrt::model {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double evaluate(StageModel& model, const std::vector<Batch>& batches) {
+double evaluate(StageModel& model, const std::vector<Batch>& batches, Precision precision) {
   torch::NoGradGuard no_grad;
+  Autocast autocast(precision, c10::Device(c10::kCPU));
   const bool was_training = model->is_training();
   model->eval();
   double sum = 0;
@@ -88,6 +90,11 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
   const auto& t = config.train;
   set_compute_threads(static_cast<int>(t.threads));
 
+  if (auto why = check_precision(t.precision, c10::Device(c10::kCPU)); !why.empty())
+    throw std::invalid_argument(why);
+  if (t.precision == Precision::bf16)
+    if (auto slow = slow_bf16_reason(); !slow.empty())
+      spdlog::warn("train.precision = bf16: {}", slow);
   auto model = make_stage_model(config.model, StageSpec{}, static_cast<uint64_t>(t.seed));
   model->train();
   auto optimizer = make_adamw(*model, t);
@@ -127,7 +134,7 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
     return options.run->checkpoints().save(s, ckpt, config.checkpoint.keep);
   };
   auto eval = [&](int64_t s) {
-    const double val = evaluate(model, val_batches);
+    const double val = evaluate(model, val_batches, t.precision);
     const double bpb = corpus.bits_per_byte(val);
     if (options.run)
       options.run->metrics().write({{"event", "eval"},
@@ -145,6 +152,7 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
   const int64_t tokens_per_step = config.tokens_per_step();
   const int64_t step_samples = t.micro_batch * t.micro_batches;
   double val = NAN;
+  LossScaler scaler(t.scales_loss() ? Precision::fp16 : Precision::fp32);
   for (++step; step <= t.steps; ++step) {
     const auto step_start = Clock::now();
     const double lr = lr_at(step, t);
@@ -153,15 +161,32 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
     double loss_sum = 0;
     for (int64_t m = 0; m < t.micro_batches; ++m) {
       auto batch = loader.next(t.micro_batch);
-      auto loss = lm_loss(model->forward(batch.inputs), batch.targets);
+      torch::Tensor loss;
+      {
+        Autocast autocast(t.precision, c10::Device(c10::kCPU));
+        loss = lm_loss(model->forward(batch.inputs), batch.targets);
+      }
       // Each micro-batch carries its share of the step's samples: the step's gradient is the
-      // mean over all of its samples. The stage workers seed backward with the same factor.
-      (loss * (static_cast<double>(batch.samples()) / static_cast<double>(step_samples)))
-          .backward();
+      // mean over all of its samples. The stage workers seed backward with the same factor,
+      // times the loss scale (1 without the scaler).
+      auto seed = loss * (static_cast<double>(batch.samples()) / static_cast<double>(step_samples));
+      if (scaler.scale() != 1.0) seed = seed * scaler.scale();
+      if (m == 0 && step == config.chaos.overflow_at_step) seed = overflowed(seed);
+      seed.backward();
       loss_sum += loss.item<double>();
     }
-    const double grad_norm = clip_grad_norm(params, t.grad_clip);
-    optimizer->step();
+    const double scale = scaler.scale();
+    const bool finite = unscale_grads(params, scale);
+    // The scaler skips a step whose gradient overflowed: no update, a smaller scale next.
+    const bool skipped = t.scales_loss() && !scaler.update(finite);
+    double grad_norm = NAN;
+    if (skipped) {
+      spdlog::warn("step {}: the gradient overflowed at loss scale {}: step skipped, scale now {}",
+                   step, scale, scaler.scale());
+    } else {
+      grad_norm = clip_grad_norm(params, t.grad_clip);
+      optimizer->step();
+    }
 
     const auto now = Clock::now();
     StepStats s;
@@ -174,17 +199,26 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
                      std::chrono::duration<double>(now - step_start).count();
     s.time_s = std::chrono::duration<double>(now - start).count();
     result.losses.push_back(s.loss);
+    if (skipped) result.skipped_steps.push_back(step);
     result.step_seconds.push_back(std::chrono::duration<double>(now - step_start).count());
-    if (options.run)
-      options.run->metrics().write({{"event", "step"},
-                                    {"step", s.step},
-                                    {"loss", s.loss},
-                                    {"bpb", corpus.train_bits_per_byte(s.loss)},
-                                    {"lr", s.lr},
-                                    {"grad_norm", s.grad_norm},
-                                    {"tokens", s.tokens},
-                                    {"tokens_per_s", s.tokens_per_s},
-                                    {"time_s", s.time_s}});
+    if (options.run) {
+      nlohmann::json record = {
+          {"event", "step"},
+          {"step", s.step},
+          {"loss", s.loss},
+          {"bpb", corpus.train_bits_per_byte(s.loss)},
+          {"lr", s.lr},
+          {"grad_norm", skipped ? nlohmann::json() : nlohmann::json(grad_norm)},
+          {"tokens", s.tokens},
+          {"tokens_per_s", s.tokens_per_s},
+          {"time_s", s.time_s}};
+      if (t.scales_loss()) {
+        record["loss_scale"] = scale;
+        record["skipped"] = skipped;
+        record["skipped_steps"] = scaler.skipped();
+      }
+      options.run->metrics().write(record);
+    }
     if (options.progress && (step % t.log_every == 0 || step == t.steps)) {
       const double done = static_cast<double>(step - result.first_step + 1);
       const double eta = s.time_s / done * static_cast<double>(t.steps - step);

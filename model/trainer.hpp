@@ -26,6 +26,7 @@ struct TrainResult {
   int64_t first_step = 1;      // > 1 when resumed
   std::vector<double> losses;  // one per step run in this call
   std::vector<double> step_seconds;
+  std::vector<int64_t> skipped_steps;  // steps the loss scaler skipped (their gradient overflowed)
   double val_loss = 0;
   StageModel model{nullptr};
 };
@@ -36,8 +37,9 @@ struct TrainOptions {
   bool progress = true;  // a progress line per train.log_every steps
 };
 
-// Mean loss of `model` over the given batches (no gradient).
-double evaluate(StageModel& model, const std::vector<Batch>& batches);
+// Mean loss of `model` over the given batches (no gradient), computed in `precision`.
+double evaluate(StageModel& model, const std::vector<Batch>& batches,
+                Precision precision = Precision::fp32);
 
 TrainResult train_single(const RunConfig& config, const Corpus& corpus,
                          const TrainOptions& options);

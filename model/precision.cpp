@@ -1,0 +1,119 @@
+#include "model/precision.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/utils.h>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace swarmrt::model {
+
+at::ScalarType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::bf16:
+      return at::kBFloat16;
+    case Precision::fp16:
+      return at::kHalf;
+    case Precision::fp32:
+      break;
+  }
+  return at::kFloat;
+}
+
+Autocast::Autocast(Precision p, c10::Device device) {
+  if (p == Precision::fp32) return;
+  cuda_ = device.is_cuda();
+  // This LibTorch's CPU autocast takes bf16 only ("AutocastCPU only support Bfloat16"): fp16
+  // is refused before a run starts (check_precision), so this is a caller's mistake.
+  if (!cuda_ && p == Precision::fp16)
+    throw std::invalid_argument("fp16 autocast needs a CUDA device");
+  on_ = true;
+  if (cuda_) {
+    was_enabled_ = at::autocast::is_enabled();
+    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_autocast_gpu_dtype(compute_dtype(p));
+    at::autocast::set_enabled(true);
+  } else {
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_autocast_cpu_dtype(compute_dtype(p));
+    at::autocast::set_cpu_enabled(true);
+  }
+  at::autocast::increment_nesting();
+}
+
+Autocast::~Autocast() {
+  if (!on_) return;
+  // Leaving the outermost region drops the weights' cached casts, as torch.autocast does:
+  // the next forward casts the updated weights again.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  if (cuda_) {
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(was_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+}
+
+at::Tensor to_compute_dtype(const at::Tensor& x) {
+  if (x.is_cuda())
+    return at::autocast::is_enabled() ? x.to(at::autocast::get_autocast_gpu_dtype()) : x;
+  return at::autocast::is_cpu_enabled() ? x.to(at::autocast::get_autocast_cpu_dtype()) : x;
+}
+
+bool LossScaler::update(bool finite) {
+  if (!finite) {
+    scale_ *= kBackoff;
+    good_ = 0;
+    ++skipped_;
+    return false;
+  }
+  if (++good_ >= kGrowthInterval) {
+    scale_ *= kGrowth;
+    good_ = 0;
+  }
+  return true;
+}
+
+bool unscale_grads(const std::vector<at::Tensor>& params, double scale) {
+  torch::NoGradGuard no_grad;
+  bool finite = true;
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;
+    auto g = p.grad();
+    if (scale != 1.0) g.mul_(1.0 / scale);
+    if (finite && !torch::isfinite(g).all().item<bool>()) finite = false;
+  }
+  return finite;
+}
+
+at::Tensor overflowed(const at::Tensor& loss) {
+  return loss * std::numeric_limits<double>::infinity();
+}
+
+std::string check_precision(Precision p, const c10::Device& device) {
+  if (p == Precision::fp16 && !device.is_cuda())
+    return "train.precision = \"fp16\" needs a CUDA device: this LibTorch autocasts the CPU "
+           "to bf16 only (use \"bf16\" on the CPU, or \"fp16\" with --device cuda:K)";
+  return "";
+}
+
+std::string slow_bf16_reason() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w)
+      if (w == "avx512_bf16" || w == "amx_bf16") return "";
+    return "this CPU has neither AVX-512 BF16 nor AMX: its bf16 GEMMs convert every element and "
+           "run far below fp32 (bench/gemm_dtype.sh)";
+  }
+  return "";
+}
+
+}  // namespace swarmrt::model
