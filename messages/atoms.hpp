@@ -19,6 +19,10 @@ using grad_sum_atom = caf::atom_constant<caf::atom("gradsum")>;      // averager
 using last_grads_atom = caf::atom_constant<caf::atom("lastgrads")>;  // a worker's last gradient
 using norm_atom = caf::atom_constant<caf::atom("norm")>;             // worker -> tracker
 using apply_atom = caf::atom_constant<caf::atom("apply")>;           // tracker: take the step
+// apply's (step, lr, coef): coef >= 0 scales the gradient, -1 has each worker clip its own
+// (DiLoCo), kSkipStep has it drop the gradient and take no optimizer step (the loss scaler
+// found it overflowed somewhere in the swarm).
+constexpr double kSkipStep = -2.0;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;  // worker -> tracker: ProcessBytes
 using round_atom = caf::atom_constant<caf::atom("round")>;      // DiLoCo round frame
 using members_atom = caf::atom_constant<caf::atom("members")>;  // (Membership): it changed

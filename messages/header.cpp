@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#include <cmath>
 #include <cstring>
 
 #include "messages/diloco.capnp.h"
@@ -145,6 +146,7 @@ std::vector<uint8_t> encode(const MicroBatchHeader& h) {
     auto pin = m.initPin(static_cast<unsigned>(h.pin.size()));
     for (unsigned i = 0; i < h.pin.size(); ++i) pin.set(i, h.pin[i]);
   }
+  m.setLossScale(h.loss_scale);
   return to_bytes(builder);
 }
 
@@ -171,6 +173,9 @@ MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
     if (pin.size() > kMaxRoute)
       throw DecodeError("micro-batch header: pin of " + std::to_string(pin.size()) + " stages");
     for (auto id : pin) h.pin.push_back(id);
+    h.loss_scale = m.getLossScale();
+    if (!std::isfinite(h.loss_scale) || h.loss_scale <= 0)
+      throw DecodeError("micro-batch header: loss scale " + std::to_string(h.loss_scale));
     return h;
   });
 }

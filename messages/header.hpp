@@ -41,6 +41,9 @@ struct MicroBatchHeader {
   // step (kNoWorker: none). The re-run goes through it again, so each stage takes the
   // micro-batch's gradient once.
   std::vector<uint32_t> pin;
+  // The step's loss scale (train.loss_scale, model/precision.hpp): the last stage seeds
+  // backward with loss x loss_scale and every worker divides its gradient by it. 1: none.
+  double loss_scale = 1.0;
 };
 constexpr uint32_t kNoWorker = 0xFFFFFFFFu;
 

@@ -38,4 +38,6 @@ struct MicroBatchHeader {
   tensors @8 :List(TensorMeta);
   pin @9 :List(UInt32);      # re-runs: per stage, the worker that already holds this
                              # micro-batch's gradient (0xFFFFFFFF: none); the hop goes to it
+  lossScale @10 :Float64 = 1.0;  # the last stage seeds backward with loss x this (fp16's
+                                 # dynamic loss scaler); every stage unscales by it
 }

@@ -100,6 +100,7 @@ struct RunReport {
   // stage) or fewer (one in none). Both must stay 0. Workers lost after the step's last
   // micro-batch completed take their gradient with them and are not compared.
   std::vector<int64_t> extra_samples, missing_samples;
+  std::vector<int64_t> skipped;  // steps the loss scaler skipped (their gradient overflowed)
   std::vector<std::pair<uint32_t, int64_t>> forwards;  // (worker id, micro-batches forwarded)
   double val_loss = 0;
   uint64_t rejected_frames = 0;
@@ -277,7 +278,7 @@ typename Inspector::result_type inspect(Inspector& f, StateRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RunReport& x) {
   return f(caf::meta::type_name("swarmrt::RunReport"), x.losses, x.step_seconds, x.completed,
-           x.duplicates, x.extra_samples, x.missing_samples, x.forwards, x.val_loss,
+           x.duplicates, x.extra_samples, x.missing_samples, x.skipped, x.forwards, x.val_loss,
            x.rejected_frames);
 }
 

@@ -13,6 +13,7 @@
 #include "actors/tracker/step_tracker.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"
 #include "inspect/probe.hpp"
+#include "model/precision.hpp"
 #include "model/stage_model.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
@@ -403,6 +404,13 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus
   // One torch thread per worker: each detached worker computes on its own thread, so the
   // cores are shared out by running workers side by side, not by splitting each op.
   model::set_compute_threads(1);
+  // Every worker of this process computes on the CPU.
+  if (auto why = model::check_precision(config.train.precision, c10::Device(c10::kCPU));
+      !why.empty())
+    throw std::invalid_argument(why);
+  if (config.train.precision == model::Precision::bf16)
+    if (auto slow = model::slow_bf16_reason(); !slow.empty())
+      spdlog::warn("train.precision = bf16: {}", slow);
   caf::actor_system_config cfg;
   configure_actor_system(cfg);
   caf::actor_system sys{cfg};

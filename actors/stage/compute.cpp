@@ -4,12 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
+#include <limits>
 
 #include "actors/common/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
 #include "inspect/probe.hpp"
 #include "model/diloco.hpp"
 #include "model/optim.hpp"
+#include "model/precision.hpp"
 
 namespace swarmrt::actors::worker {
 using namespace swarmrt::atoms;
@@ -137,6 +139,10 @@ std::vector<at::Tensor> grads_or_zeros(const std::vector<torch::Tensor>& params)
 
 void report_norm(Self* self) {
   auto& s = self->state;
+  // An overflowed gradient (its grads may be zeros, see send_gradient) reports an infinite
+  // norm: the tracker has every worker skip the step.
+  const double sqnorm =
+      s.overflowed ? std::numeric_limits<double>::infinity() : model::grad_sqnorm(s.params);
   if (s.setup.keep_grads) {
     s.last_grads.clear();
     auto named = s.module->named_parameters();
@@ -146,8 +152,7 @@ void report_norm(Self* self) {
                                                 : at::zeros_like(item.value()));
   }
   self->send(s.setup.tracker, norm_atom::value,
-             messages::NormReport{s.step, s.setup.stage, s.setup.id, model::grad_sqnorm(s.params),
-                                  s.samples});
+             messages::NormReport{s.step, s.setup.stage, s.setup.id, sqnorm, s.samples});
 }
 
 }  // namespace
@@ -159,14 +164,23 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
   const auto started = worker_state::Clock::now();
   const auto& ctx = *s.setup.ctx;
   auto input = s.setup.stage == 0 ? ts[0] : ts[0].detach().requires_grad_(true);
-  auto output = s.module->forward(input);
+  s.loss_scale = h.loss_scale;
+  torch::Tensor output, loss;
+  {
+    model::Autocast autocast(ctx.config.train.precision, s.device);
+    output = s.module->forward(input);
+    if (is_last(s)) loss = model::lm_loss(output, ts[1]);
+  }
   h.route.push_back(s.setup.id);
   ++s.forwards;
   if (is_last(s)) {
-    auto loss = model::lm_loss(output, ts[1]);
     // Seed backward with this micro-batch's share of the step's samples: the accumulated
-    // gradient is then the step mean, exactly as the single-process trainer computes it.
+    // gradient is then the step mean, exactly as the single-process trainer computes it,
+    // times the step's loss scale (1 without the scaler).
     auto seeded = loss * (static_cast<double>(h.samples) / static_cast<double>(ctx.step_samples()));
+    if (h.loss_scale != 1.0) seeded = seeded * h.loss_scale;
+    if (h.micro_batch == 0 && static_cast<int64_t>(h.step) == ctx.config.chaos.overflow_at_step)
+      seeded = model::overflowed(seeded);
     auto input_grad = backward(self, h, seeded, {}, input);
     self->send(
         s.setup.tracker, loss_atom::value,
@@ -215,7 +229,11 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
 void on_eval(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts) {
   auto& s = self->state;
   torch::NoGradGuard no_grad;
-  auto output = s.module->forward(ts[0]);
+  torch::Tensor output;
+  {
+    model::Autocast autocast(s.setup.ctx->config.train.precision, s.device);
+    output = s.module->forward(ts[0]);
+  }
   if (is_last(s)) {
     self->send(s.setup.tracker, eval_loss_atom::value, h.step, h.micro_batch,
                model::lm_loss(output, ts[1]).item<double>());
@@ -234,6 +252,10 @@ void send_gradient(Self* self) {
   auto& s = self->state;
   auto grads = grads_or_zeros(s.params);
   for (auto& g : grads) g = g.to(at::kCPU);  // the averager sums in host memory
+  // An overflowed gradient is not the averager's to refuse: the step is skipped swarm-wide
+  // (report_norm), and the averager sums zeros in its place.
+  if (s.overflowed)
+    for (auto& g : grads) g = at::zeros_like(g);
   if (s.faults.poisons_gradient(s.step)) WorkerFaults::poison(grads);
   const auto bytes = messages::payload_bytes(grads);
   s.setup.ctx->bytes->add(Traffic::gradients, bytes);
@@ -254,6 +276,8 @@ void reduce_step(Self* self, uint64_t step) {
   auto& s = self->state;
   s.step = step;
   const auto& ctx = *s.setup.ctx;
+  // The loss scaler's: the gradient back to its true size, and whether it overflowed.
+  if (ctx.config.train.scales_loss()) s.overflowed = !model::unscale_grads(s.params, s.loss_scale);
   if (ctx.diloco()) {
     // Local replica: normalize by the samples this worker backpropagated.
     if (s.samples > 0)
@@ -305,11 +329,16 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
     return;
   }
   s.applied_step = step;
-  if (coef < 0)
-    model::clip_grad_norm(s.params, ctx.config.train.grad_clip);  // local clip
-  else
-    model::scale_grads(s.params, coef);
-  const bool took_data = s.samples > 0 || ctx.grad_sync();
+  // kSkipStep: the loss scaler found the gradient overflowed somewhere; it is dropped below.
+  const bool skip = coef == kSkipStep;
+  if (!skip) {
+    if (coef < 0)
+      model::clip_grad_norm(s.params, ctx.config.train.grad_clip);  // local clip
+    else
+      model::scale_grads(s.params, coef);
+  }
+  s.overflowed = false;
+  const bool took_data = !skip && (s.samples > 0 || ctx.grad_sync());
   if (took_data) {
     model::set_lr(*s.optimizer, lr);
     s.optimizer->step();
@@ -402,6 +431,7 @@ void reset_step(Self* self, uint64_t step, uint32_t floor) {
   }
   s.samples = 0;
   s.sum_pending = false;
+  s.overflowed = false;
   s.optimizer->zero_grad();
 }
 

@@ -6,6 +6,7 @@
 
 #include "actors/stage/worker_internal.hpp"
 #include "inspect/probe.hpp"
+#include "model/precision.hpp"
 #include "transport/bulk.hpp"
 
 namespace swarmrt::actors::worker {
@@ -27,9 +28,19 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
       throw messages::DecodeError("frame for stage " + std::to_string(h.stage) + " with " +
                                   std::to_string(frame.tensors.size()) + " tensors reached stage " +
                                   std::to_string(s.setup.stage));
-    if (h.direction != Direction::backward && s.setup.stage == 0 &&
-        frame.tensors[0].scalar_type() != at::kLong)
-      throw messages::DecodeError("stage 0 needs int64 token ids");
+    if (h.direction != Direction::backward && s.setup.stage == 0) {
+      if (frame.tensors[0].scalar_type() != at::kLong)
+        throw messages::DecodeError("stage 0 needs int64 token ids");
+    } else {
+      // Hidden states and their gradients travel in the run's compute dtype (train.precision).
+      const auto want_dtype = model::compute_dtype(s.setup.ctx->config.train.precision);
+      if (frame.tensors[0].scalar_type() != want_dtype)
+        throw messages::DecodeError(
+            std::string(h.direction == Direction::backward ? "gradients" : "activations") + " in " +
+            c10::toString(frame.tensors[0].scalar_type()) + ", this run computes in " +
+            c10::toString(want_dtype) +
+            " (train.precision = " + model::name_of(s.setup.ctx->config.train.precision) + ")");
+    }
   } catch (const messages::DecodeError& e) {
     ++s.rejected;
     spdlog::warn("worker {} rejected a frame: {}", s.setup.id, e.what());

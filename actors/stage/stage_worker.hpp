@@ -78,7 +78,11 @@ struct worker_state {
   std::map<caf::actor_addr, std::string> device_of;  // every member's device, by handle
   at::Device device{at::kCPU};
 
-  int64_t samples = 0;    // samples backpropagated in the current step
+  int64_t samples = 0;  // samples backpropagated in the current step
+  // The open step's loss scale (its micro-batches' headers carry it), and whether this
+  // worker's gradient of the step overflowed: the tracker then has the swarm skip the step.
+  double loss_scale = 1.0;
+  bool overflowed = false;
   int64_t forwards = 0;   // micro-batches forwarded, whole run
   uint64_t rejected = 0;  // frames and chunks refused (malformed, mismatched)
   uint64_t refused_chunks = 0;

@@ -55,6 +55,18 @@ void maybe_apply(Self* self) {
     for (const auto& [k, sq] : per_stage) total += sq;
     coef = model::clip_coefficient(std::sqrt(total), cfg.train.grad_clip);
   }
+  s.outcome.loss_scale = s.scaler.scale();
+  if (cfg.train.scales_loss()) {
+    // The loss scaler: one worker's overflowed gradient (an infinite norm) skips the step for
+    // the whole swarm, and the scale backs off for the next one.
+    bool finite = true;
+    for (const auto& [id, sq] : s.sqnorms) finite = finite && std::isfinite(sq);
+    if (!s.scaler.update(finite)) {
+      coef = kSkipStep;
+      spdlog::warn("step {}: the gradient overflowed at loss scale {}: step skipped, scale now {}",
+                   s.step, s.outcome.loss_scale, s.scaler.scale());
+    }
+  }
   account_samples(s);
   s.outcome.loss = 0;
   for (const auto& m : s.micro) s.outcome.loss += m.loss;
@@ -93,6 +105,7 @@ void finish_step(Self* self) {
   s.report.step_seconds.push_back(secs);
   s.report.completed.push_back(s.outcome.completed);
   s.report.duplicates.push_back(s.outcome.duplicates);
+  if (s.outcome.coef == kSkipStep) s.report.skipped.push_back(static_cast<int64_t>(s.step));
   s.report.extra_samples.push_back(s.outcome.extra_samples);
   s.report.missing_samples.push_back(s.outcome.missing_samples);
 
@@ -111,21 +124,27 @@ void finish_step(Self* self) {
   const double step_sync = sync - s.sync_bytes_sent;
   s.sync_bytes_sent = sync;
   s.peak_sync_bytes = std::max(s.peak_sync_bytes, step_sync);
-  write_metrics(self, {{"event", "step"},
-                       {"step", s.step},
-                       {"loss", loss},
-                       {"bpb", s.setup.corpus->train_bits_per_byte(loss)},
-                       {"lr", s.outcome.lr},
-                       {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
-                       {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
-                       {"time_s", elapsed},
-                       {"stages", stages},
-                       {"duplicates", s.outcome.duplicates},
-                       {"extra_samples", s.outcome.extra_samples},
-                       {"missing_samples", s.outcome.missing_samples},
-                       {"bytes", bytes},
-                       {"sync_bytes", step_sync},
-                       {"peak_sync_bytes", s.peak_sync_bytes}});
+  nlohmann::json entry = {{"event", "step"},
+                          {"step", s.step},
+                          {"loss", loss},
+                          {"bpb", s.setup.corpus->train_bits_per_byte(loss)},
+                          {"lr", s.outcome.lr},
+                          {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
+                          {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
+                          {"time_s", elapsed},
+                          {"stages", stages},
+                          {"duplicates", s.outcome.duplicates},
+                          {"extra_samples", s.outcome.extra_samples},
+                          {"missing_samples", s.outcome.missing_samples},
+                          {"bytes", bytes},
+                          {"sync_bytes", step_sync},
+                          {"peak_sync_bytes", s.peak_sync_bytes}};
+  if (cfg.train.scales_loss()) {
+    entry["loss_scale"] = s.outcome.loss_scale;
+    entry["skipped"] = s.outcome.coef == kSkipStep;
+    entry["skipped_steps"] = s.scaler.skipped();
+  }
+  write_metrics(self, entry);
   if (s.setup.progress &&
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
     const double eta = elapsed / static_cast<double>(s.step) *

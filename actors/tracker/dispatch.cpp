@@ -159,6 +159,7 @@ void send_to_stage0(Self* self, uint32_t mb, uint32_t worker) {
   h.direction = Direction::forward;
   h.samples = static_cast<uint32_t>(m.batch.tensors[0].size(0));
   h.pin = m.pin;
+  h.loss_scale = s.scaler.scale();
   auto& bytes = *s.setup.ctx->bytes;
   bytes.add(Traffic::activations, messages::payload_bytes(m.batch.tensors));
   auto frame = messages::make_frame(std::move(h), m.batch.tensors);

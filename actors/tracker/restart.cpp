@@ -20,7 +20,10 @@ void record(Self* self, TrackerStore::Phase phase) {
   st.run_start = s.run_start;
   st.step_start = s.step_start;
   if (phase == TrackerStore::Phase::closed) st.report = s.report;
-  if (phase == TrackerStore::Phase::applying) st.outcome = s.outcome;
+  if (phase == TrackerStore::Phase::applying) {
+    st.outcome = s.outcome;
+    st.scaler = s.scaler;
+  }
 }
 
 // A tracker started by its supervisor after its predecessor was lost takes the run's
@@ -38,6 +41,7 @@ void restore(Self* self) {
   s.step_start = st.step_start;
   s.report = st.report;
   if (st.phase == TrackerStore::Phase::applying) s.outcome = st.outcome;
+  if (st.phase != TrackerStore::Phase::none) s.scaler = st.scaler;
 }
 
 // Continues the run where the lost tracker was (see TrackerStore).

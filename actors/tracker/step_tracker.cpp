@@ -277,6 +277,8 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
     s.step = swarm_checkpoint_step(*s.setup.resume, s.setup.resume_origin);
     s.first_step = s.step;
   }
+  s.scaler =
+      model::LossScaler(cfg.train.scales_loss() ? model::Precision::fp16 : model::Precision::fp32);
   if (s.setup.store) restore(self);
   // A worker that goes down leaves the swarm and the step goes on without it; its supervisor
   // (if any) restarts it and it comes back through a membership update. What the loss means

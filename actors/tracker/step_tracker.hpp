@@ -31,6 +31,7 @@
 #include "actors/loader/data_loader.hpp"
 #include "messages/types.hpp"
 #include "model/data.hpp"
+#include "model/precision.hpp"
 #include "model/run_dir.hpp"
 #include "policy/hop_deadline.hpp"
 #include "policy/wiring.hpp"
@@ -47,9 +48,10 @@ namespace swarmrt::actors {
 // tracker takes all of it from the store (see TrackerStore).
 struct StepOutcome {
   double lr = 0;
-  double coef = -1;        // the step's clip coefficient (-1: each replica clips its own)
-  double loss = 0;         // mean micro-batch loss of the step
-  int64_t completed = 0;   // its micro-batches
+  double coef = -1;       // the step's clip coefficient (-1: each replica clips its own; kSkipStep)
+  double loss_scale = 1;  // the step's micro-batches' loss scale (train.loss_scale)
+  double loss = 0;        // mean micro-batch loss of the step
+  int64_t completed = 0;  // its micro-batches
   int64_t duplicates = 0;  // completions seen again (see RunReport)
   int64_t extra_samples = 0, missing_samples = 0;
   std::map<uint32_t, int64_t> samples;  // per worker, samples it backpropagated
@@ -68,6 +70,7 @@ struct TrackerStore {
   // The apply of `step` (phase applying): what the workers are told and what the step's record
   // will say.
   StepOutcome outcome;
+  model::LossScaler scaler;  // as of the last applying record
 };
 using TrackerStorePtr = std::shared_ptr<TrackerStore>;
 
@@ -143,6 +146,9 @@ struct tracker_state {
   std::map<uint32_t, double> sqnorms;
   std::set<uint32_t> applied;
   StepOutcome outcome;  // of the open step
+  // The swarm's loss scaler (train.loss_scale): its scale goes out in every micro-batch header
+  // of a step, and a step whose gradient overflowed anywhere is skipped by every worker.
+  model::LossScaler scaler;
   // One behaviour per phase (actors/tracker/phases.cpp, tracker::enter); `phase` only names
   // the active one for the console's `info`:
   //

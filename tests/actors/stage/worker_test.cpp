@@ -1,6 +1,7 @@
 // A real stage worker fed malformed frames: it refuses each with a reason and keeps serving.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <cmath>
 
 #include "../actor_test_util.hpp"
 #include "actors/stage/stage_worker.hpp"
@@ -51,6 +52,49 @@ TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
       caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   tracker->request(worker, caf::infinite, stats_atom::value)
       .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, 5u); },
+               [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+// A bf16 run's last stage: hidden states come in bf16. A hop in float32 (a peer computing in
+// another precision) and a hop whose tensor disagrees with its header's dtype are refused;
+// the right one is served.
+TEST(StageWorker, RefusesHiddenStatesInADtypeOtherThanTheRunsPrecision) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
+  ctx->config.swarm.mode = model::Mode::pp;
+  ctx->config.swarm.stages = 2;
+  ctx->config.train.precision = model::Precision::bf16;
+  caf::scoped_actor tracker{*ts.sys};
+  actors::WorkerSetup ws;
+  ws.ctx = ctx;
+  ws.id = 1000;
+  ws.stage = 1;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;
+  auto worker = ts.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  messages::Membership m;
+  m.stages = {{}, {{1000, 1, worker, {}}}};
+  tracker->send(worker, members_atom::value, m);
+
+  messages::MicroBatchHeader h;
+  h.direction = Direction::eval;
+  h.stage = 1;
+  h.samples = 2;
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  auto hidden = at::randn({2, 16, 32});
+  auto float32 = messages::make_frame(h, {hidden, ids});
+  auto lying = messages::make_frame(h, {hidden.to(at::kBFloat16), ids});
+  lying.tensors[0] = hidden.to(at::kHalf);  // same bytes, the header says bf16
+  auto good = messages::make_frame(h, {hidden.to(at::kBFloat16), ids});
+  for (auto* f : {&float32, &lying, &good}) tracker->send(worker, frame_atom::value, *f);
+
+  tracker->receive(
+      [&](eval_loss_atom, uint64_t, uint32_t, double loss) { EXPECT_TRUE(std::isfinite(loss)); },
+      caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
+  tracker->request(worker, caf::infinite, stats_atom::value)
+      .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, 2u); },
                [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
