@@ -21,6 +21,7 @@
 #include "messages/device.hpp"
 #include "messages/run_id.hpp"
 #include "model/fingerprint.hpp"
+#include "model/precision.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
 #include "supervisors/entitled.hpp"
@@ -294,6 +295,14 @@ int run_node(const NodeArgs& args) {
     ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
+    return 3;
+  }
+  // The run's compute dtype must be one this node's device computes in (fp16: CUDA only).
+  if (auto why = model::check_precision(
+          ctx->config.train.precision,
+          c10::Device(args.device == "cpu" ? std::string("cpu") : std::string("cuda")));
+      !why.empty()) {
+    spdlog::error("this node cannot join the run on {}: {}", args.device, why);
     return 3;
   }
   ctx->run_id = reply.run_id;

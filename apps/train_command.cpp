@@ -11,6 +11,7 @@
 #include "model/config.hpp"
 #include "model/data.hpp"
 #include "model/fingerprint.hpp"
+#include "model/precision.hpp"
 #include "model/sampling.hpp"
 #include "model/trainer.hpp"
 
@@ -70,6 +71,12 @@ int run_train(const TrainArgs& args) {
   const auto loaded = load_config_or_say(args.config, args.overrides);
   if (!loaded) return 2;
   const model::RunConfig& config = *loaded;
+  // `train` computes on this process's CPU: a precision it cannot compute in is a config error.
+  if (auto why = model::check_precision(config.train.precision, c10::Device(c10::kCPU));
+      !why.empty()) {
+    spdlog::error("{}: {}", args.config, why);
+    return 2;
+  }
   const std::string out =
       args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
   try {

@@ -6,7 +6,9 @@
 # then the same three runs on the CPU, and `gpt2-small` on one GPU worker for 20 steps. It
 # prints a table: tokens/s (median step after the 5th), the GPU's peak memory in use during the
 # run (nvidia-smi, the CUDA context included), and each run's last training and validation
-# loss beside the CPU run's. Precision is float32: train.precision is not a key yet.
+# loss beside the CPU run's. The GPU runs compute in GPU_CHECK_PRECISION (bf16; fp16 also runs
+# there, with its loss scaler), the CPU runs in fp32 (a CPU without AVX-512 BF16 runs bf16 far
+# slower, bench/precision.sh).
 # On a machine without CUDA it says so and exits 0.
 #
 # Usage: scripts/gpu_check.sh [DEBS_DIR]
@@ -93,6 +95,7 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
 unset SWARMRT_SECRET
 run_s=${GPU_CHECK_RUN_S:-240}  # the longest one run may take
+precision=${GPU_CHECK_PRECISION:-bf16}  # train.precision of the GPU runs
 runs=${GPU_CHECK_RUNS:-$out/runs}  # the runs' logs and metrics
 rm -rf "$runs"
 mkdir -p "$runs"
@@ -159,11 +162,11 @@ declare -A workers=([one-worker]=1 [pp]=2 [diloco-swarm]=4)
 echo "== on cuda:0, one run after another"
 for m in "${modes[@]}"; do
   # shellcheck disable=SC2086
-  gpu_run "gpu-$m" cuda:0 "${workers[$m]}" ${settings[$m]}
+  gpu_run "gpu-$m" cuda:0 "${workers[$m]}" ${settings[$m]} --set train.precision="$precision"
 done
 # A real size (124M parameters, context 1024, 16k tokens a step): the GPU only.
 gpu_run gpu-gpt2-small cuda:0 1 ${settings[one-worker]} --set model.preset=gpt2-small \
-  --set train.steps=20 --set train.eval_every=20 --set train.eval_batches=2
+  --set train.precision="$precision" --set train.steps=20 --set train.eval_every=20 --set train.eval_batches=2
 echo "== on the CPU, the three at once"
 for m in "${modes[@]}"; do
   # shellcheck disable=SC2086
@@ -171,9 +174,9 @@ for m in "${modes[@]}"; do
 done
 wait
 
-python3 - "$runs" "$out/gpu_check.json" "$(nvidia-smi -L | head -1)" <<'PY'
+python3 - "$runs" "$out/gpu_check.json" "$(nvidia-smi -L | head -1)" "$precision" <<'PY'
 import json, os, statistics, sys
-runs, out, gpu = sys.argv[1], sys.argv[2], sys.argv[3]
+runs, out, gpu, precision = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 def load(name):
     path = os.path.join(runs, name, "metrics.jsonl")
     if not os.path.exists(path):
@@ -200,7 +203,7 @@ for mode in ("one-worker", "pp", "diloco-swarm", "gpt2-small"):
         f = lambda v, fmt: format(v, fmt) if v is not None else "-"
         print(f"{mode:14s} {dev:7s} {r['steps']:5d} {f(r['tokens_per_s'], '10.0f')} "
               f"{f(r['peak_gpu_mib'], '12d') if r['peak_gpu_mib'] is not None else '           -'} {f(r['loss'], '8.4f')} {f(r['val_loss'], '8.4f')}")
-json.dump({"gpu": gpu, "precision": "fp32", "config": "configs/tiny.toml, 50 steps (gpt2-small: 20)",
+json.dump({"gpu": gpu, "precision": {"gpu": precision, "cpu": "fp32"}, "config": "configs/tiny.toml, 50 steps (gpt2-small: 20)",
            "runs": rows}, open(out, "w"), indent=1)
 print("wrote", out)
 PY

@@ -34,6 +34,9 @@ expect bad_timeout $'[supervision]\nmicrobatch_timeout_s = 0' "supervision.micro
 expect bad_backoff $'[supervision]\nbackoff_ms = 5000' "supervision.backoff_ms: must be >= 0 and <= supervision.max_backoff_ms"
 expect bad_links $'[transport]\nlinks = "pigeon"' "transport.links: must be auto, comm or frames, not 'pigeon'"
 expect nan_value $'[train]\nlr = nan' "train.lr: must be a finite number"
+expect bad_precision $'[train]\nprecision = "fp8"' "train.precision: must be fp32, bf16 or fp16, not 'fp8'"
+expect overflow_without_scaler $'[chaos]\noverflow_at_step = 3' "chaos.overflow_at_step: needs the loss scaler"
+expect fp16_on_cpu $'[train]\nprecision = "fp16"' 'train.precision = "fp16" needs a CUDA device'
 expect inf_value $'[diloco]\nround_timeout_s = inf' "diloco.round_timeout_s: must be a finite number"
 # A hostfile host is ssh's destination: one that would be read as an option is refused.
 printf '[train]\nsteps = 3\n' >"$tmp/good.toml"
