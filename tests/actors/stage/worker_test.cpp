@@ -10,21 +10,32 @@ using namespace swarmrt;
 using namespace swarmrt::atoms;
 using messages::Direction;
 
+namespace {
+// Worker `id` of `stage`, driven by the test (no tracker to ask for a state), as the only
+// member of its stage.
+caf::actor spawn_worker(swarmrt::testing::TestSystem& ts, caf::scoped_actor& tracker,
+                        std::shared_ptr<actors::SwarmContext> ctx, uint32_t id, uint32_t stage) {
+  actors::WorkerSetup ws;
+  ws.ctx = std::move(ctx);
+  ws.id = id;
+  ws.stage = stage;
+  ws.tracker = caf::actor_cast<caf::actor>(tracker);
+  ws.take_state = false;
+  auto worker = ts.sys->spawn<caf::detached>(actors::stage_worker, ws);
+  messages::Membership m;
+  m.stages.resize(stage + 1);
+  m.stages[stage] = {{id, stage, worker, {}}};
+  tracker->send(worker, members_atom::value, m);
+  return worker;
+}
+}  // namespace
+
 TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
   swarmrt::testing::TestSystem ts;
   auto ctx = std::make_shared<actors::SwarmContext>();
   ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
   caf::scoped_actor tracker{*ts.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.id = 0;
-  ws.stage = 0;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;  // driven by the test, no tracker to ask
-  auto worker = ts.sys->spawn<caf::detached>(actors::stage_worker, ws);
-  messages::Membership m;
-  m.stages = {{{0, 0, worker, {}}}};
-  tracker->send(worker, members_atom::value, m);
+  auto worker = spawn_worker(ts, tracker, ctx, 0, 0);
 
   messages::MicroBatchHeader h;
   h.direction = Direction::eval;
@@ -67,16 +78,7 @@ TEST(StageWorker, RefusesHiddenStatesInADtypeOtherThanTheRunsPrecision) {
   ctx->config.swarm.stages = 2;
   ctx->config.train.precision = model::Precision::bf16;
   caf::scoped_actor tracker{*ts.sys};
-  actors::WorkerSetup ws;
-  ws.ctx = ctx;
-  ws.id = 1000;
-  ws.stage = 1;
-  ws.tracker = caf::actor_cast<caf::actor>(tracker);
-  ws.take_state = false;
-  auto worker = ts.sys->spawn<caf::detached>(actors::stage_worker, ws);
-  messages::Membership m;
-  m.stages = {{}, {{1000, 1, worker, {}}}};
-  tracker->send(worker, members_atom::value, m);
+  auto worker = spawn_worker(ts, tracker, ctx, 1000, 1);
 
   messages::MicroBatchHeader h;
   h.direction = Direction::eval;
