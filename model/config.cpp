@@ -116,6 +116,11 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(swarm, max_inflight, shared, at_least(1),
                      "micro-batches in flight per worker"),
       SWARMRT_NUMBER(swarm, loaders, shared, at_least(1), "data loader actors (disjoint shards)"),
+      SWARMRT_CHOICE(swarm, hop_encoding, shared,
+                     "activations and input gradients between stages: none (the compute dtype), "
+                     "bf16, int8 (blockwise) or int4 (Hadamard-rotated blocks)"),
+      SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
+                     "values per scale of int8 and int4 hops, a power of two"),
       SWARMRT_NUMBER(diloco, inner_steps, shared, at_least(1),
                      "H: inner steps between outer rounds"),
       SWARMRT_NUMBER(diloco, outer_lr, shared, above(0), "outer Nesterov learning rate"),
@@ -298,6 +303,11 @@ const std::vector<std::string>& names<LossScale>() {
   return n;
 }
 template <>
+const std::vector<std::string>& names<HopEncoding>() {
+  static const std::vector<std::string> n = {"none", "bf16", "int8", "int4"};
+  return n;
+}
+template <>
 const std::vector<std::string>& names<Arch>() {
   static const std::vector<std::string> n = {"gpt2", "llama"};
   return n;
@@ -410,6 +420,11 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("swarm.workers_per_stage", "pp runs one worker per stage");
   if ((s.mode == Mode::dp || s.mode == Mode::diloco) && s.stages != 1)
     fail("swarm.stages", name_of(s.mode) + " runs a single stage");
+  if ((s.hop_block & (s.hop_block - 1)) != 0)
+    fail("swarm.hop_block",
+         "must be a power of two (the int4 rotation is a Hadamard matrix of "
+         "that size), got " +
+             std::to_string(s.hop_block));
   const auto& d = c.diloco;
   if (d.overlap_steps > 0 && d.overlap_steps * d.fragments >= d.inner_steps)
     fail("diloco.overlap_steps",

@@ -38,6 +38,9 @@ enum class DataFormat { bytes, tokens };
 enum class Precision { fp32, bf16, fp16 };
 // train.loss_scale: the dynamic loss scaler with fp16 only (auto), always, or never.
 enum class LossScale { automatic, dynamic, off };
+// swarm.hop_encoding: how activations and input gradients cross stage boundaries
+// (model/hop_codec.hpp).
+enum class HopEncoding { none, bf16, int8, int4 };
 
 template <class E>
 const std::vector<std::string>& names();
@@ -65,6 +68,8 @@ template <>
 const std::vector<std::string>& names<Precision>();
 template <>
 const std::vector<std::string>& names<LossScale>();
+template <>
+const std::vector<std::string>& names<HopEncoding>();
 
 template <class E>
 const std::string& name_of(E value) {
@@ -163,6 +168,8 @@ struct SwarmConfig {
   WiringPolicy wiring = WiringPolicy::throughput;
   int64_t max_inflight = 4;
   int64_t loaders = 1;
+  HopEncoding hop_encoding = HopEncoding::none;
+  int64_t hop_block = 128;  // values per scale of int8/int4 hops (a power of two)
 };
 
 struct DilocoConfig {

@@ -101,7 +101,7 @@ TEST(Precision, StagesHandOnTheComputeDtypeAndGradientsStayFloat32) {
 }
 
 // bf16 is the same model: its loss is fp32's to within bf16's rounding of the activations
-// (8 mantissa bits, 2^-9 relative per value), which averaged over 512 positions moves the loss
+// (8 significant bits, 2^-8 relative per value), which averaged over 512 positions moves the loss
 // far less than the 1% allowed here; it must move it, or bf16 did not run.
 TEST(Precision, Bf16LossAtInitializationIsFp32sWithinOnePercent) {
   for (auto arch : {Arch::gpt2, Arch::llama}) {

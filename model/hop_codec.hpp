@@ -1,0 +1,36 @@
+// Hop encodings (swarm.hop_encoding): how a stage's activations forward and input gradients
+// backward travel between stages. The sender encodes, the receiver decodes, in one process as
+// across processes, so a pipeline computes the same with every transport:
+//   none   the compute dtype itself (fp32 or bf16, train.precision): bit for bit
+//   bf16   bfloat16                                  |x − x̂| ≤ 2⁻⁸|x|
+//   int8   blockwise int8 (model/quantize.hpp)       |x − x̂| ≤ m/254 per value, m the block's max
+//   int4   a Hadamard rotation of each block, then blockwise int4, rotated back on arrival:
+//          ‖x − x̂‖₂ ≤ √block · m′/14 per block, m′ the rotated block's max
+// The rotation (an orthonormal Walsh–Hadamard matrix, its own inverse) spreads an outlier over
+// its block, so m′ is near the block's RMS instead of its largest value: 4 bits then keep the
+// many small values that plain int4 rounds to zero (TAH-Quant's idea).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <cstdint>
+#include <string>
+
+#include "model/config.hpp"
+
+namespace swarmrt::model {
+
+// The wire form of a hidden state or its gradient `x` (any shape, the compute dtype).
+at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block);
+
+// x̂ of `shape` in `dtype` (the compute dtype), on the CPU. Throws std::invalid_argument naming
+// the problem when `wire` is not what the encoding writes for that shape.
+at::Tensor decode_hop(const at::Tensor& wire, HopEncoding e, int64_t block, at::IntArrayRef shape,
+                      at::ScalarType dtype);
+
+// The dtype of the wire tensor an encoding writes (for `none`: the compute dtype).
+at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute);
+
+// The orthonormal Walsh–Hadamard matrix of size n (a power of two): H = Hᵀ = H⁻¹.
+at::Tensor hadamard(int64_t n);
+
+}  // namespace swarmrt::model
