@@ -147,6 +147,7 @@ std::vector<uint8_t> encode(const MicroBatchHeader& h) {
     for (unsigned i = 0; i < h.pin.size(); ++i) pin.set(i, h.pin[i]);
   }
   m.setLossScale(h.loss_scale);
+  m.setHopEncoding(h.hop_encoding);
   return to_bytes(builder);
 }
 
@@ -174,6 +175,7 @@ MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
       throw DecodeError("micro-batch header: pin of " + std::to_string(pin.size()) + " stages");
     for (auto id : pin) h.pin.push_back(id);
     h.loss_scale = m.getLossScale();
+    h.hop_encoding = m.getHopEncoding();
     if (!std::isfinite(h.loss_scale) || h.loss_scale <= 0)
       throw DecodeError("micro-batch header: loss scale " + std::to_string(h.loss_scale));
     return h;

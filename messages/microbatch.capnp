@@ -40,4 +40,6 @@ struct MicroBatchHeader {
                              # micro-batch's gradient (0xFFFFFFFF: none); the hop goes to it
   lossScale @10 :Float64 = 1.0;  # the last stage seeds backward with loss x this (fp16's
                                  # dynamic loss scaler); every stage unscales by it
+  hopEncoding @11 :UInt8;        # how tensor 0 is encoded (swarm.hop_encoding, in its order:
+                                 # none, bf16, int8, int4); the receiver decodes it
 }

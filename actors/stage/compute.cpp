@@ -10,6 +10,7 @@
 #include "actors/stage/worker_internal.hpp"
 #include "inspect/probe.hpp"
 #include "model/diloco.hpp"
+#include "model/hop_codec.hpp"
 #include "model/optim.hpp"
 #include "model/precision.hpp"
 
@@ -53,6 +54,10 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   // Fault injection: the hop is lost on the way; the tracker re-runs the micro-batch when it
   // does not come back (supervision.microbatch_timeout_s).
   if (s.faults.drop_hop() || transport::cut_off(to)) return;
+  // Hidden states and their gradients in the run's hop encoding (none: as they are).
+  const auto& swarm = s.setup.ctx->config.swarm;
+  ts[0] = model::encode_hop(ts[0], swarm.hop_encoding, swarm.hop_block);
+  h.hop_encoding = static_cast<uint8_t>(swarm.hop_encoding);
   const auto payload = messages::payload_bytes(ts);
   auto frame = messages::make_frame(std::move(h), std::move(ts));
   for (auto* bytes : {s.setup.ctx->bytes.get(), s.sent.get()}) {
@@ -211,6 +216,21 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   s.next.completed(h.route[s.setup.stage + 1], it->second.samples, it->second.sent, now);
   auto input = it->second.input;
   auto upstream = it->second.upstream;
+  const auto& swarm = s.setup.ctx->config.swarm;
+  if (swarm.hop_encoding != model::HopEncoding::none) {
+    try {
+      const auto& out = it->second.output;
+      ts[0] = model::decode_hop(ts[0], swarm.hop_encoding, swarm.hop_block, out.sizes(),
+                                out.scalar_type())
+                  .to(s.device);
+    } catch (const std::invalid_argument& e) {
+      ++s.rejected;
+      spdlog::warn("worker {}: backward for {}/{} refused: {}", s.setup.id, h.step, h.micro_batch,
+                   e.what());
+      s.inflight.erase(it);
+      return;
+    }
+  }
   if (!ts[0].sizes().equals(it->second.output.sizes())) {
     ++s.rejected;
     spdlog::warn("worker {}: backward for {}/{} has shape {}, output was {}", s.setup.id, h.step,

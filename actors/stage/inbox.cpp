@@ -6,6 +6,7 @@
 
 #include "actors/stage/worker_internal.hpp"
 #include "inspect/probe.hpp"
+#include "model/hop_codec.hpp"
 #include "model/precision.hpp"
 #include "transport/bulk.hpp"
 
@@ -15,6 +16,27 @@ using messages::Frame;
 using messages::MicroBatchHeader;
 
 namespace {
+
+// Hidden states and their gradients travel in the run's hop encoding (swarm.hop_encoding) of
+// its compute dtype (train.precision): a hop in another encoding or dtype is refused.
+void check_hidden(const worker_state& s, const MicroBatchHeader& h, const at::Tensor& t) {
+  const auto& cfg = s.setup.ctx->config;
+  const std::string what = h.direction == Direction::backward ? "gradients" : "activations";
+  const auto& encodings = model::names<model::HopEncoding>();
+  if (h.hop_encoding != static_cast<uint8_t>(cfg.swarm.hop_encoding))
+    throw messages::DecodeError(
+        what + " in hop encoding " +
+        (h.hop_encoding < encodings.size() ? encodings[h.hop_encoding]
+                                           : "#" + std::to_string(h.hop_encoding)) +
+        ", this run's is " + model::name_of(cfg.swarm.hop_encoding) + " (swarm.hop_encoding)");
+  const auto want =
+      model::hop_wire_dtype(cfg.swarm.hop_encoding, model::compute_dtype(cfg.train.precision));
+  if (t.scalar_type() != want)
+    throw messages::DecodeError(
+        what + " in " + c10::toString(t.scalar_type()) + ", this run sends " + c10::toString(want) +
+        " (train.precision = " + model::name_of(cfg.train.precision) +
+        ", swarm.hop_encoding = " + model::name_of(cfg.swarm.hop_encoding) + ")");
+}
 
 // A micro-batch hop: decoded and checked against this stage, dropped when its attempt was
 // cancelled, then run forward, backward or for evaluation on this worker's device.
@@ -32,14 +54,7 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
       if (frame.tensors[0].scalar_type() != at::kLong)
         throw messages::DecodeError("stage 0 needs int64 token ids");
     } else {
-      // Hidden states and their gradients travel in the run's compute dtype (train.precision).
-      const auto want_dtype = model::compute_dtype(s.setup.ctx->config.train.precision);
-      if (frame.tensors[0].scalar_type() != want_dtype)
-        throw messages::DecodeError(
-            std::string(h.direction == Direction::backward ? "gradients" : "activations") + " in " +
-            c10::toString(frame.tensors[0].scalar_type()) + ", this run computes in " +
-            c10::toString(want_dtype) +
-            " (train.precision = " + model::name_of(s.setup.ctx->config.train.precision) + ")");
+      check_hidden(s, h, frame.tensors[0]);
     }
   } catch (const messages::DecodeError& e) {
     ++s.rejected;
@@ -62,8 +77,24 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
   }
   try {
     // Frames bring host memory and links the worker's device memory: both end up there.
-    std::vector<at::Tensor> ts;
-    for (const auto& t : frame.tensors) ts.push_back(t.to(s.device));
+    std::vector<at::Tensor> ts(frame.tensors.begin(), frame.tensors.end());
+    // Encoded hidden states forward are decoded to [B, T, n_embd] (B and T are the targets');
+    // encoded gradients backward by on_backward, which holds the output they belong to.
+    const auto& cfg = s.setup.ctx->config;
+    if (cfg.swarm.hop_encoding != model::HopEncoding::none && h.direction != Direction::backward &&
+        s.setup.stage > 0) {
+      try {
+        ts[0] = model::decode_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
+                                  {ts[1].size(0), ts[1].size(1), cfg.model.n_embd},
+                                  model::compute_dtype(cfg.train.precision));
+      } catch (const std::invalid_argument& e) {
+        ++s.rejected;
+        spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step, h.micro_batch,
+                     e.what());
+        return;
+      }
+    }
+    for (auto& t : ts) t = t.to(s.device);
     switch (h.direction) {
       case Direction::forward:
         on_forward(self, std::move(h), std::move(ts), upstream);

@@ -5,6 +5,7 @@
 
 #include "../actor_test_util.hpp"
 #include "actors/stage/stage_worker.hpp"
+#include "model/hop_codec.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -67,36 +68,72 @@ TEST(StageWorker, RejectsMalformedFramesAndKeepsServing) {
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
-// A bf16 run's last stage: hidden states come in bf16. A hop in float32 (a peer computing in
-// another precision) and a hop whose tensor disagrees with its header's dtype are refused;
-// the right one is served.
-TEST(StageWorker, RefusesHiddenStatesInADtypeOtherThanTheRunsPrecision) {
-  swarmrt::testing::TestSystem ts;
+namespace {
+// A 2-stage pp run of the tiny test model, as its last stage's worker sees it.
+std::shared_ptr<actors::SwarmContext> last_stage_context() {
   auto ctx = std::make_shared<actors::SwarmContext>();
   ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
   ctx->config.swarm.mode = model::Mode::pp;
   ctx->config.swarm.stages = 2;
-  ctx->config.train.precision = model::Precision::bf16;
-  caf::scoped_actor tracker{*ts.sys};
-  auto worker = spawn_worker(ts, tracker, ctx, 1000, 1);
+  return ctx;
+}
 
+// An evaluation hop's header for stage 1.
+messages::MicroBatchHeader eval_header() {
   messages::MicroBatchHeader h;
   h.direction = Direction::eval;
   h.stage = 1;
   h.samples = 2;
-  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
-  auto hidden = at::randn({2, 16, 32});
-  auto float32 = messages::make_frame(h, {hidden, ids});
-  auto lying = messages::make_frame(h, {hidden.to(at::kBFloat16), ids});
-  lying.tensors[0] = hidden.to(at::kHalf);  // same bytes, the header says bf16
-  auto good = messages::make_frame(h, {hidden.to(at::kBFloat16), ids});
-  for (auto* f : {&float32, &lying, &good}) tracker->send(worker, frame_atom::value, *f);
+  return h;
+}
 
+// Sends `frames` to stage-1 worker 1000 in order: every one but the last is refused (counted),
+// the last is served (its evaluation loss comes back).
+void expect_only_the_last_served(std::shared_ptr<actors::SwarmContext> ctx,
+                                 const std::vector<messages::Frame>& frames) {
+  swarmrt::testing::TestSystem ts;
+  caf::scoped_actor tracker{*ts.sys};
+  auto worker = spawn_worker(ts, tracker, std::move(ctx), 1000, 1);
+  for (const auto& f : frames) tracker->send(worker, frame_atom::value, f);
   tracker->receive(
       [&](eval_loss_atom, uint64_t, uint32_t, double loss) { EXPECT_TRUE(std::isfinite(loss)); },
       caf::after(std::chrono::seconds(20)) >> [&] { FAIL() << "the worker stopped serving"; });
   tracker->request(worker, caf::infinite, stats_atom::value)
-      .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, 2u); },
+      .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.rejected, frames.size() - 1); },
                [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+}  // namespace
+
+// A bf16 run's last stage: hidden states come in bf16. A hop in float32 (a peer computing in
+// another precision) and a hop whose tensor disagrees with its header's dtype are refused;
+// the right one is served.
+TEST(StageWorker, RefusesHiddenStatesInADtypeOtherThanTheRunsPrecision) {
+  auto ctx = last_stage_context();
+  ctx->config.train.precision = model::Precision::bf16;
+  const auto h = eval_header();
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  auto hidden = at::randn({2, 16, 32});
+  auto lying = messages::make_frame(h, {hidden.to(at::kBFloat16), ids});
+  lying.tensors[0] = hidden.to(at::kHalf);  // same bytes, the header says bf16
+  expect_only_the_last_served(ctx, {messages::make_frame(h, {hidden, ids}), lying,
+                                    messages::make_frame(h, {hidden.to(at::kBFloat16), ids})});
+}
+
+// An int8-hop run's last stage: a hop in another encoding, one whose payload is not what int8
+// writes, and one whose int8 payload is cut short are refused with their reasons; the right
+// one is decoded and served.
+TEST(StageWorker, RefusesHopsWhosePayloadDisagreesWithTheirEncoding) {
+  auto ctx = last_stage_context();
+  ctx->config.swarm.hop_encoding = model::HopEncoding::int8;
+  auto h = eval_header();
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  auto hidden = at::randn({2, 16, 32});
+  auto wire = model::encode_hop(hidden, model::HopEncoding::int8, 128);
+  auto unencoded = messages::make_frame(h, {hidden, ids});  // header: encoding none
+  h.hop_encoding = static_cast<uint8_t>(model::HopEncoding::int8);
+  expect_only_the_last_served(ctx,
+                              {unencoded, messages::make_frame(h, {hidden, ids}),
+                               messages::make_frame(h, {wire.narrow(0, 0, wire.numel() - 4), ids}),
+                               messages::make_frame(h, {wire, ids})});
 }
