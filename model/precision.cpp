@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/utils.h>
+#include <torch/version.h>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -22,6 +23,47 @@ at::ScalarType compute_dtype(Precision p) {
   return at::kFloat;
 }
 
+namespace {
+
+// LibTorch 2.4 replaced the per-backend autocast calls (is_cpu_enabled, set_autocast_gpu_dtype,
+// ...) by ones that take the device type, and warns on every call of the old ones: a stage
+// worker enters autocast once per hop, so the old names would fill a GPU node's log.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+bool autocast_enabled(bool cuda) {
+  return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU);
+}
+void set_autocast(bool cuda, bool on) {
+  at::autocast::set_autocast_enabled(cuda ? at::kCUDA : at::kCPU, on);
+}
+at::ScalarType autocast_dtype(bool cuda) {
+  return at::autocast::get_autocast_dtype(cuda ? at::kCUDA : at::kCPU);
+}
+void set_autocast_dtype(bool cuda, at::ScalarType t) {
+  at::autocast::set_autocast_dtype(cuda ? at::kCUDA : at::kCPU, t);
+}
+#else
+bool autocast_enabled(bool cuda) {
+  return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+void set_autocast(bool cuda, bool on) {
+  if (cuda)
+    at::autocast::set_enabled(on);
+  else
+    at::autocast::set_cpu_enabled(on);
+}
+at::ScalarType autocast_dtype(bool cuda) {
+  return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+void set_autocast_dtype(bool cuda, at::ScalarType t) {
+  if (cuda)
+    at::autocast::set_autocast_gpu_dtype(t);
+  else
+    at::autocast::set_autocast_cpu_dtype(t);
+}
+#endif
+
+}  // namespace
+
 Autocast::Autocast(Precision p, c10::Device device) {
   if (p == Precision::fp32) return;
   cuda_ = device.is_cuda();
@@ -30,17 +72,10 @@ Autocast::Autocast(Precision p, c10::Device device) {
   if (!cuda_ && p == Precision::fp16)
     throw std::invalid_argument("fp16 autocast needs a CUDA device");
   on_ = true;
-  if (cuda_) {
-    was_enabled_ = at::autocast::is_enabled();
-    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(compute_dtype(p));
-    at::autocast::set_enabled(true);
-  } else {
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(compute_dtype(p));
-    at::autocast::set_cpu_enabled(true);
-  }
+  was_enabled_ = autocast_enabled(cuda_);
+  was_dtype_ = autocast_dtype(cuda_);
+  set_autocast_dtype(cuda_, compute_dtype(p));
+  set_autocast(cuda_, true);
   at::autocast::increment_nesting();
 }
 
@@ -49,19 +84,13 @@ Autocast::~Autocast() {
   // Leaving the outermost region drops the weights' cached casts, as torch.autocast does:
   // the next forward casts the updated weights again.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(was_enabled_);
-    at::autocast::set_autocast_gpu_dtype(was_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
-  }
+  set_autocast(cuda_, was_enabled_);
+  set_autocast_dtype(cuda_, was_dtype_);
 }
 
 at::Tensor to_compute_dtype(const at::Tensor& x) {
-  if (x.is_cuda())
-    return at::autocast::is_enabled() ? x.to(at::autocast::get_autocast_gpu_dtype()) : x;
-  return at::autocast::is_cpu_enabled() ? x.to(at::autocast::get_autocast_cpu_dtype()) : x;
+  const bool cuda = x.is_cuda();
+  return autocast_enabled(cuda) ? x.to(autocast_dtype(cuda)) : x;
 }
 
 bool LossScaler::update(bool finite) {
