@@ -117,4 +117,15 @@ using balance_timer_atom = caf::atom_constant<caf::atom("baltimer")>;
 // A node's inspector, from its own process once the node has joined: the run's
 // (supervision.query_timeout_s, supervision.answer_lead_ms), which it did not know at start.
 using timeouts_atom = caf::atom_constant<caf::atom("timeouts")>;
+// A big reply across processes in slices (transport/relay.hpp): to the asked actor
+// (collector, timeout_ms, the request...); the asker to its collector (): the reply; the asked
+// actor to the collector (index, count, total bytes, slice bytes) or (why it failed).
+using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using collect_atom = caf::atom_constant<caf::atom("collect")>;
+using relay_slice_atom = caf::atom_constant<caf::atom("relayslice")>;
+using relay_fail_atom = caf::atom_constant<caf::atom("relayfail")>;
+using relay_timeout_atom = caf::atom_constant<caf::atom("relaytime")>;
+// A big one-way message across processes in slices (transport/parcel.hpp):
+// (parcel id, index, count, total bytes, slice bytes).
+using parcel_atom = caf::atom_constant<caf::atom("parcel")>;
 }  // namespace swarmrt::atoms

@@ -223,8 +223,8 @@ static std::vector<Field> runtime_rows() {
       SWARMRT_CHOICE(transport, encrypt, shared,
                      "frame links in TLS: auto (beyond loopback), on or off"),
       SWARMRT_NUMBER(transport, max_message_mib, shared, between(0, 4096),
-                     "largest frame a process accepts, MiB; 0 = twice the model's parameter "
-                     "bytes + 64"),
+                     "largest frame or reply a process accepts, MiB; 0 = four times the "
+                     "model's parameter bytes + 64"),
       SWARMRT_FIELD(balancer, enabled, node, any(), nullptr,
                     "move workers between stages where the pipeline needs them; false keeps "
                     "placements fixed"),

@@ -327,11 +327,12 @@ struct RunConfig {
   BalancerConfig balancer;
   SimulateConfig simulate;
 
-  // transport.max_message_mib in bytes, or when 0 twice the whole model's fp32 parameter bytes
-  // plus 64 MiB: the largest frame is a stage's parameters and optimizer state, or one hop.
+  // transport.max_message_mib in bytes, or when 0 four times the whole model's fp32 parameter
+  // bytes plus 64 MiB: the largest message is a stage's state (parameters, DiLoCo anchor and
+  // AdamW's two moments), or one hop.
   uint64_t max_message_bytes() const {
     if (transport.max_message_mib > 0) return uint64_t(transport.max_message_mib) << 20;
-    return 2 * 4 * model.parameters() + (uint64_t{64} << 20);
+    return 4 * 4 * model.parameters() + (uint64_t{64} << 20);
   }
 
   // Tokens in one optimizer step, the unit every mode shares.

@@ -82,7 +82,7 @@ fi
 
 echo "== configure and build (swarmrt only)"
 cmake -S "$root" -B "$out/build" -G Ninja "${cmake_args[@]}" >"$out/configure.log" 2>&1 \
-  || { tail -40 "$out/configure.log"; echo "gpu_check: configure failed ($out/configure.log)"; exit 1; }
+  || { tail -n 40 "$out/configure.log"; echo "gpu_check: configure failed ($out/configure.log)"; exit 1; }
 grep -E "NCCL transport|CUDA" "$out/configure.log" | head -3
 start=$(date +%s)
 cmake --build "$out/build" --target swarmrt -j "$(nproc)" >"$out/build.log" 2>&1 \
@@ -116,7 +116,7 @@ run() {
     [ -n "$port" ] && break
     sleep 0.1
   done
-  [ -n "$port" ] || { echo "$name: the coordinator did not listen"; tail -5 "$runs/$name.coord.log"; return 1; }
+  [ -n "$port" ] || { echo "$name: the coordinator did not listen"; tail -n 5 "$runs/$name.coord.log"; return 1; }
   "$bin" node --join "127.0.0.1:$port" --secret-file "$dir/secret" --name n1 -w "$workers" \
     --device "$device" >"$runs/$name.node.log" 2>&1 &
   local node=$!
@@ -130,11 +130,11 @@ run() {
   if kill -0 "$coord" 2>/dev/null; then
     kill -9 "$coord" "$node" 2>/dev/null
     echo "$name: not finished after $run_s s, stopped; its last lines:"
-    tail -5 "$runs/$name.coord.log" "$runs/$name.node.log"
+    tail -n 5 "$runs/$name.coord.log" "$runs/$name.node.log"
     return 1
   fi
   grep -q "final validation loss" "$runs/$name.coord.log" \
-    || { echo "$name: no result"; tail -8 "$runs/$name.coord.log" "$runs/$name.node.log"; }
+    || { echo "$name: no result"; tail -n 8 "$runs/$name.coord.log" "$runs/$name.node.log"; }
   for _ in $(seq 1 20); do kill -0 "$node" 2>/dev/null || break; sleep 1; done
   kill -9 "$node" 2>/dev/null
   echo "$name: done in $waited s"

@@ -6,6 +6,7 @@
 #include "messages/metrics.hpp"
 #include "model/run_dir.hpp"
 #include "supervisors/entitled.hpp"
+#include "transport/relay.hpp"
 
 namespace swarmrt::supervisors {
 using namespace swarmrt::atoms;
@@ -216,6 +217,12 @@ caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
         s.state_asks[key] = {promise, r};
         ask_state(self, key);
         return promise;
+      },
+      // The same from a worker of another process (transport/relay.hpp): asked of this
+      // supervisor, so it survives a restart of the tracker as above, and sent in slices.
+      [=](relay_atom, const caf::actor& to, uint64_t ms, start_state_atom a,
+          const messages::StateRequest& r) {
+        transport::relay<messages::WorkerState>(self, to, ms, a, r);
       },
   };
 }

@@ -310,6 +310,10 @@ void set_max_message(uint64_t bytes) {
   g_max_message = bytes;
 }
 
+uint64_t max_message() {
+  return g_max_message.load();
+}
+
 uint64_t refused_connections() {
   return g_refused.load();
 }

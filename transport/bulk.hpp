@@ -31,6 +31,7 @@ std::string bulk_endpoint();
 // are closed at once. A message larger than `bytes` is refused before anything is allocated
 // for it (RunConfig::max_message_bytes). Connections refused so far, for tests and logs.
 void set_max_message(uint64_t bytes);
+uint64_t max_message();
 uint64_t refused_connections();
 // Frame links this process opened inside TLS (transport.encrypt), for tests and logs.
 uint64_t encrypted_links();

@@ -8,6 +8,7 @@
 #include "model/checks.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
+#include "transport/relay.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -271,6 +272,10 @@ caf::message_handler query_handlers(Self* self) {
         st.source = "DiLoCo group " + std::to_string(self->state.stage) + " (round " +
                     std::to_string(s.fragments[0].last_applied) + ")";
         return st;
+      },
+      // The same, asked from another process (relay.hpp): answered in slices.
+      [=](relay_atom, const caf::actor& to, uint64_t ms, state_atom a) {
+        transport::relay<messages::WorkerState>(self, to, ms, a);
       },
   };
 }

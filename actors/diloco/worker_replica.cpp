@@ -4,6 +4,7 @@
 
 #include "actors/diloco/replica.hpp"
 #include "actors/diloco/streaming_replica.hpp"
+#include "transport/relay.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -37,8 +38,9 @@ std::optional<messages::RoundHeader> WorkerReplica::open_answer(const messages::
 void WorkerReplica::catch_up_if_behind(Self* self, const ReplicaSetup& setup,
                                        const messages::RoundHeader& h, const Reload& reload) const {
   if (h.reason.find("already applied") == std::string::npos || !setup.group) return;
-  self->request(setup.group, model::as_duration(setup.ctx->config.supervision.state_timeout_s),
-                state_atom::value)
+  transport::ask<messages::WorkerState>(
+      self, setup.group, model::as_duration(setup.ctx->config.supervision.state_timeout_s),
+      state_atom::value)
       .await([=](const messages::WorkerState& st) { reload(st); }, [=](const caf::error&) {});
 }
 

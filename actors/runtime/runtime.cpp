@@ -19,6 +19,7 @@
 #include "supervisors/chaos_control.hpp"
 #include "supervisors/supervisor.hpp"
 #include "supervisors/tracker_supervisor.hpp"
+#include "transport/relay.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -363,7 +364,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   }
   for (const auto& stage : now.stages)
     for (const auto& w : stage) {
-      self->request(w.handle, large, params_atom::value)
+      transport::ask<messages::TensorList>(self.ptr(), w.handle, large, params_atom::value)
           .receive(
               [&](const messages::TensorList& p) {
                 if (!p.error.empty())
@@ -386,7 +387,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
               },
               [&](const caf::error&) {});
       if (keep_grads)
-        self->request(w.handle, large, last_grads_atom::value)
+        transport::ask<messages::TensorList>(self.ptr(), w.handle, large, last_grads_atom::value)
             .receive([&](const messages::TensorList& g) { result.grads[w.id] = to_named(g); },
                      [&](const caf::error&) {});
     }

@@ -284,10 +284,7 @@ void send_gradient(Self* self) {
   // A capped link to an averager in another process (chaos.link_mbit_s) delivers it later.
   messages::GradsReport report{s.step, s.setup.id, s.samples, {{}, std::move(grads), {}}};
   const auto wire = transport::paced_delay(self->node(), s.setup.averager.node(), bytes);
-  if (wire.count() > 0)
-    self->delayed_send(s.setup.averager, wire, grads_atom::value, std::move(report));
-  else
-    self->send(s.setup.averager, grads_atom::value, std::move(report));
+  transport::send_parcel(self, s.setup.averager, wire, grads_atom::value, std::move(report));
 }
 
 // The tracker closed `step`: the gradient is reduced (through the averager, or by this

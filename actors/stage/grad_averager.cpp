@@ -32,11 +32,8 @@ void maybe_finish(Self* self) {
     // Every worker gets the same sum by reference and copies it into its own gradients;
     // no one writes to it, and the next step starts a new one.
     const auto wire = transport::paced_delay(self->node(), handle.node(), bytes);
-    if (wire.count() > 0)
-      self->delayed_send(handle, wire, grad_sum_atom::value, s.step,
-                         messages::TensorList{{}, s.sum, {}});
-    else
-      self->send(handle, grad_sum_atom::value, s.step, messages::TensorList{{}, s.sum, {}});
+    transport::send_parcel(self, handle, wire, grad_sum_atom::value, s.step,
+                           messages::TensorList{{}, s.sum, {}});
   }
   s.sent = true;
 }
@@ -148,6 +145,11 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::act
           return;
         }
         add_gradient(self, r.step, r.worker, r.samples, r.grads, from);
+      },
+      [=](parcel_atom, uint64_t id, uint32_t index, uint32_t count, uint64_t total,
+          const std::vector<uint8_t>& slice) {
+        transport::take_parcel(self, id, index, count, total, slice,
+                               "averager " + std::to_string(stage));
       },
   };
 }

@@ -11,6 +11,7 @@
 
 #include "actors/common/context.hpp"
 #include "messages/types.hpp"
+#include "transport/parcel.hpp"
 
 namespace swarmrt::actors {
 
@@ -34,6 +35,7 @@ struct averager_state {
   std::vector<Early> early;  // gradients that came before the membership
   caf::actor metrics;        // `rejected` events go here when the run has a metrics log
   uint64_t refused = 0;      // gradients refused (non-finite, wrong shape, impossible samples)
+  transport::ParcelInbox parcels;  // gradients from other processes come in slices
   static inline const char* name = "grad_averager";
 };
 

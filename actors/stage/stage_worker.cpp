@@ -10,6 +10,7 @@
 #include "model/threads.hpp"
 #include "supervisors/entitled.hpp"
 #include "transport/bulk.hpp"
+#include "transport/relay.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -58,10 +59,10 @@ void set_up(Self* self, WorkerSetup setup) {
   // of a fresh run the state handed out is the initialization it already holds.
   // The tracker hands out a live peer's state, the DiLoCo group's θ or a checkpoint's.
   if (s.setup.tracker && s.setup.take_state) {
-    self->request(
-            s.setup.tracker, model::as_duration(cfg.supervision.start_timeout_s),
-            start_state_atom::value,
-            messages::StateRequest{s.setup.stage, s.setup.id, caf::actor_cast<caf::actor>(self)})
+    transport::ask<messages::WorkerState>(
+        self, s.setup.tracker, model::as_duration(cfg.supervision.start_timeout_s),
+        start_state_atom::value,
+        messages::StateRequest{s.setup.stage, s.setup.id, caf::actor_cast<caf::actor>(self)})
         .await(
             [=](const messages::WorkerState& st) { load_state(self, st); },
             [=](const caf::error& e) {
@@ -164,6 +165,21 @@ caf::message_handler step_handlers(Self* self) {
       // This worker's state for a restarted or joining peer (asked between steps).
       [=](state_atom) { return state_of(self); },
       [=](last_grads_atom) { return to_list(self->state.last_grads); },
+      [=](parcel_atom, uint64_t id, uint32_t index, uint32_t count, uint64_t total,
+          const std::vector<uint8_t>& slice) {
+        transport::take_parcel(self, id, index, count, total, slice,
+                               "worker " + std::to_string(self->state.setup.id));
+      },
+      // The same three asked from another process (relay.hpp): answered in slices.
+      [=](relay_atom, const caf::actor& to, uint64_t ms, state_atom a) {
+        transport::relay<messages::WorkerState>(self, to, ms, a);
+      },
+      [=](relay_atom, const caf::actor& to, uint64_t ms, params_atom a) {
+        transport::relay<messages::TensorList>(self, to, ms, a);
+      },
+      [=](relay_atom, const caf::actor& to, uint64_t ms, last_grads_atom a) {
+        transport::relay<messages::TensorList>(self, to, ms, a);
+      },
   };
 }
 

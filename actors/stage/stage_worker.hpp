@@ -25,6 +25,7 @@
 #include "model/checkpoint.hpp"
 #include "model/stage_model.hpp"
 #include "policy/wiring.hpp"
+#include "transport/parcel.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors {
@@ -75,6 +76,7 @@ struct worker_state {
   std::deque<Outgoing> outbox;      // forward hops waiting for a free slot downstream
   transport::ChunkReceiver chunks;  // frames from other processes
   PeerLinks links;                  // communicator links to workers in other processes
+  transport::ParcelInbox parcels;   // the stage's gradient sum from another process, in slices
   std::map<caf::actor_addr, std::string> device_of;  // every member's device, by handle
   at::Device device{at::kCPU};
 

@@ -7,6 +7,7 @@
 #include "actors/tracker/swarm_checkpoint.hpp"
 #include "messages/frame.hpp"
 #include "model/trainer.hpp"
+#include "transport/relay.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors::tracker {
@@ -21,7 +22,7 @@ void start_saving(Self* self) {
   const uint64_t step = s.step;
   for (const auto& [id, handle] : s.by_id) {
     const uint32_t wid = id;
-    self->request(handle, state_timeout(s), state_atom::value)
+    transport::ask<messages::WorkerState>(self, handle, state_timeout(s), state_atom::value)
         .then(
             [=](const messages::WorkerState& st) {
               handle_now(self, saved_state_atom::value, step, wid, st);

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 #include "actors/tracker/swarm_checkpoint.hpp"
+#include "transport/relay.hpp"
 
 namespace swarmrt::actors::tracker {
 using namespace swarmrt::atoms;
@@ -51,7 +52,7 @@ void serve_state_request(Self* self, tracker_state::StateRequest r) {
     return;
   }
   auto promise = r.promise;
-  self->request(peer, state_timeout(self->state), state_atom::value)
+  transport::ask<messages::WorkerState>(self, peer, state_timeout(self->state), state_atom::value)
       .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
             [=](const caf::error& e) mutable { promise.deliver(e); });
 }

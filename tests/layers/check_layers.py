@@ -23,7 +23,7 @@ ALLOWED = {
     "transport": {"messages", "model"},
     "report": {"messages", "model"},
     "inspect": {"messages", "model"},
-    "supervisors": {"messages", "model", "policy", "inspect"},
+    "supervisors": {"messages", "model", "policy", "inspect", "transport"},
     "actors": set(),  # its precompiled header: system headers only
     "actors/common": {"messages", "model", "policy"},
     "actors/loader": {"actors/common", "messages", "model"},

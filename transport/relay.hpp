@@ -1,0 +1,187 @@
+// Big replies between processes in slices. A stage's state (parameters, DiLoCo anchor, AdamW
+// moments) is gigabytes at gpt2-small size; as one CAF message on the control plane it takes
+// longer to arrive than the middleman's connection timeout (2 s), which judges a connection by
+// its last whole message, so both ends drop the link mid-transfer (a coordinator and a node on
+// one machine lost each other at the first checkpoint, on the GPU check and on this CPU).
+//
+// `ask<T>` is `request` for a reply of type T that may be big: to an actor of this process it
+// is the plain request (nothing is serialized); to one of another process it spawns a
+// collector here and sends the asked actor (relay_atom, collector, timeout_ms, the request).
+// The asked actor's `relay<T>` asks itself the same request, serializes the answer and sends
+// it to the collector in slices of kRelaySlice bytes, each a message of its own, so heartbeats
+// and other traffic pass between them. The collector checks every slice (order, sizes, the
+// run's max message) and answers the asker's (collect_atom) request with the value, locally.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/atoms.hpp"
+#include "transport/bulk.hpp"
+
+namespace swarmrt::transport {
+
+// 4 MiB: a slice crosses a loaded loopback in TLS (about 40 MB/s on 2 cores) or a 100 Mbit/s
+// link well inside the connection timeout, and 1.5 GB is still under 400 messages.
+constexpr size_t kRelaySlice = size_t{4} << 20;
+
+// Slices received by this process's collectors, and replies refused by them (tests, logs).
+inline std::atomic<uint64_t> g_relay_slices{0};
+inline std::atomic<uint64_t> g_relay_refused{0};
+
+template <class T>
+struct relay_collector_state {
+  caf::actor target;  // the asked actor: the only sender taken
+  std::vector<uint8_t> bytes;
+  uint64_t total = 0;
+  uint32_t next = 0;  // the slice expected next
+  std::optional<caf::response_promise> promise;
+  std::optional<T> value;
+  std::string error;
+  static inline const char* name = "relay collector";
+};
+
+template <class T>
+void relay_finish(caf::stateful_actor<relay_collector_state<T>>* self) {
+  auto& s = self->state;
+  if (!s.promise || (!s.value && s.error.empty())) return;
+  if (s.value)
+    s.promise->deliver(std::move(*s.value));
+  else
+    s.promise->deliver(caf::make_error(caf::sec::runtime_error, s.error));
+  self->quit();
+}
+
+template <class T>
+void relay_fail(caf::stateful_actor<relay_collector_state<T>>* self, std::string why) {
+  auto& s = self->state;
+  if (s.value || !s.error.empty()) return;
+  ++g_relay_refused;
+  s.error = std::move(why);
+  s.bytes = {};
+  relay_finish(self);
+}
+
+template <class T>
+void relay_slice(caf::stateful_actor<relay_collector_state<T>>* self, uint32_t index,
+                 uint32_t count, uint64_t total, const std::vector<uint8_t>& slice,
+                 uint64_t max_bytes) {
+  auto& s = self->state;
+  if (s.value || !s.error.empty()) return;
+  if (self->current_sender() != s.target.address()) return;  // only the asked actor answers
+  ++g_relay_slices;
+  const uint64_t want = (total + kRelaySlice - 1) / kRelaySlice;
+  if (total > max_bytes)
+    return relay_fail(self, "a reply of " + std::to_string(total) + " bytes exceeds the limit of " +
+                                std::to_string(max_bytes) + " (transport.max_message_mib)");
+  if (count != std::max<uint64_t>(want, 1) || index != s.next || (index > 0 && total != s.total))
+    return relay_fail(self, "reply slice " + std::to_string(index) + " of " +
+                                std::to_string(count) + " out of order");
+  if (index == 0) {
+    s.total = total;
+    s.bytes.reserve(total);
+  }
+  if (slice.size() > kRelaySlice || s.bytes.size() + slice.size() > total)
+    return relay_fail(self, "reply slice " + std::to_string(index) + " overruns the reply");
+  s.bytes.insert(s.bytes.end(), slice.begin(), slice.end());
+  ++s.next;
+  if (s.next < count) return;
+  if (s.bytes.size() != total) return relay_fail(self, "the reply's slices end before it does");
+  T value;
+  caf::binary_deserializer source{self->system(), reinterpret_cast<const char*>(s.bytes.data()),
+                                  s.bytes.size()};
+  if (auto err = source(value))
+    return relay_fail(self, "the reply does not decode: " + self->system().render(err));
+  s.bytes = {};
+  s.value = std::move(value);
+  relay_finish(self);
+}
+
+template <class T>
+caf::behavior relay_collector(caf::stateful_actor<relay_collector_state<T>>* self,
+                              caf::actor target, std::chrono::milliseconds timeout,
+                              uint64_t max_bytes) {
+  using namespace swarmrt::atoms;
+  self->state.target = target;
+  self->monitor(target);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    relay_fail(self, "the asked actor went down: " + self->system().render(dm.reason));
+  });
+  // The asker's own request times out then too; this ends the collector if it never asks.
+  self->delayed_send(self, timeout + std::chrono::seconds(1), relay_timeout_atom::value);
+  return {
+      [=](collect_atom) -> caf::result<T> {
+        auto promise = self->template make_response_promise<T>();
+        self->state.promise = promise;
+        relay_finish(self);
+        return promise;
+      },
+      [=](relay_slice_atom, uint32_t index, uint32_t count, uint64_t total,
+          const std::vector<uint8_t>& slice) {
+        relay_slice(self, index, count, total, slice, max_bytes);
+      },
+      [=](relay_fail_atom, const std::string& why) {
+        if (self->current_sender() == self->state.target.address()) relay_fail(self, why);
+      },
+      [=](relay_timeout_atom) {
+        relay_fail(self, "no whole reply within " + std::to_string(timeout.count()) + " ms");
+        self->quit();
+      },
+  };
+}
+
+// `request` for a reply of type T that may be big (see the top). The caller handles the
+// answer as it would a request's: .then, .await or .receive.
+template <class T, class Self, class... Ts>
+auto ask(Self* self, const caf::actor& target, std::chrono::milliseconds timeout, Ts&&... xs) {
+  using namespace swarmrt::atoms;
+  if (!target || target.node() == self->node())
+    return self->request(target, timeout, std::forward<Ts>(xs)...);
+  auto collector = self->system().spawn(relay_collector<T>, target, timeout, max_message());
+  self->send(target, relay_atom::value, collector, static_cast<uint64_t>(timeout.count()),
+             std::forward<Ts>(xs)...);
+  return self->request(collector, timeout, collect_atom::value);
+}
+
+// Sends `value` to `collector` in slices.
+template <class T, class Self>
+void send_relay_slices(Self* self, const caf::actor& collector, const T& value) {
+  using namespace swarmrt::atoms;
+  std::vector<char> buf;
+  caf::binary_serializer sink{self->system(), buf};
+  if (auto err = sink(const_cast<T&>(value))) {
+    self->send(collector, relay_fail_atom::value,
+               "the reply does not serialize: " + self->system().render(err));
+    return;
+  }
+  const uint64_t total = buf.size();
+  const auto count =
+      static_cast<uint32_t>(std::max<uint64_t>((total + kRelaySlice - 1) / kRelaySlice, 1));
+  for (uint32_t i = 0; i < count; ++i) {
+    const size_t from = size_t{i} * kRelaySlice;
+    const size_t to = std::min<size_t>(from + kRelaySlice, buf.size());
+    std::vector<uint8_t> slice(buf.begin() + from, buf.begin() + to);
+    self->send(collector, relay_slice_atom::value, i, count, total, std::move(slice));
+  }
+}
+
+// The asked actor's side of `ask`: (relay_atom, collector, timeout_ms, xs...) answered by
+// asking itself xs... and sending the answer to the collector in slices.
+template <class T, class Self, class... Ts>
+void relay(Self* self, const caf::actor& collector, uint64_t timeout_ms, Ts... xs) {
+  using namespace swarmrt::atoms;
+  self->request(caf::actor_cast<caf::actor>(self), std::chrono::milliseconds(timeout_ms), xs...)
+      .then([=](const T& value) { send_relay_slices(self, collector, value); },
+            [=](const caf::error& e) {
+              self->send(collector, relay_fail_atom::value, self->system().render(e));
+            });
+}
+
+}  // namespace swarmrt::transport
