@@ -13,7 +13,6 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 #include <caf/binary_deserializer.hpp>
-#include <caf/binary_serializer.hpp>
 #include <map>
 #include <optional>
 #include <random>
@@ -42,25 +41,15 @@ void send_parcel(Self* self, const caf::actor& to, caf::timespan delay, Ts&&... 
   };
   if (!to || to.node() == self->node()) return post(std::forward<Ts>(xs)...);
   auto msg = caf::make_message(std::forward<Ts>(xs)...);
-  std::vector<char> buf;
-  caf::binary_serializer sink{self->system(), buf};
-  if (auto err = sink(msg)) {
-    spdlog::error("a message to another process does not serialize: {}",
-                  self->system().render(err));
-    return;
-  }
   static std::atomic<uint64_t> next{std::random_device{}()};
   const uint64_t id = next.fetch_add(1);
-  const uint64_t total = buf.size();
-  const auto count =
-      static_cast<uint32_t>(std::max<uint64_t>((total + kRelaySlice - 1) / kRelaySlice, 1));
   ++g_parcels_sliced;
-  for (uint32_t i = 0; i < count; ++i) {
-    const size_t from = size_t{i} * kRelaySlice;
-    const size_t end = std::min<size_t>(from + kRelaySlice, buf.size());
-    post(parcel_atom::value, id, i, count, total,
-         std::vector<uint8_t>(buf.begin() + from, buf.begin() + end));
-  }
+  auto slice = [&](uint32_t i, uint32_t count, uint64_t total, std::vector<uint8_t> bytes) {
+    post(parcel_atom::value, id, i, count, total, std::move(bytes));
+  };
+  if (auto err = for_each_slice(self->system(), msg, slice))
+    spdlog::error("a message to another process does not serialize: {}",
+                  self->system().render(err));
 }
 
 // The receiving side, one per actor. A sender's slices come in order (CAF keeps the order
@@ -83,7 +72,7 @@ class ParcelInbox {
       if (total > max_message())
         why = "a message of " + std::to_string(total) + " bytes exceeds the limit of " +
               std::to_string(max_message()) + " (transport.max_message_mib)";
-      else if (count != std::max<uint64_t>((total + kRelaySlice - 1) / kRelaySlice, 1))
+      else if (count != slice_count(total))
         why = "a message of " + std::to_string(total) + " bytes cannot come in " +
               std::to_string(count) + " slices";
       else if (open_.size() >= kMaxOpen)

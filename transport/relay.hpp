@@ -32,6 +32,28 @@ namespace swarmrt::transport {
 // link well inside the connection timeout, and 1.5 GB is still under 400 messages.
 constexpr size_t kRelaySlice = size_t{4} << 20;
 
+// How many slices a message of `total` bytes comes in (an empty one still takes one).
+inline uint32_t slice_count(uint64_t total) {
+  return static_cast<uint32_t>(std::max<uint64_t>((total + kRelaySlice - 1) / kRelaySlice, 1));
+}
+
+// Serializes `value` and calls post(index, count, total, slice bytes) for each slice in order;
+// the serializer's error, if it fails (nothing is posted then).
+template <class T, class Post>
+caf::error for_each_slice(caf::actor_system& sys, T& value, Post&& post) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  if (auto err = sink(value)) return err;
+  const uint64_t total = buf.size();
+  const uint32_t count = slice_count(total);
+  for (uint32_t i = 0; i < count; ++i) {
+    const size_t from = size_t{i} * kRelaySlice;
+    const size_t end = std::min<size_t>(from + kRelaySlice, buf.size());
+    post(i, count, total, std::vector<uint8_t>(buf.begin() + from, buf.begin() + end));
+  }
+  return caf::none;
+}
+
 // Slices received by this process's collectors, and replies refused by them (tests, logs).
 inline std::atomic<uint64_t> g_relay_slices{0};
 inline std::atomic<uint64_t> g_relay_refused{0};
@@ -77,11 +99,10 @@ void relay_slice(caf::stateful_actor<relay_collector_state<T>>* self, uint32_t i
   if (s.value || !s.error.empty()) return;
   if (self->current_sender() != s.target.address()) return;  // only the asked actor answers
   ++g_relay_slices;
-  const uint64_t want = (total + kRelaySlice - 1) / kRelaySlice;
   if (total > max_bytes)
     return relay_fail(self, "a reply of " + std::to_string(total) + " bytes exceeds the limit of " +
                                 std::to_string(max_bytes) + " (transport.max_message_mib)");
-  if (count != std::max<uint64_t>(want, 1) || index != s.next || (index > 0 && total != s.total))
+  if (count != slice_count(total) || index != s.next || (index > 0 && total != s.total))
     return relay_fail(self, "reply slice " + std::to_string(index) + " of " +
                                 std::to_string(count) + " out of order");
   if (index == 0) {
@@ -154,22 +175,12 @@ auto ask(Self* self, const caf::actor& target, std::chrono::milliseconds timeout
 template <class T, class Self>
 void send_relay_slices(Self* self, const caf::actor& collector, const T& value) {
   using namespace swarmrt::atoms;
-  std::vector<char> buf;
-  caf::binary_serializer sink{self->system(), buf};
-  if (auto err = sink(const_cast<T&>(value))) {
+  auto post = [&](uint32_t i, uint32_t count, uint64_t total, std::vector<uint8_t> slice) {
+    self->send(collector, relay_slice_atom::value, i, count, total, std::move(slice));
+  };
+  if (auto err = for_each_slice(self->system(), const_cast<T&>(value), post))
     self->send(collector, relay_fail_atom::value,
                "the reply does not serialize: " + self->system().render(err));
-    return;
-  }
-  const uint64_t total = buf.size();
-  const auto count =
-      static_cast<uint32_t>(std::max<uint64_t>((total + kRelaySlice - 1) / kRelaySlice, 1));
-  for (uint32_t i = 0; i < count; ++i) {
-    const size_t from = size_t{i} * kRelaySlice;
-    const size_t to = std::min<size_t>(from + kRelaySlice, buf.size());
-    std::vector<uint8_t> slice(buf.begin() + from, buf.begin() + to);
-    self->send(collector, relay_slice_atom::value, i, count, total, std::move(slice));
-  }
 }
 
 // The asked actor's side of `ask`: (relay_atom, collector, timeout_ms, xs...) answered by
