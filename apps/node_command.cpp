@@ -1,6 +1,7 @@
 // swarmrt node --join HOST:PORT [--workers N] [--device cpu|cuda:K] [--config FILE]
 // Joins a coordinator, is assigned a stage per worker, runs those stage workers, and stops when
-// the coordinator says so, when it is gone, or on SIGINT/SIGTERM.
+// the coordinator says so, when it cannot be reached again within --connect-timeout-s after
+// its link was lost, or on SIGINT/SIGTERM.
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 #include <unistd.h>
@@ -49,9 +50,18 @@ struct NodeArgs {
 
 // What a console finds on a node's console port: the coordinator's inspector, which it then
 // reaches through this node's connection (BASP routes it), so `swarmrt ctl NODE_HOST:PORT`
-// sees and commands the whole swarm as through the coordinator's port.
-caf::behavior console_door(caf::event_based_actor*, caf::actor coordinator_inspector) {
-  return {[=](inspector_atom) { return coordinator_inspector; }};
+// sees and commands the whole swarm as through the coordinator's port. The port outlives an
+// attachment: each new one puts the coordinator's inspector of the day here.
+struct DoorTarget {
+  std::mutex mu;
+  caf::actor inspector;
+};
+
+caf::behavior console_door(caf::event_based_actor*, std::shared_ptr<DoorTarget> target) {
+  return {[=](inspector_atom) {
+    std::lock_guard<std::mutex> lock(target->mu);
+    return target->inspector;
+  }};
 }
 
 // Why this process cannot put its workers on `device`; empty when it can. "cuda" spreads
@@ -212,34 +222,194 @@ caf::actor spawn_node(caf::actor_system& sys, const NodeArgs& args, const actors
   return agent;
 }
 
+// What outlives one attachment to a coordinator: the process's actor system and signals, its
+// names registry, frame link and console port, and the bytes its earlier workers sent.
+struct NodeProcess {
+  NodeProcess(caf::actor_system& sys, const NodeArgs& args, SignalTargets& targets,
+              const StopSignals& signals)
+      : sys(sys), args(args), targets(targets), signals(signals) {}
+  caf::actor_system& sys;
+  const NodeArgs& args;
+  SignalTargets& targets;
+  const StopSignals& signals;
+  HostPort coord, console_at;
+  messages::JoinRequest request;
+  std::shared_ptr<supervisors::Roster> roster = std::make_shared<supervisors::Roster>();
+  std::string bulk;  // this process's frame link, started at the first join that uses one
+  std::shared_ptr<DoorTarget> door_target = std::make_shared<DoorTarget>();
+  caf::actor door;
+  nlohmann::json sent = nlohmann::json::object();  // bytes of attachments that ended, by kind
+  std::string name;
+};
+
 // --console: a port of this node's own through which a console reaches the whole swarm (the
-// coordinator's inspector behind it). Invalid when none was asked for or it could not open.
-caf::actor open_console_door(caf::actor_system& sys, const NodeArgs& args,
-                             const HostPort& console_at, const caf::actor& dir) {
-  if (args.console.empty()) return {};
-  caf::scoped_actor self{sys};
+// coordinator's inspector behind it), opened at the first attachment; every attachment puts
+// its coordinator's inspector behind it.
+void update_console_door(NodeProcess& p, const caf::actor& dir) {
+  if (p.args.console.empty()) return;
+  caf::scoped_actor self{p.sys};
   caf::actor coordinator_inspector;
   self->request(dir, std::chrono::seconds(10), inspector_atom::value)
       .receive([&](const caf::actor& a) { coordinator_inspector = a; },
                [&](const caf::error& e) {
                  spdlog::error("no console port: the coordinator has no inspector: {}",
-                               sys.render(e));
+                               p.sys.render(e));
                });
-  if (!coordinator_inspector) return {};
-  auto door = sys.spawn(console_door, coordinator_inspector);
+  if (!coordinator_inspector) return;
+  {
+    std::lock_guard<std::mutex> lock(p.door_target->mu);
+    p.door_target->inspector = coordinator_inspector;
+  }
+  if (p.door) return;
+  p.door = p.sys.spawn(console_door, p.door_target);
   // Over mutual TLS only, like the coordinator's port: no handle without the credential.
-  auto port = caf::openssl::publish(door, console_at.port, console_at.host.c_str(), true);
+  auto port = caf::openssl::publish(p.door, p.console_at.port, p.console_at.host.c_str(), true);
   if (port) {
-    std::printf("node console listening on %s:%u\n", console_at.host.c_str(), *port);
+    std::printf("node console listening on %s:%u\n", p.console_at.host.c_str(), *port);
     std::fflush(stdout);
   } else {
-    spdlog::error("no console port on {}: {}", args.console, sys.render(port.error()));
+    spdlog::error("no console port on {}: {}", p.args.console, p.sys.render(port.error()));
   }
-  return door;
 }
 
-// The named steps of a node's life: read the command line, reach the coordinator, join,
-// start the workers, serve until told to stop, say what was sent.
+// How one attachment ended: the exit code if the node stops now, or lost (attach again).
+struct Attachment {
+  int code = 0;
+  bool lost = false;
+};
+
+// One attachment: join the coordinator whose directory is `dir`, start the workers it assigns,
+// serve until the agent stops, and wait for this attachment's actors to go.
+Attachment attach(NodeProcess& p, const caf::actor& dir) {
+  auto& sys = p.sys;
+  caf::scoped_actor self{sys};
+  // The node's inspector exists before the join: the directory hands it to consoles. It
+  // takes commands from this coordinator's process only.
+  actors::InspectorSetup inspector_setup;
+  inspector_setup.coordinator = false;
+  inspector_setup.roster = p.roster;
+  inspector_setup.coordinator_node = dir.node();
+  auto inspector = inspect::spawn_probed(sys, actors::inspector, inspector_setup);
+  actors::register_inspector(inspector);
+  p.request.inspector = inspector;
+  // Stopped when the attachment ends, or the actor system's destructor would wait for it.
+  AtScopeExit stop_inspector{
+      [&] { caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown); }};
+  messages::JoinReply reply;
+  std::string refusal;
+  self->request(dir, std::chrono::seconds(30), join_atom::value, p.request)
+      .receive([&](const messages::JoinReply& r) { reply = r; },
+               [&](const caf::error& e) { refusal = sys.render(e); });
+  if (!refusal.empty()) {
+    spdlog::error("the coordinator at {} refused this node: {}", p.args.join, refusal);
+    return {3, false};
+  }
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  try {
+    ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return {3, false};
+  }
+  // The run's compute dtype must be one this node's device computes in (fp16: CUDA only).
+  if (auto why = model::check_precision(
+          ctx->config.train.precision,
+          c10::Device(p.args.device == "cpu" ? std::string("cpu") : std::string("cuda")));
+      !why.empty()) {
+    spdlog::error("this node cannot join the run on {}: {}", p.args.device, why);
+    return {3, false};
+  }
+  ctx->run_id = reply.run_id;
+  // Its workers report this process's bytes under this name: the coordinator adds them up.
+  // A node that attaches again is a new node index with counters from zero, so the
+  // coordinator keeps what the earlier index reported and counts nothing twice.
+  ctx->process = "node" + std::to_string(reply.node_index);
+  caf::anon_send(inspector, timeouts_atom::value, ctx->config.supervision.query_timeout_s,
+                 ctx->config.supervision.answer_lead_ms);
+  transport::set_max_message(ctx->config.max_message_bytes());
+  transport::set_encrypt_mode(ctx->config.transport.encrypt);
+  transport::set_link_delay(ctx->config.chaos.link_delay_ms);
+  transport::set_link_bandwidth(ctx->config.chaos.link_mbit_s);
+  // Frames travel on a TCP link of their own (see transport/bulk.hpp) unless either side
+  // has none, then inside CAF messages.
+  if (!reply.endpoint.empty() && p.bulk.empty())
+    p.bulk = transport::start_bulk_server(p.args.listen);
+  const std::string bulk = reply.endpoint.empty() ? std::string() : p.bulk;
+  transport::register_endpoint(dir.node(), reply.endpoint);
+  p.roster->set_node("node" + std::to_string(reply.node_index));
+  p.roster->put("inspector", "inspector", inspector);
+  actors::NodeAgentSetup setup;
+  setup.name = p.request.node_name;
+  auto agent = spawn_node(sys, p.args, ctx, reply, dir, bulk, p.roster, setup);
+  {
+    std::lock_guard<std::mutex> lock(p.targets.mu);
+    p.targets.agent = agent;
+    p.targets.system = &sys;
+  }
+  spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
+               setup.workers.size(), p.args.join, bulk.empty() ? "none (over CAF)" : bulk);
+  update_console_door(p, dir);
+  self->monitor(agent);
+  bool failed = false;
+  self->receive([&](const caf::down_msg& down) { failed = static_cast<bool>(down.reason); });
+  self->send_exit(setup.chaos, caf::exit_reason::user_shutdown);
+  // The agent has told the supervisors to stop; the next attachment starts after they (and
+  // with them this attachment's workers) are gone, within the time a worker may take to answer.
+  const auto grace = model::as_duration(ctx->config.supervision.reply_timeout_s);
+  for (const auto& sup : setup.supervisors) {
+    self->monitor(sup);
+    bool gone = false;
+    self->receive([&](const caf::down_msg&) { gone = true; },
+                  caf::after(grace) >>
+                      [&] {
+                        spdlog::warn("node '{}': a stage supervisor did not stop within {} s",
+                                     setup.name, ctx->config.supervision.reply_timeout_s);
+                      });
+    if (!gone) break;
+  }
+  const nlohmann::json sent = ctx->bytes->to_json();
+  for (const auto& [kind, bytes] : sent.items())
+    p.sent[kind] = p.sent.value(kind, 0.0) + bytes.get<double>();
+  return {failed ? 1 : 0, *setup.lost};
+}
+
+// After the coordinator's link became unreachable: the coordinator again (the partition
+// healed, or a coordinator resumed on its address), tried with backoff until
+// --connect-timeout-s; null when none answered or a signal came.
+caf::actor reattach(NodeProcess& p) {
+  spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, p.args.join,
+               p.args.connect_timeout_s);
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(p.args.connect_timeout_s * 1e3));
+  auto wait = std::chrono::milliseconds(200);
+  std::string last;
+  for (;;) {
+    // The port first, with a bounded connect: behind a link that drops packets, CAF's own
+    // connect would wait for the kernel's SYN timeout, minutes past the deadline.
+    if (tcp_port_open(p.coord.host, p.coord.port)) {
+      // A refusal is retried too: this node held the credential a moment ago, and CAF refuses
+      // a second connection while the coordinator still holds the first one.
+      const auto reached = reach_coordinator(
+          p.sys, p.coord, deadline, false, [&] { return p.signals.fired(); }, nullptr);
+      if (reached.directory) return reached.directory;
+      last = reached.error;
+    } else {
+      last = "nothing listens there (or the link is down)";
+    }
+    if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::milliseconds(2000));
+  }
+  if (!p.signals.fired())
+    spdlog::error("node '{}': no coordinator at {} answered within --connect-timeout-s ({} s): {}",
+                  p.name, p.args.join, p.args.connect_timeout_s, last);
+  return {};
+}
+
+// The named steps of a node's life: read the command line, reach the coordinator, attach
+// (join, start the workers, serve until told to stop), attach again while the coordinator's
+// link is lost rather than closed, say what was sent.
 int run_node(const NodeArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
   SignalTargets targets;
@@ -264,93 +434,38 @@ int run_node(const NodeArgs& args) {
     std::lock_guard<std::mutex> lock(targets.mu);
     targets.system = nullptr;
   }};
-  caf::scoped_actor self{sys};
   int code = 0;
   caf::actor dir = reach_directory(sys, args, coord, signals, code);
   if (!dir) return code;
-  // The node's inspector exists before the join: the directory hands it to consoles.
-  auto roster = std::make_shared<supervisors::Roster>();
-  actors::InspectorSetup inspector_setup;
-  inspector_setup.coordinator = false;
-  inspector_setup.roster = roster;
-  inspector_setup.coordinator_node = dir.node();
-  auto inspector = inspect::spawn_probed(sys, actors::inspector, inspector_setup);
-  actors::register_inspector(inspector);
-  request.inspector = inspector;
-  // A node that returns early (refused, unreachable) stops it, or the actor system's
-  // destructor would wait for it forever.
-  AtScopeExit stop_inspector{
-      [&] { caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown); }};
-  messages::JoinReply reply;
-  std::string refusal;
-  self->request(dir, std::chrono::seconds(30), join_atom::value, request)
-      .receive([&](const messages::JoinReply& r) { reply = r; },
-               [&](const caf::error& e) { refusal = sys.render(e); });
-  if (!refusal.empty()) {
-    spdlog::error("the coordinator at {} refused this node: {}", args.join, refusal);
-    return 3;
-  }
-  auto ctx = std::make_shared<actors::SwarmContext>();
-  try {
-    ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 3;
-  }
-  // The run's compute dtype must be one this node's device computes in (fp16: CUDA only).
-  if (auto why = model::check_precision(
-          ctx->config.train.precision,
-          c10::Device(args.device == "cpu" ? std::string("cpu") : std::string("cuda")));
-      !why.empty()) {
-    spdlog::error("this node cannot join the run on {}: {}", args.device, why);
-    return 3;
-  }
-  ctx->run_id = reply.run_id;
-  // Its workers report this process's bytes under this name: the coordinator adds them up.
-  ctx->process = "node" + std::to_string(reply.node_index);
-  caf::anon_send(inspector, timeouts_atom::value, ctx->config.supervision.query_timeout_s,
-                 ctx->config.supervision.answer_lead_ms);
-  transport::set_max_message(ctx->config.max_message_bytes());
-  transport::set_encrypt_mode(ctx->config.transport.encrypt);
-  transport::set_link_delay(ctx->config.chaos.link_delay_ms);
-  transport::set_link_bandwidth(ctx->config.chaos.link_mbit_s);
-  // Frames travel on a TCP link of their own (see transport/bulk.hpp) unless either side
-  // has none, then inside CAF messages.
-  const std::string bulk =
-      reply.endpoint.empty() ? std::string() : transport::start_bulk_server(args.listen);
-  transport::register_endpoint(dir.node(), reply.endpoint);
-  roster->set_node("node" + std::to_string(reply.node_index));
-  roster->put("inspector", "inspector", inspector);
-  actors::NodeAgentSetup setup;
-  setup.name = request.node_name;
-  auto agent = spawn_node(sys, args, ctx, reply, dir, bulk, roster, setup);
-  {
-    std::lock_guard<std::mutex> lock(targets.mu);
-    targets.agent = agent;
-    targets.system = &sys;
-  }
-  spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
-               setup.workers.size(), args.join, bulk.empty() ? "none (over CAF)" : bulk);
-  caf::actor door = open_console_door(sys, args, console_at, dir);
+  NodeProcess p{sys, args, targets, signals};
+  p.coord = coord;
+  p.console_at = console_at;
+  p.request = request;
+  p.name = request.node_name;
   AtScopeExit close_door{[&] {
-    if (door) caf::anon_send_exit(door, caf::exit_reason::user_shutdown);
+    if (p.door) caf::anon_send_exit(p.door, caf::exit_reason::user_shutdown);
   }};
-  self->monitor(agent);
-  bool failed = false;
-  self->receive([&](const caf::down_msg& down) { failed = static_cast<bool>(down.reason); });
-  self->send_exit(setup.chaos, caf::exit_reason::user_shutdown);
+  for (;;) {
+    const auto ended = attach(p, dir);
+    code = ended.code;
+    if (!ended.lost || signals.fired()) break;
+    dir = reattach(p);
+    if (!dir) {
+      code = signals.fired() ? 0 : 1;
+      break;
+    }
+  }
   std::string traffic;
-  const nlohmann::json sent = ctx->bytes->to_json();
-  for (const auto& [kind, bytes] : sent.items())
+  for (const auto& [kind, bytes] : p.sent.items())
     traffic +=
         fmt::format("{}{} {:.1f} MB", traffic.empty() ? "" : ", ", kind, bytes.get<double>() / 1e6);
-  spdlog::info("node '{}' stopped; bytes sent by its workers: {}", setup.name, traffic);
+  spdlog::info("node '{}' stopped; bytes sent by its workers: {}", p.name, traffic);
   // Every worker has stopped and a node writes no files. CAF's teardown can wait forever for
   // a detached worker's thread while a message to a vanished peer still references it, so the
   // process ends here instead of in the actor system's destructor.
   std::fflush(nullptr);
   transport::remove_cluster_tls(tls);
-  _exit(failed ? 1 : 0);
+  _exit(code);
 }
 
 }  // namespace
@@ -375,7 +490,8 @@ void add_node_command(CLI::App& app, int& exit_code) {
                   "open a console port on HOST:PORT (port 0: any): `swarmrt ctl` reaches the "
                   "whole swarm through it, with the cluster credential as on every port");
   cmd->add_option("--connect-timeout-s", args->connect_timeout_s,
-                  "keep trying to reach the coordinator this long")
+                  "keep trying to reach the coordinator this long, at the start and again "
+                  "after its link is lost (a partition, a coordinator restarted on its address)")
       ->capture_default_str();
   cmd->add_option("--run-id", args->run_id,
                   "join only the run with this id (the coordinator prints it; launch passes it)");

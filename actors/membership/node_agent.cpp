@@ -33,8 +33,12 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
   supervisors::quit_only_from_this_process(self, "node '" + s.setup.name + "'");
   self->set_down_handler([=](const caf::down_msg& down) {
     auto& s = self->state;
-    if (down.source == s.setup.directory.address())
+    if (down.source == s.setup.directory.address()) {
+      // An unreachable link is a partition or a dead coordinator process, not a decision to
+      // stop: the node attaches again if the coordinator (or its successor) answers in time.
+      if (down.reason == caf::exit_reason::remote_link_unreachable) *s.setup.lost = true;
       return stop(self, "lost the coordinator (" + self->system().render(down.reason) + ")");
+    }
     for (const auto& sup : s.setup.supervisors)
       if (sup.address() == down.source && down.reason &&
           down.reason != caf::exit_reason::user_shutdown) {

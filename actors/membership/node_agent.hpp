@@ -1,9 +1,13 @@
 // A node's agent: announces the node's stage workers to the coordinator's directory, watches
-// the coordinator and its own workers, and stops the node when told (by the coordinator or a
-// signal) or when the coordinator is gone. Only the coordinator or the node itself may stop it.
+// the coordinator and its own workers, and stops the node's workers when told (by the
+// coordinator or a signal) or when the coordinator is gone. Only the coordinator or the node
+// itself may stop it. When the coordinator became unreachable (a partition, its process died)
+// rather than stopping, the agent says so in `lost`: the node then tries to attach again.
 #pragma once
 
+#include <atomic>
 #include <caf/all.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,11 +25,12 @@ struct NodeAgentSetup {
   // A balancer's move: how long the stages' supervisors may take to answer
   // (supervision.reply_timeout_s; each asks its worker for at most query_timeout_s).
   double move_timeout_s = 30;
+  // Set when the agent stopped because the coordinator's link became unreachable.
+  std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
 };
 
 struct node_agent_state {
   NodeAgentSetup setup;
-  std::string stop_reason;
   bool failed = false;  // a supervisor gave up
   static inline const char* name = "node_agent";
 };

@@ -2,7 +2,8 @@
 # Test 4 of the supervision issue: a node frozen with SIGSTOP is noticed by the coordinator
 # within the configured connection timeout; its workers leave the swarm and the run goes on
 # with the other node. SIGCONT then does not corrupt the run: the thawed node finds its
-# coordinator gone and stops, and nothing it had in flight is counted. All processes are
+# coordinator's link gone, stops its old workers (nothing they had in flight is counted) and
+# attaches again as a new node, which the coordinator stops with the run. All processes are
 # stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
@@ -32,5 +33,6 @@ wait "$coord" || fail "the run must complete without the frozen node, exit $?: $
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final loss"
 grep -q "step 40/40" "$tmp/coord.log" || fail "not every step ran"
 wait_exit "$frozen" 10 || fail "the thawed node did not stop"
+grep -q "attaching again" "$tmp/frozen.log" || fail "the thawed node did not try to attach again"
 wait_exit "$steady" 5 || fail "the steady node was not stopped"
 echo "ok: frozen node noticed after ${delay} s; the run completed; the thawed node stopped"

@@ -134,3 +134,33 @@ small_text_config() {
     cat
   } >"$tmp/c.toml"
 }
+
+# bridged_namespaces HUB RATE NAME=ADDR...: network namespace HUB with a bridge, and one
+# namespace per NAME joined to it by a veth pair (NAME's end "vNAME", the hub's "pNAME"), NAME
+# at ADDR/24; with RATE (e.g. 100mbit; "" for none) each NAME's end shaped by tc tbf. Every
+# namespace is removed on exit. Needs root and iproute2.
+bridged_namespaces() {
+  local hub=$1 rate=$2 spec n a
+  shift 2
+  [ "$(id -u)" = 0 ] || fail "needs root for network namespaces"
+  command -v ip >/dev/null && command -v tc >/dev/null || fail "needs iproute2"
+  at_exit "ip netns del $hub 2>/dev/null"
+  ip netns add "$hub" || fail "cannot create namespaces"
+  ip netns exec "$hub" ip link add br0 type bridge || fail "bridge"
+  ip netns exec "$hub" ip link set br0 up
+  for spec in "$@"; do
+    n=${spec%%=*} a=${spec#*=}
+    at_exit "ip netns del $n 2>/dev/null"
+    ip netns add "$n" || fail "namespace $n"
+    ip link add "v$n" netns "$n" type veth peer name "p$n" netns "$hub" || fail "veth for $n"
+    ip netns exec "$hub" ip link set "p$n" master br0
+    ip netns exec "$hub" ip link set "p$n" up
+    ip netns exec "$n" ip link set lo up
+    ip netns exec "$n" ip addr add "$a/24" dev "v$n"
+    ip netns exec "$n" ip link set "v$n" up
+    if [ -n "$rate" ]; then
+      ip netns exec "$n" tc qdisc add dev "v$n" root tbf rate "$rate" burst 128kb latency 50ms ||
+        fail "tbf on $n"
+    fi
+  done
+}

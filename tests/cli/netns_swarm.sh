@@ -6,31 +6,15 @@
 # diloco-swarm run completes. Processes are stopped by pid and the namespaces removed, also on
 # failure.
 bin=$1 root=$2
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
-command -v ip >/dev/null && command -v tc >/dev/null || { echo "FAIL: needs iproute2"; exit 1; }
 tag=$(( $$ % 100000 ))
-hub="swh$tag" names=("swc$tag" "swa$tag" "swb$tag") addrs=(10.231.7.1 10.231.7.2 10.231.7.3)
+names=("swc$tag" "swa$tag" "swb$tag") addrs=(10.231.7.1 10.231.7.2 10.231.7.3)
 source "$(dirname "$0")/lib.sh"
 # Stopped gently first (each writes its last line), then the namespaces go.
 at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 0.5'
-at_exit 'for n in "${names[@]}" "$hub"; do ip netns del "$n" 2>/dev/null; done'
 on_fail() { for i in 1 2; do echo "--- node $i log:"; tail -20 "$tmp/node$i.log" 2>/dev/null; done; }
 ns() { ip netns exec "$@"; }
-
-ip netns add "$hub" || fail "cannot create namespaces"
-ns "$hub" ip link add br0 type bridge || fail "bridge"
-ns "$hub" ip link set br0 up
-for i in 0 1 2; do
-  n=${names[$i]}
-  ip netns add "$n" || fail "namespace $n"
-  ip link add "v$n" netns "$n" type veth peer name "p$n" netns "$hub" || fail "veth for $n"
-  ns "$hub" ip link set "p$n" master br0
-  ns "$hub" ip link set "p$n" up
-  ns "$n" ip link set lo up
-  ns "$n" ip addr add "${addrs[$i]}/24" dev "v$n"
-  ns "$n" ip link set "v$n" up
-  ns "$n" tc qdisc add dev "v$n" root tbf rate 100mbit burst 128kb latency 50ms || fail "tbf on $n"
-done
+bridged_namespaces "swh$tag" 100mbit "${names[0]}=${addrs[0]}" "${names[1]}=${addrs[1]}" \
+  "${names[2]}=${addrs[2]}"
 
 export SWARMRT_SECRET=netns-test
 ns "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7411" \
