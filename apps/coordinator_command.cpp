@@ -17,6 +17,7 @@
 #include "actors/membership/directory.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
+#include "apps/coordinator_leader.hpp"
 #include "apps/net.hpp"
 #include "apps/plot.hpp"
 #include "apps/run_options.hpp"
@@ -49,6 +50,7 @@ struct CoordinatorArgs {
   std::string run_id;               // hex; empty: a random one
   double signal_checkpoint_s = 60;  // SIGTERM/SIGUSR1: wait this long for a checkpoint
   NetOptions net;
+  LeaderOptions leader;  // --etcd: one of several replicas of the run
 };
 
 // A scheduler's SIGTERM (preemption, scancel) or SIGUSR1 (`--signal=USR1@120`, before the
@@ -147,10 +149,10 @@ int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
 
 // Without a given secret the coordinator makes one, like a notebook server's token, and keeps
 // it in the run directory (0600, never logged); a resumed run takes it up again.
-void ensure_secret(const CoordinatorArgs& args, CoordinatorInputs& in) {
+void ensure_secret(bool resume, CoordinatorInputs& in) {
   if (!in.secret.empty()) return;
   const std::string secret_path = (std::filesystem::path(in.out) / "secret").string();
-  if (args.resume && std::filesystem::exists(secret_path)) {
+  if (resume && std::filesystem::exists(secret_path)) {
     in.secret = transport::read_secret_file(secret_path);
   } else {
     in.secret = transport::generate_secret();
@@ -336,8 +338,12 @@ int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
   return 0;
 }
 
-// The named steps of a coordinator's life: read the command line, open the run directory,
-// start the core actors, the membership and the status page, listen, train, stop.
+int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leading,
+             SignalTargets& targets, const StopSignals& signals);
+
+// The named steps of a coordinator's life: read the command line, stand for leader (with
+// --etcd), open the run directory, start the core actors, the membership and the status page,
+// listen, train, stop.
 int run_coordinator(const CoordinatorArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
   SignalTargets targets;
@@ -345,15 +351,53 @@ int run_coordinator(const CoordinatorArgs& args) {
   CoordinatorInputs in;
   if (int code = read_inputs(args, in)) return code;
   const auto& config = in.config;
+  // With --etcd, nothing of the run is touched before this replica leads it.
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof(hostname) - 1);
+  Leading leading =
+      stand_for_leader(args.leader, in.run_id, model::fingerprint(config),
+                       fmt::format("{} at {} (pid {})", hostname, args.listen, getpid()),
+                       [&] { return signals.fired(); });
+  if (leading.exit_code >= 0) return leading.exit_code;
+  fence_and_keep(leading, in.out);
+  const int code = lead_run(args, in, leading, targets, signals);
+  // However it ended, the run ended under this leader: no standby starts it again.
+  finish(leading, code == 0 ? "completed" : "stopped (exit " + std::to_string(code) + ")");
+  return code;
+}
+
+// The run itself, under this process's leadership when there are replicas.
+int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leading,
+             SignalTargets& targets, const StopSignals& signals) {
+  const auto& config = in.config;
+  bool resume = args.resume, overwrite = args.overwrite;
+  int64_t resumed_step = 0;
+  if (leading.took_over) {
+    // The previous leader's run goes on from its newest checkpoint; without one it starts again.
+    resumed_step = newest_checkpoint_step(in.out);
+    resume = resumed_step > 0;
+    overwrite = !resume;
+    if (resume) leading.previous_wall = drop_records_after(in.out, resumed_step);
+  }
   try {
     model::RunDir run(in.out, config,
-                      args.resume      ? model::RunStart::resume
-                      : args.overwrite ? model::RunStart::overwrite
-                                       : model::RunStart::fresh);
+                      resume      ? model::RunStart::resume
+                      : overwrite ? model::RunStart::overwrite
+                                  : model::RunStart::fresh);
+    if (leading.took_over) {
+      nlohmann::json fault{{"event", "fault"},
+                           {"kind", "coordinator"},
+                           {"previous", leading.previous},
+                           {"resumed_step", resumed_step}};
+      if (leading.previous_wall > 0)
+        fault["seconds_since_last_record"] = model::wall_clock_s() - leading.previous_wall;
+      run.metrics().write(fault);
+    }
     auto corpus = std::make_shared<const model::Corpus>(
         model::Corpus::load(config.data, config.model.vocab_size));
     run.keep_tokenizer(corpus->tokenizer_file());
-    ensure_secret(args, in);
+    // A takeover keeps the run's secret: the nodes hold it.
+    ensure_secret(resume || leading.took_over, in);
     caf::actor_system_config cfg;
     TlsFilesGuard tls{configure_network(cfg, args.net, in.secret, "coordinator")};
     caf::actor_system sys{cfg};
@@ -370,7 +414,7 @@ int run_coordinator(const CoordinatorArgs& args) {
                                        std::random_device{}();
     actors::CoreOptions co;
     co.run = &run;
-    co.resume = args.resume;
+    co.resume = resume;
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
     set_up_transport(config);
@@ -448,6 +492,7 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
                   "before stopping the swarm (0: stop at once, as on SIGINT)")
       ->capture_default_str();
   add_net_options(*cmd, args->net);
+  add_leader_options(*cmd, args->leader);
   cmd->callback([args, &exit_code] { exit_code = run_coordinator(*args); });
 }
 

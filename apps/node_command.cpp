@@ -112,10 +112,17 @@ std::function<void(int)> on_signal(const NodeArgs& args, SignalTargets& t) {
 
 // The command line read and checked into the join request; exit code 2 (the reason logged)
 // when anything is wrong.
-int read_request(const NodeArgs& args, HostPort& coord, HostPort& console_at,
+int read_request(const NodeArgs& args, std::vector<HostPort>& coords, HostPort& console_at,
                  messages::JoinRequest& request) {
   try {
-    coord = parse_host_port(args.join, false);
+    // Several addresses: the coordinator replicas of one run (coordinator --etcd); the one
+    // that leads is the one that listens.
+    for (size_t at = 0; at <= args.join.size();) {
+      auto comma = args.join.find(',', at);
+      if (comma == std::string::npos) comma = args.join.size();
+      coords.push_back(parse_host_port(args.join.substr(at, comma - at), false));
+      at = comma + 1;
+    }
     if (!args.console.empty()) console_at = parse_host_port(args.console, true);
     if (!args.config.empty())
       request.fingerprint =
@@ -232,7 +239,8 @@ struct NodeProcess {
   const NodeArgs& args;
   SignalTargets& targets;
   const StopSignals& signals;
-  HostPort coord, console_at;
+  std::vector<HostPort> coords;
+  HostPort console_at;
   messages::JoinRequest request;
   std::shared_ptr<supervisors::Roster> roster = std::make_shared<supervisors::Roster>();
   std::string bulk;  // this process's frame link, started at the first join that uses one
@@ -373,29 +381,34 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   return {failed ? 1 : 0, *setup.lost};
 }
 
-// After the coordinator's link became unreachable: the coordinator again (the partition
-// healed, or a coordinator resumed on its address), tried with backoff until
-// --connect-timeout-s; null when none answered or a signal came.
-caf::actor reattach(NodeProcess& p) {
-  spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, p.args.join,
-               p.args.connect_timeout_s);
+// The coordinator's directory at any of the --join addresses: at the start when there are
+// several (replicas, of which only the leader listens), and after the coordinator's link
+// became unreachable (the partition healed, a standby took over, a coordinator resumed on its
+// address). Each address is tried in turn, with backoff, until --connect-timeout-s; null when
+// none answered or a signal came.
+caf::actor find_coordinator(NodeProcess& p) {
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(p.args.connect_timeout_s * 1e3));
   auto wait = std::chrono::milliseconds(200);
   std::string last;
   for (;;) {
-    // The port first, with a bounded connect: behind a link that drops packets, CAF's own
-    // connect would wait for the kernel's SYN timeout, minutes past the deadline.
-    if (tcp_port_open(p.coord.host, p.coord.port)) {
+    for (const auto& at : p.coords) {
+      // The port first, with a bounded connect: behind a link that drops packets, CAF's own
+      // connect would wait for the kernel's SYN timeout, minutes past the deadline.
+      if (!tcp_port_open(at.host, at.port)) {
+        last = at.host + ":" + std::to_string(at.port) +
+               ": nothing listens there (or the link is down)";
+        continue;
+      }
       // A refusal is retried too: this node held the credential a moment ago, and CAF refuses
-      // a second connection while the coordinator still holds the first one.
+      // a second connection while the coordinator still holds the first one. A frozen process
+      // accepts the connection but never answers: bounded per address.
       const auto reached = reach_coordinator(
-          p.sys, p.coord, deadline, false, [&] { return p.signals.fired(); }, nullptr);
+          p.sys, at, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5)),
+          false, [&] { return p.signals.fired(); }, nullptr);
       if (reached.directory) return reached.directory;
-      last = reached.error;
-    } else {
-      last = "nothing listens there (or the link is down)";
+      last = at.host + ":" + std::to_string(at.port) + ": " + reached.error;
     }
     if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
     std::this_thread::sleep_for(wait);
@@ -414,9 +427,10 @@ int run_node(const NodeArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
   SignalTargets targets;
   StopSignals signals(on_signal(args, targets));
-  HostPort coord, console_at;
+  std::vector<HostPort> coords;
+  HostPort console_at;
   messages::JoinRequest request;
-  if (int code = read_request(args, coord, console_at, request)) return code;
+  if (int code = read_request(args, coords, console_at, request)) return code;
 
   // Every worker computes with one torch thread on its own (detached) thread.
   model::set_compute_threads(1);
@@ -434,14 +448,15 @@ int run_node(const NodeArgs& args) {
     std::lock_guard<std::mutex> lock(targets.mu);
     targets.system = nullptr;
   }};
-  int code = 0;
-  caf::actor dir = reach_directory(sys, args, coord, signals, code);
-  if (!dir) return code;
   NodeProcess p{sys, args, targets, signals};
-  p.coord = coord;
+  p.coords = coords;
   p.console_at = console_at;
   p.request = request;
   p.name = request.node_name;
+  int code = 0;
+  caf::actor dir = coords.size() == 1 ? reach_directory(sys, args, coords.front(), signals, code)
+                                      : find_coordinator(p);
+  if (!dir) return code != 0 ? code : 1;
   AtScopeExit close_door{[&] {
     if (p.door) caf::anon_send_exit(p.door, caf::exit_reason::user_shutdown);
   }};
@@ -449,7 +464,9 @@ int run_node(const NodeArgs& args) {
     const auto ended = attach(p, dir);
     code = ended.code;
     if (!ended.lost || signals.fired()) break;
-    dir = reattach(p);
+    spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, args.join,
+                 args.connect_timeout_s);
+    dir = find_coordinator(p);
     if (!dir) {
       code = signals.fired() ? 0 : 1;
       break;
@@ -473,7 +490,10 @@ int run_node(const NodeArgs& args) {
 void add_node_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<NodeArgs>();
   auto* cmd = app.add_subcommand("node", "join a coordinator and serve stage workers");
-  cmd->add_option("--join", args->join, "the coordinator's HOST:PORT")->required();
+  cmd->add_option("--join", args->join,
+                  "the coordinator's HOST:PORT, or its replicas' HOST:PORT,HOST:PORT,... "
+                  "(coordinator --etcd): the node attaches to the one that leads")
+      ->required();
   cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

@@ -1,5 +1,7 @@
 #include "model/checkpoint.hpp"
 
+#include "model/fence.hpp"
+
 #include <ATen/ATen.h>
 #include <fcntl.h>
 #include <torch/nn/module.h>
@@ -170,6 +172,11 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
       throw CheckpointError(path + ": writing the checkpoint failed: " + std::strerror(saved) +
                             " (disk full?)");
     }
+  }
+  // A replaced leader moves no checkpoint into place (model/fence.hpp).
+  if (const auto why = write_fenced(); !why.empty()) {
+    std::remove(tmp.c_str());
+    throw CheckpointError(path + ": not written: " + why);
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);

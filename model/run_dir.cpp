@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
+
+#include "model/fence.hpp"
 
 namespace swarmrt::model {
 namespace fs = std::filesystem;
@@ -20,9 +23,17 @@ double wall_clock_s() {
 
 void MetricsLog::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (record.is_object() && !record.contains("wall")) {
+  // A replaced leader adds nothing to the run's history (model/fence.hpp).
+  if (const auto why = write_fenced(); !why.empty()) {
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true)) spdlog::error("metrics records are no longer written: {}", why);
+    return;
+  }
+  const int64_t epoch = write_epoch();
+  if (record.is_object() && (!record.contains("wall") || epoch != 0)) {
     auto stamped = record;
-    stamped["wall"] = wall_clock_s();
+    if (!record.contains("wall")) stamped["wall"] = wall_clock_s();
+    if (epoch != 0) stamped["epoch"] = epoch;
     out_ << stamped.dump() << '\n';
   } else {
     out_ << record.dump() << '\n';

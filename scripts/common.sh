@@ -53,9 +53,9 @@ install_daemons() {
 }
 
 # What tests beyond the C++ build need: a one-host Slurm (slurmctld, slurmd, munge) for
-# `launch --from-env` under sbatch, and the Kubernetes API types (npm, pinned by
+# `launch --from-env` under sbatch, etcd for coordinator replicas (each test starts its own), and the Kubernetes API types (npm, pinned by
 # tests/deploy/package-lock.json) that check deploy/k8s.
-SWARMRT_TEST_PACKAGES=(slurmctld slurmd slurm-client munge)
+SWARMRT_TEST_PACKAGES=(slurmctld slurmd slurm-client munge etcd-server etcd-client)
 
 install_test_tools() {
   install_daemons "${SWARMRT_TEST_PACKAGES[@]}"

@@ -17,6 +17,7 @@ import sys
 ALLOWED = {
     "policy": set(),
     "launch": set(),
+    "leader": set(),
     "tokens": set(),
     "model": {"tokens"},
     "messages": {"model"},

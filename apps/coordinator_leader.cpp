@@ -1,0 +1,186 @@
+#include "apps/coordinator_leader.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "messages/run_id.hpp"
+#include "model/checkpoint.hpp"
+#include "model/fence.hpp"
+
+namespace swarmrt::apps {
+namespace fs = std::filesystem;
+
+void add_leader_options(CLI::App& cmd, LeaderOptions& o) {
+  cmd.add_option("--etcd", o.etcd,
+                 "etcd client URLs (http[s]://HOST:PORT, comma-separated): run as one of several "
+                 "coordinator replicas of --run-id, leading while holding the run's lease and "
+                 "standing by otherwise");
+  cmd.add_option("--lease-ttl-s", o.lease_ttl_s,
+                 "the leader's lease in etcd: a standby takes over this long after the leader "
+                 "stops renewing it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{600}));
+  cmd.add_option("--etcd-ca", o.tls.ca,
+                 "PEM file of the CA that signed the etcd members' certificates");
+  cmd.add_option("--etcd-cert", o.tls.cert, "PEM client certificate for https etcd members");
+  cmd.add_option("--etcd-key", o.tls.key, "PEM key of --etcd-cert");
+}
+
+namespace {
+
+std::string run_key(uint64_t run_id, const char* leaf) {
+  return "/swarmrt/runs/" + messages::run_id_text(run_id) + "/" + leaf;
+}
+
+}  // namespace
+
+Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
+                         const std::string& who, const std::function<bool()>& give_up) {
+  Leading l;
+  if (o.etcd.empty()) return l;
+  if (run_id == 0) {
+    spdlog::error("--etcd needs --run-id: the replicas of one run find each other by it");
+    l.exit_code = 2;
+    return l;
+  }
+  try {
+    leader::Etcd etcd(o.etcd, o.tls);
+    // The first replica to come records the run's config; every other must have the same.
+    const auto config_key = run_key(run_id, "config");
+    if (!etcd.create_if_absent(config_key, fingerprint, 0).won) {
+      const auto held = etcd.get(config_key);
+      if (held && held->value != fingerprint) {
+        spdlog::error(
+            "refused: run {} in etcd has another config (fingerprint {}, this replica's {}); "
+            "a replica must be started with the run's config",
+            messages::run_id_text(run_id), held->value, fingerprint);
+        l.exit_code = 3;
+        return l;
+      }
+    }
+    if (const auto done = etcd.get(run_key(run_id, "done"))) {
+      spdlog::error("run {} is over ({}): nothing to lead", messages::run_id_text(run_id),
+                    done->value);
+      l.exit_code = 3;
+      return l;
+    }
+    l.done_key = run_key(run_id, "done");
+    l.lead =
+        std::make_unique<leader::Leadership>(etcd, run_key(run_id, "leader"), who, o.lease_ttl_s);
+    const int64_t epoch = l.lead->campaign(give_up, [&](const std::string& holder) {
+      spdlog::info("standby for run {}: {} leads; taking over within {} s of its lease lapsing",
+                   messages::run_id_text(run_id), holder, o.lease_ttl_s);
+      l.previous = holder;
+    });
+    if (epoch == 0) {
+      l.exit_code = 130;
+      return l;
+    }
+    auto& e = l.lead->etcd();
+    // A run that ended while this replica stood by is not started again.
+    if (const auto done = e.get(run_key(run_id, "done"))) {
+      spdlog::info("run {} ended under the previous leader ({}): nothing to lead",
+                   messages::run_id_text(run_id), done->value);
+      finish(l, "");
+      l.exit_code = 0;
+      return l;
+    }
+    if (const auto before = e.get(run_key(run_id, "epochs"))) {
+      l.took_over = true;
+      if (l.previous.empty()) l.previous = "the leader of epoch " + before->value;
+    }
+    e.put(run_key(run_id, "epochs"), std::to_string(epoch));
+    spdlog::info("leading run {} (epoch {}){}", messages::run_id_text(run_id), epoch,
+                 l.took_over ? ", taking over from " + l.previous : "");
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("{}", e.what());
+    l.exit_code = 2;
+  } catch (const std::exception& e) {
+    spdlog::error("etcd at {}: {}", o.etcd, e.what());
+    l.exit_code = 1;
+  }
+  return l;
+}
+
+void fence_and_keep(Leading& l, const std::string& run_dir) {
+  if (!l.lead) return;
+  auto* lead = l.lead.get();
+  const int64_t epoch = lead->epoch();
+  model::set_write_fence(
+      [lead, epoch]() -> std::string {
+        if (lead->holds()) return "";
+        return "the lease of epoch " + std::to_string(epoch) + " is not confirmed within its TTL";
+      },
+      epoch);
+  lead->keep([epoch, run_dir](const std::string& why) {
+    // Another replica leads by now or will within the TTL: this one changes nothing more.
+    spdlog::error("stepping down as leader of {} (epoch {}): {}", run_dir, epoch, why);
+    std::fflush(nullptr);
+    _exit(4);
+  });
+}
+
+void finish(Leading& l, const std::string& how) {
+  if (!l.lead) return;
+  // Written only while the lease holds: a replaced leader does not end its successor's run.
+  if (!how.empty() && l.lead->holds()) {
+    try {
+      l.lead->etcd().put(l.done_key, how + " under epoch " + std::to_string(l.lead->epoch()));
+    } catch (const std::exception& e) {
+      // Then a standby takes the run up from its last checkpoint: nothing is lost.
+      spdlog::warn("etcd: the run's end was not recorded ({})", e.what());
+    }
+  }
+  l.lead->resign();
+}
+
+int64_t newest_checkpoint_step(const std::string& run_dir) {
+  const auto files = model::CheckpointDir((fs::path(run_dir) / "checkpoints").string()).list();
+  if (files.empty()) return 0;
+  const auto name = fs::path(files.front()).filename().string();  // step_XXXXXXXX.ckpt
+  try {
+    return std::stoll(name.substr(5));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+double drop_records_after(const std::string& run_dir, int64_t step) {
+  const auto path = fs::path(run_dir) / "metrics.jsonl";
+  std::ifstream in(path);
+  if (!in) return 0;
+  const auto tmp = path.string() + ".takeover";
+  std::ofstream out(tmp, std::ios::trunc);
+  std::string line;
+  double last_wall = 0;
+  size_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto r = nlohmann::json::parse(line, nullptr, false);
+    if (!r.is_object()) {
+      ++dropped;  // torn by the kill
+      continue;
+    }
+    const auto event = r.value("event", "");
+    if ((event == "step" || event == "eval") && r.value("step", int64_t{0}) > step) {
+      ++dropped;
+      continue;
+    }
+    last_wall = std::max(last_wall, r.value("wall", 0.0));
+    out << line << '\n';
+  }
+  out.close();
+  if (!out) throw std::runtime_error(tmp + ": cannot write it");
+  fs::rename(tmp, path);
+  if (dropped > 0)
+    spdlog::info("{}: {} records after step {} dropped: those steps run again", path.string(),
+                 dropped, step);
+  return last_wall;
+}
+
+}  // namespace swarmrt::apps

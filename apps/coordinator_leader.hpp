@@ -1,0 +1,53 @@
+// coordinator --etcd: coordinator replicas of one run, one leading. Each replica stands for
+// the run's leader key in etcd before it touches the run directory; the one that holds it
+// trains, the others wait as standbys. A standby that wins after an earlier leader (its lease
+// lapsed: killed, frozen, cut off) continues that leader's run from its newest checkpoint in
+// the shared run directory, and the nodes, which know every replica's address, attach to it.
+// Keys, under /swarmrt/runs/RUN_ID/: leader (the holder, under its lease), config (the run's
+// fingerprint: a replica of another config is refused), epochs (the last leader's epoch: a
+// run was started), done (the run ended on purpose: no standby continues it).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "leader/leadership.hpp"
+
+namespace swarmrt::apps {
+
+struct LeaderOptions {
+  std::string etcd;  // client URLs; empty: this coordinator runs alone
+  int64_t lease_ttl_s = 5;
+  leader::EtcdTls tls;
+};
+void add_leader_options(CLI::App& cmd, LeaderOptions& o);
+
+struct Leading {
+  std::unique_ptr<leader::Leadership> lead;  // null without --etcd
+  bool took_over = false;                    // an earlier leader started this run: continue it
+  std::string previous;                      // who that was
+  double previous_wall = 0;  // when that leader's last metrics record was written (0: none)
+  int exit_code = -1;        // >= 0: stop now with this code (refused, run already over, signal)
+  std::string done_key;      // where finish() says the run is over
+};
+
+// Stands for leader (blocking while a standby); `who` says who this replica is.
+Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
+                         const std::string& who, const std::function<bool()>& give_up);
+// From now on the run directory is written only under the lease; when it lapses this process
+// stops at once (exit 4) without another write.
+void fence_and_keep(Leading& l, const std::string& run_dir);
+// The run ended under this leader (completed, stopped on purpose, failed): no standby takes it
+// up. Then the lease is revoked.
+void finish(Leading& l, const std::string& how);
+// A takeover re-runs the steps after its checkpoint: their step and eval records go from
+// metrics.jsonl (written aside and renamed), and a torn last line with them. Returns the
+// wall time of the last record kept.
+double drop_records_after(const std::string& run_dir, int64_t step);
+// The step of the newest checkpoint file in the run directory; 0 when there is none.
+int64_t newest_checkpoint_step(const std::string& run_dir);
+
+}  // namespace swarmrt::apps

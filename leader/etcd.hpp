@@ -1,0 +1,62 @@
+// The parts of etcd's v3 API a coordinator's leadership needs, over etcd's JSON gateway
+// (POST /v3/kv/*, /v3/lease/*; keys and values base64 in JSON). Every call is bounded (2 s to
+// connect, 3 s to answer) and tries the cluster's members in turn, so one member down costs
+// one timeout, not the call. A call no member answers throws EtcdError naming each member's
+// failure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace swarmrt::leader {
+
+struct EtcdError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// https members: the client proves itself with `cert`/`key` and checks the member against
+// `ca` (PEM files; empty: the system's roots and no client certificate).
+struct EtcdTls {
+  std::string ca, cert, key;
+};
+
+struct KeyValue {
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t lease = 0;
+};
+
+class Etcd {
+ public:
+  // "http://HOST:PORT[,...]" or https; throws std::invalid_argument naming a malformed URL.
+  explicit Etcd(const std::string& urls, EtcdTls tls = {});
+
+  int64_t grant(int64_t ttl_s);
+  // The lease's remaining TTL in seconds after renewing it; 0 when it has expired.
+  int64_t keepalive(int64_t lease);
+  void revoke(int64_t lease);
+
+  // Creates `key` = `value` under `lease` if no such key exists. Won: the transaction's
+  // revision (a number every later write of etcd exceeds). Lost: the holder's value and the
+  // key's create revision.
+  struct Created {
+    bool won = false;
+    int64_t revision = 0;
+    KeyValue holder;
+  };
+  Created create_if_absent(const std::string& key, const std::string& value, int64_t lease);
+  std::optional<KeyValue> get(const std::string& key);
+  void put(const std::string& key, const std::string& value, int64_t lease = 0);
+  const std::vector<std::string>& members() const { return urls_; }
+
+ private:
+  std::string post(const std::string& path, const std::string& body);
+  std::vector<std::string> urls_;
+  EtcdTls tls_;
+  size_t next_ = 0;  // the member that answered last is asked first
+};
+
+}  // namespace swarmrt::leader
