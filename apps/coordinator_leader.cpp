@@ -88,7 +88,8 @@ Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::str
       spdlog::info("run {} ended under the previous leader ({}): nothing to lead",
                    messages::run_id_text(run_id), done->value);
       finish(l, "");
-      l.exit_code = 0;
+      // Completed: this replica's part is done too; stopped or failed: the run did not complete.
+      l.exit_code = done->value.rfind("completed", 0) == 0 ? 0 : 1;
       return l;
     }
     if (const auto before = e.get(run_key(run_id, "epochs"))) {

@@ -17,6 +17,7 @@
 #include "apps/commands.hpp"
 #include "apps/hostfile.hpp"
 #include "apps/launch_from_env.hpp"
+#include "apps/launch_replicas.hpp"
 #include "apps/net.hpp"
 #include "apps/process.hpp"
 #include "apps/run_options.hpp"
@@ -44,6 +45,8 @@ struct LaunchArgs {
   bool from_env = false;
   FromEnvArgs env;  // --from-env's own settings
   NetOptions net;
+  int coordinators = 1;     // replicas of the coordinator (> 1: with a private etcd)
+  int64_t lease_ttl_s = 5;  // their leader's lease
 };
 
 // --from-env: this process becomes the coordinator or a node of a scheduler's job.
@@ -207,29 +210,38 @@ void start_nodes(const LaunchArgs& args, const model::RunConfig& config,
   }
 }
 
-// Echoes every child's lines while the coordinator runs; a signal, or no node left for
-// --grace-s, stops the coordinator with SIGTERM.
+// Echoes every child's lines while a coordinator runs (the first `coords` children; with
+// replicas the run goes on while any of them does); a signal, or no node left for --grace-s,
+// stops the coordinators with SIGTERM.
 void watch_children(const LaunchArgs& args, std::vector<std::unique_ptr<Child>>& children,
-                    const std::atomic<bool>& stop_requested) {
-  Child& coord = *children.front();
+                    size_t coords, const std::atomic<bool>& stop_requested) {
   bool signalled = false;
   bool alone = false;
   Clock::time_point alone_since;
-  while (coord.running()) {
+  auto any_coordinator = [&] {
+    for (size_t i = 0; i < coords; ++i)
+      if (children[i]->running()) return true;
+    return false;
+  };
+  auto stop_coordinators = [&] {
+    for (size_t i = 0; i < coords; ++i)
+      if (children[i]->running()) children[i]->signal(SIGTERM);
+    signalled = true;
+  };
+  while (any_coordinator()) {
     std::vector<pollfd> fds;
     for (auto& c : children)
       if (c->fd() >= 0) fds.push_back({c->fd(), POLLIN, 0});
     poll(fds.data(), fds.size(), 100);
     for (auto& c : children) print_lines(*c);
     if (stop_requested && !signalled) {
-      std::printf("[launch] stopping: SIGTERM to the coordinator (pid %d)\n", coord.pid());
-      coord.signal(SIGTERM);
-      signalled = true;
+      std::printf("[launch] stopping: SIGTERM to the coordinator%s\n", coords > 1 ? "s" : "");
+      stop_coordinators();
     }
     // Nodes stop when the run ends, just before the coordinator does; a coordinator left
     // without nodes for the grace period is stopped.
     bool node_left = false;
-    for (size_t i = 1; i < children.size(); ++i) node_left |= children[i]->running();
+    for (size_t i = coords; i < children.size(); ++i) node_left |= children[i]->running();
     if (node_left) {
       alone = false;
     } else if (!alone) {
@@ -238,9 +250,8 @@ void watch_children(const LaunchArgs& args, std::vector<std::unique_ptr<Child>>&
     } else if (!signalled &&
                Clock::now() - alone_since >
                    std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1e3))) {
-      std::printf("[launch] no node is left: stopping the coordinator\n");
-      coord.signal(SIGTERM);
-      signalled = true;
+      std::printf("[launch] no node is left: stopping the coordinator%s\n", coords > 1 ? "s" : "");
+      stop_coordinators();
     }
   }
 }
@@ -262,6 +273,13 @@ int run_launch(const LaunchArgs& args) {
     spdlog::error("launch needs exactly one of --local N, --hostfile FILE and --from-env");
     return 2;
   }
+  if (args.coordinators > 1 && args.local == 0) {
+    spdlog::error(
+        "--coordinators {}: launch starts replicas with --local only; across machines start "
+        "each with `swarmrt coordinator --etcd URL --run-id ID` (docs/running.md)",
+        args.coordinators);
+    return 2;
+  }
   if (!hosts.empty() && listen.host == "0.0.0.0") {
     spdlog::error("--listen must name the address the hosts reach the coordinator on");
     return 2;
@@ -280,24 +298,62 @@ int run_launch(const LaunchArgs& args) {
 
   std::atomic<bool> stop_requested{false};
   StopSignals signals([&](int) { stop_requested = true; });
-  std::vector<std::unique_ptr<Child>> children;
-  try {
-    std::vector<std::string> argv = {exe,         "coordinator", "--config",
-                                     args.config, "--listen",    args.listen};
+  // --coordinators K: K replicas of the coordinator on this machine, each on its own port,
+  // electing their leader in a private etcd under the run directory.
+  const size_t coords = static_cast<size_t>(args.coordinators);
+  PrivateEtcd etcd;
+  std::string run_id;
+  std::vector<std::string> addresses;
+  if (coords > 1) {
+    const std::string out =
+        args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
+    try {
+      etcd = start_private_etcd((std::filesystem::path(out) / "etcd").string());
+    } catch (const std::exception& e) {
+      spdlog::error("--coordinators {}: {}", coords, e.what());
+      return 1;
+    }
+    std::printf("[launch] etcd for the coordinators' leader election at %s (pid %d)\n",
+                etcd.url.c_str(), etcd.child->pid());
+    run_id = random_run_id();
+    for (size_t k = 0; k < coords; ++k)
+      addresses.push_back(
+          listen.host + ":" +
+          std::to_string(listen.port == 0 ? free_port(listen.host) : listen.port + k));
+  }
+  AtScopeExit stop_etcd{[&] {
+    if (!etcd.child) return;
+    etcd.child->signal(SIGTERM);
+    for (int i = 0; i < 100 && etcd.child->running(); ++i) poll(nullptr, 0, 50);
+    if (etcd.child->running()) etcd.child->signal(SIGKILL);
+  }};
+  auto coordinator = [&](size_t k) {
+    std::vector<std::string> argv = {exe,        "coordinator",
+                                     "--config", args.config,
+                                     "--listen", coords > 1 ? addresses[k] : args.listen};
     for (const auto& o : args.overrides) argv.insert(argv.end(), {"--set", o});
     if (!args.out.empty()) argv.insert(argv.end(), {"--out", args.out});
     if (args.overwrite) argv.push_back("--overwrite");
     if (args.resume) argv.push_back("--resume");
-    if (!args.http.empty()) argv.insert(argv.end(), {"--http", args.http});
+    // One status page: the first replica's (a standby's would be on the same address).
+    if (!args.http.empty() && k == 0) argv.insert(argv.end(), {"--http", args.http});
+    if (coords > 1)
+      argv.insert(argv.end(), {"--etcd", etcd.url, "--run-id", run_id, "--lease-ttl-s",
+                               std::to_string(args.lease_ttl_s)});
     for (const auto& f : net_flags(args.net)) argv.push_back(f);
-    children.push_back(std::make_unique<Child>("coord", argv));
+    return std::make_unique<Child>(k == 0 ? "coord" : "coord" + std::to_string(k + 1), argv);
+  };
+
+  std::vector<std::unique_ptr<Child>> children;
+  try {
+    children.push_back(coordinator(0));
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;
   }
   Child& coord = *children.front();
 
-  const auto ready = wait_for_coordinator(coord, secret, stop_requested);
+  auto ready = wait_for_coordinator(coord, secret, stop_requested);
   if (ready.join.empty()) {
     if (coord.running()) coord.signal(SIGTERM);
     stop_all(children, 5);
@@ -306,23 +362,39 @@ int run_launch(const LaunchArgs& args) {
     return code == 0 ? 1 : code;
   }
   try {
+    // The standbys, once the first leads; the nodes know every replica's address.
+    for (size_t k = 1; k < coords; ++k) children.push_back(coordinator(k));
+    if (coords > 1) {
+      ready.join.clear();
+      for (const auto& a : addresses) ready.join += (ready.join.empty() ? "" : ",") + a;
+    }
     start_nodes(args, config, hosts, exe, ready, secret, children);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    coord.signal(SIGTERM);
+    for (size_t k = 0; k < children.size() && k < coords; ++k) children[k]->signal(SIGTERM);
     stop_all(children, 5);
     return 1;
   }
-  for (size_t i = 1; i < children.size(); ++i)
+  for (size_t i = 0; i < children.size(); ++i)
     std::printf("[launch] %s started (pid %d)\n", children[i]->label().c_str(), children[i]->pid());
 
-  watch_children(args, children, stop_requested);
+  watch_children(args, children, coords, stop_requested);
   stop_all(children, args.grace_s);
-  for (size_t i = 1; i < children.size(); ++i)
+  for (size_t i = coords; i < children.size(); ++i)
     if (auto code = children[i]->poll_exit(); code && *code != 0)
       std::printf("[launch] %s exited with %d\n", children[i]->label().c_str(), *code);
-  const int code = coord.poll_exit().value_or(1);
+  int code = coord.poll_exit().value_or(1);
   std::printf("[launch] coordinator exited with %d\n", code);
+  if (coords > 1) {
+    // Whichever replica led last says how the run ended.
+    for (size_t k = 1; k < coords; ++k)
+      std::printf("[launch] %s exited with %d\n", children[k]->label().c_str(),
+                  children[k]->poll_exit().value_or(1));
+    const auto outcome = run_outcome(etcd.url, run_id);
+    std::printf("[launch] run %s: %s\n", run_id.c_str(),
+                outcome.empty() ? "no leader recorded its end" : outcome.c_str());
+    code = outcome.rfind("completed", 0) == 0 ? 0 : code != 0 ? code : 1;
+  }
   // The coordinator exits 0 only when the run completed its steps: say so either way.
   if (stop_requested || code != 0) {
     std::printf("[launch] the run did not complete%s (see the coordinator's last lines)\n",
@@ -381,6 +453,16 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--grace-s", args->grace_s,
                   "after the coordinator exits, wait this long for nodes before SIGTERM")
       ->capture_default_str();
+  cmd->add_option("--coordinators", args->coordinators,
+                  "--local: coordinator replicas; above 1 they elect a leader in a private etcd "
+                  "(under the run directory) and a standby continues the run if the leader dies")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 9));
+  cmd->add_option("--lease-ttl-s", args->lease_ttl_s,
+                  "with --coordinators above 1: the leader's lease (a standby takes over this "
+                  "long after the leader stops renewing it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{600}));
   add_net_options(*cmd, args->net);
   cmd->callback([args, &exit_code] { exit_code = run_launch(*args); });
 }

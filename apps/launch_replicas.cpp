@@ -1,0 +1,85 @@
+#include "apps/launch_replicas.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "leader/etcd.hpp"
+#include "messages/run_id.hpp"
+
+namespace swarmrt::apps {
+
+uint16_t free_port(const std::string& host) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("no socket for a free port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("no free port on " + host);
+  return ntohs(a.sin_port);
+}
+
+std::string random_run_id() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) | rd();
+  return messages::run_id_text(id);
+}
+
+PrivateEtcd start_private_etcd(const std::string& data_dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(data_dir, ec);
+  std::filesystem::create_directories(data_dir);
+  const auto client = std::to_string(free_port("127.0.0.1"));
+  const auto peer = std::to_string(free_port("127.0.0.1"));
+  PrivateEtcd out;
+  out.url = "http://127.0.0.1:" + client;
+  const std::string peer_url = "http://127.0.0.1:" + peer;
+  out.child = std::make_unique<Child>(
+      "etcd",
+      std::vector<std::string>{"etcd", "--name", "swarmrt", "--data-dir", data_dir, "--logger",
+                               "zap", "--log-outputs", data_dir + ".log", "--listen-client-urls",
+                               out.url, "--advertise-client-urls", out.url, "--listen-peer-urls",
+                               peer_url, "--initial-advertise-peer-urls", peer_url,
+                               "--initial-cluster", "swarmrt=" + peer_url});
+  leader::Etcd etcd(out.url);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string last;
+  for (;;) {
+    if (!out.child->running())
+      throw std::runtime_error("etcd exited at once (is Debian's etcd-server installed?)");
+    try {
+      etcd.get("/swarmrt/ping");
+      return out;
+    } catch (const leader::EtcdError& e) {
+      last = e.what();
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("the private etcd did not answer within 20 s: " + last);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+std::string run_outcome(const std::string& etcd_url, const std::string& run_id) {
+  try {
+    leader::Etcd etcd(etcd_url);
+    if (auto done = etcd.get("/swarmrt/runs/" + run_id + "/done")) return done->value;
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+}  // namespace swarmrt::apps
