@@ -26,6 +26,7 @@
 #include "model/checkpoint.hpp"
 #include "model/data.hpp"
 #include "model/fingerprint.hpp"
+#include "model/record_hook.hpp"
 #include "model/trainer.hpp"
 #include "supervisors/entitled.hpp"
 #include "transport/bulk.hpp"
@@ -392,6 +393,16 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
       if (leading.previous_wall > 0)
         fault["seconds_since_last_record"] = model::wall_clock_s() - leading.previous_wall;
       run.metrics().write(fault);
+      // Recovered with the first step this leader completes: from the previous leader's
+      // last record (its last sign of life in the run) to that step.
+      const double since =
+          leading.previous_wall > 0 ? leading.previous_wall : model::wall_clock_s();
+      model::follow_next_record("step", [since](const nlohmann::json& step) {
+        return nlohmann::json{{"event", "recovered"},
+                              {"kind", "coordinator"},
+                              {"step", step.value("step", int64_t{0})},
+                              {"seconds", step.value("wall", model::wall_clock_s()) - since}};
+      });
     }
     auto corpus = std::make_shared<const model::Corpus>(
         model::Corpus::load(config.data, config.model.vocab_size));

@@ -167,12 +167,13 @@ double drop_records_after(const std::string& run_dir, int64_t step) {
       ++dropped;  // torn by the kill
       continue;
     }
+    // The previous leader's last sign of life, whether its record stays or goes.
+    last_wall = std::max(last_wall, r.value("wall", 0.0));
     const auto event = r.value("event", "");
     if ((event == "step" || event == "eval") && r.value("step", int64_t{0}) > step) {
       ++dropped;
       continue;
     }
-    last_wall = std::max(last_wall, r.value("wall", 0.0));
     out << line << '\n';
   }
   out.close();

@@ -45,7 +45,7 @@ void fence_and_keep(Leading& l, const std::string& run_dir);
 void finish(Leading& l, const std::string& how);
 // A takeover re-runs the steps after its checkpoint: their step and eval records go from
 // metrics.jsonl (written aside and renamed), and a torn last line with them. Returns the
-// wall time of the last record kept.
+// latest wall time of any record: the previous leader's last sign of life.
 double drop_records_after(const std::string& run_dir, int64_t step);
 // The step of the newest checkpoint file in the run directory; 0 when there is none.
 int64_t newest_checkpoint_step(const std::string& run_dir);

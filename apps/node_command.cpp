@@ -412,7 +412,9 @@ caf::actor find_coordinator(NodeProcess& p) {
     }
     if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
     std::this_thread::sleep_for(wait);
-    wait = std::min(wait * 2, std::chrono::milliseconds(2000));
+    // A closed port costs one loopback or LAN round trip to find: the backoff stays short,
+    // so a node attaches within half a second of a new leader listening.
+    wait = std::min(wait * 2, std::chrono::milliseconds(500));
   }
   if (!p.signals.fired())
     spdlog::error("node '{}': no coordinator at {} answered within --connect-timeout-s ({} s): {}",

@@ -38,7 +38,9 @@ bool Leadership::holds() const {
 
 int64_t Leadership::campaign(const std::function<bool()>& give_up,
                              const std::function<void(const std::string&)>& on_wait) {
-  const auto period = std::chrono::milliseconds(ttl_s_ * 1000 / 3);
+  // A standby asks often (two small requests): it takes over within this of the lapse.
+  const auto period =
+      std::min(std::chrono::milliseconds(ttl_s_ * 1000 / 3), std::chrono::milliseconds(250));
   auto unreachable_since = std::chrono::steady_clock::now();
   std::string waiting_behind;
   int64_t holder_revision = 0;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "model/fence.hpp"
+#include "model/record_hook.hpp"
 
 namespace swarmrt::model {
 namespace fs = std::filesystem;
@@ -21,24 +22,61 @@ double wall_clock_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+
+struct FollowUp {
+  std::mutex mu;
+  std::string event;
+  std::function<nlohmann::json(const nlohmann::json&)> follow;
+};
+
+FollowUp& follow_up() {
+  static FollowUp* f = new FollowUp;  // outlives every writer, static destruction included
+  return *f;
+}
+
+// The follow-up record for `record`, or null; taken once.
+nlohmann::json take_follow_up(const nlohmann::json& record) {
+  auto& f = follow_up();
+  std::lock_guard<std::mutex> lock(f.mu);
+  if (!f.follow || !record.is_object() || record.value("event", "") != f.event) return nullptr;
+  auto follow = std::move(f.follow);
+  f.follow = nullptr;
+  return follow(record);
+}
+
+}  // namespace
+
+void follow_next_record(const std::string& event,
+                        std::function<nlohmann::json(const nlohmann::json&)> follow) {
+  auto& f = follow_up();
+  std::lock_guard<std::mutex> lock(f.mu);
+  f.event = event;
+  f.follow = std::move(follow);
+}
+
 void MetricsLog::write(const nlohmann::json& record) {
-  std::lock_guard<std::mutex> lock(mu_);
-  // A replaced leader adds nothing to the run's history (model/fence.hpp).
-  if (const auto why = write_fenced(); !why.empty()) {
-    static std::atomic<bool> told{false};
-    if (!told.exchange(true)) spdlog::error("metrics records are no longer written: {}", why);
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A replaced leader adds nothing to the run's history (model/fence.hpp).
+    if (const auto why = write_fenced(); !why.empty()) {
+      static std::atomic<bool> told{false};
+      if (!told.exchange(true)) spdlog::error("metrics records are no longer written: {}", why);
+      return;
+    }
+    const int64_t epoch = write_epoch();
+    if (record.is_object() && (!record.contains("wall") || epoch != 0)) {
+      auto stamped = record;
+      if (!record.contains("wall")) stamped["wall"] = wall_clock_s();
+      if (epoch != 0) stamped["epoch"] = epoch;
+      out_ << stamped.dump() << '\n';
+    } else {
+      out_ << record.dump() << '\n';
+    }
+    out_.flush();
   }
-  const int64_t epoch = write_epoch();
-  if (record.is_object() && (!record.contains("wall") || epoch != 0)) {
-    auto stamped = record;
-    if (!record.contains("wall")) stamped["wall"] = wall_clock_s();
-    if (epoch != 0) stamped["epoch"] = epoch;
-    out_ << stamped.dump() << '\n';
-  } else {
-    out_ << record.dump() << '\n';
-  }
-  out_.flush();
+  // Outside the lock: the follow-up is written like any record (and taken only once).
+  if (auto more = take_follow_up(record); !more.is_null()) write(more);
 }
 
 RunDir::RunDir(std::string root, const RunConfig& config, RunStart start)

@@ -69,6 +69,8 @@ late = [r for r in records[first_new:] if r.get("epoch") != epochs[-1]]
 assert not late, f"records of the old leader after the new one took over: {late}"
 faults = [r for r in records if r.get("event") == "fault" and r.get("kind") == "coordinator"]
 assert len(faults) == 1 and faults[0]["resumed_step"] == 20, f"failover records: {faults}"
-print("epochs", epochs[0], "->", epochs[-1], "; failover", faults[0].get("seconds_since_last_record"), "s after the last record")
+recovered = [r for r in records if r.get("event") == "recovered" and r.get("kind") == "coordinator"]
+assert len(recovered) == 1 and recovered[0]["step"] == 21 and recovered[0]["seconds"] > 0, f"recovered: {recovered}"
+print("epochs", epochs[0], "->", epochs[-1], "; step 21 completed", round(recovered[0]["seconds"], 2), "s after the old leader last wrote")
 ' "$tmp/run/metrics.jsonl" $steps || fail "the run's records"
 echo "ok ($fault): $(grep 'final validation loss' "$tmp/b.log")"
