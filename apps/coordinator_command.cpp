@@ -452,8 +452,13 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     };
     std::unique_ptr<web::StatusServer> status;
     if (!args.http.empty() && !(status = start_status_page(sys, args, in, m.inspector))) {
-      shutdown();
-      return 1;
+      // A takeover goes on without its page (the frozen old leader may still hold the port):
+      // the run matters more than its view.
+      if (!leading.took_over) {
+        shutdown();
+        return 1;
+      }
+      spdlog::warn("continuing the run without a status page");
     }
     const char* host = in.listen.host == "0.0.0.0" ? nullptr : in.listen.host.c_str();
     // Over mutual TLS only: a peer without the cluster's certificate gets no handle.

@@ -335,8 +335,8 @@ int run_launch(const LaunchArgs& args) {
     if (!args.out.empty()) argv.insert(argv.end(), {"--out", args.out});
     if (args.overwrite) argv.push_back("--overwrite");
     if (args.resume) argv.push_back("--resume");
-    // One status page: the first replica's (a standby's would be on the same address).
-    if (!args.http.empty() && k == 0) argv.insert(argv.end(), {"--http", args.http});
+    // Every replica serves the status page once it leads: it moves with the leader.
+    if (!args.http.empty()) argv.insert(argv.end(), {"--http", args.http});
     if (coords > 1)
       argv.insert(argv.end(), {"--etcd", etcd.url, "--run-id", run_id, "--lease-ttl-s",
                                std::to_string(args.lease_ttl_s)});

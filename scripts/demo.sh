@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, fetches the Brown corpus, trains the default config across
-# three processes on this machine (a coordinator and two nodes, `swarmrt launch --local 2`),
-# with the status page on a free loopback port while it trains, and shows the result: the
-# validation loss, a generated sample and runs/demo/chart.png.
+# four processes on this machine (two coordinator replicas, of which one leads and one stands
+# by, and two nodes: `swarmrt launch --local 2 --coordinators 2`, with a private etcd for the
+# leader's lease), with the status page on a free loopback port while it trains, and shows the
+# result: the validation loss, a generated sample and runs/demo/chart.png.
 source "$(dirname "$0")/common.sh"
 install_deps
+install_daemons etcd-server
 build
 "$ROOT/scripts/fetch_data.sh"
 cd "$ROOT"
 bin="$BUILD_DIR/bin/swarmrt"
 # Extra arguments go to `swarmrt launch` (for example --set train.steps=50).
-"$bin" launch --local 2 --config configs/tiny.toml --out runs/demo --overwrite \
+"$bin" launch --local 2 --coordinators 2 --config configs/tiny.toml --out runs/demo --overwrite \
   --http 127.0.0.1:0 "$@" |
   while IFS= read -r line; do
     printf '%s\n' "$line"
