@@ -378,8 +378,11 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     resumed_step = newest_checkpoint_step(in.out);
     resume = resumed_step > 0;
     overwrite = !resume;
-    if (resume) leading.previous_wall = drop_records_after(in.out, resumed_step);
+  } else if (resume) {
+    resumed_step = newest_checkpoint_step(in.out);
   }
+  // The steps after the checkpoint run again: their records go, so each step has one.
+  if (resume && resumed_step > 0) leading.previous_wall = drop_records_after(in.out, resumed_step);
   try {
     model::RunDir run(in.out, config,
                       resume      ? model::RunStart::resume
