@@ -381,6 +381,12 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
   } else if (resume) {
     resumed_step = newest_checkpoint_step(in.out);
   }
+  // A coordinator kill the config asks for was the first leader's: the one that takes over
+  // from it reaches the same step again and must not kill itself in turn.
+  if (leading.took_over && in.config.chaos.kill == "coordinator") {
+    spdlog::warn("chaos.kill = \"coordinator\" killed the previous leader; not again");
+    in.config.chaos.kill.clear();
+  }
   // The steps after the checkpoint run again: their records go, so each step has one.
   if (resume && resumed_step > 0) leading.previous_wall = drop_records_after(in.out, resumed_step);
   try {

@@ -14,14 +14,16 @@ std::string not_empty(const std::string& v) {
   return v.empty() ? "must name a file or directory" : "";
 }
 
-// chaos.kill: a kind of actor, "node", or one actor by its name (the console's names:
-// stageK/workerR, stageK/diloco, stageK/averager, loader/I, tracker).
+// chaos.kill: a kind of actor, "node", "coordinator" (the leading coordinator's process), or
+// one actor by its name (the console's names: stageK/workerR, stageK/diloco, stageK/averager,
+// loader/I, tracker).
 std::string kill_target(const std::string& k) {
-  static const std::set<std::string> kinds = {"",         "worker",  "group", "loader",
-                                              "averager", "tracker", "any",   "node"};
+  static const std::set<std::string> kinds = {
+      "", "worker", "group", "loader", "averager", "tracker", "any", "node", "coordinator"};
   static const std::regex named(R"(stage\d+/(worker\d+|diloco|averager)|loader/\d+)");
   if (kinds.count(k) || std::regex_match(k, named)) return "";
-  return "must be worker, group, loader, averager, tracker, any, node or a name such as "
+  return "must be worker, group, loader, averager, tracker, any, node, coordinator or a name "
+         "such as "
          "stage1/worker1, stage0/diloco, stage0/averager or loader/0, not '" +
          k + "'";
 }
@@ -177,7 +179,8 @@ static std::vector<Field> runtime_rows() {
       SWARMRT_FIELD(chaos, kill, node, any(), kill_target,
                     "actor name (stage1/worker1, stage0/diloco, tracker), kind (worker, group, "
                     "loader, averager, "
-                    "tracker, any) or node"),
+                    "tracker, any), node, or coordinator (the leader's process: its standby "
+                    "takes over, see coordinator --etcd)"),
       SWARMRT_NUMBER(chaos, kill_at_step, node, at_least(0),
                      "kill chaos.kill in this step (see kill_at_phase), 0 = never"),
       SWARMRT_CHOICE(chaos, kill_at_phase, node,

@@ -1,6 +1,9 @@
 #include "supervisors/chaos_control.hpp"
 
 #include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "messages/types.hpp"
@@ -21,6 +24,14 @@ bool is_kind(const std::string& t) {
 // Kills `target` here, or forwards it; returns what happened, for the log and the caller.
 std::string kill(Self* self, const std::string& target, const std::string& cause) {
   auto& s = self->state;
+  if (target == "coordinator") {
+    // The coordinator's chaos actor is the one without a process of its own to kill as a
+    // node; it ends its process as a crash would (no checkpoint, no goodbye).
+    if (s.setup.kill_self) return "the coordinator is killed where it runs, not on a node";
+    spdlog::warn("chaos: killing this coordinator process ({})", cause);
+    std::fflush(nullptr);
+    std::_Exit(137);
+  }
   if (target == "node") {
     if (s.setup.kill_self) {
       spdlog::warn("chaos: killing this node process ({})", cause);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The leader killed by chaos.kill = "coordinator" at step 13 of 30 in each phase of the step
+# (start: micro-batches in flight; reduce: all done, gradients being summed; apply: workers
+# taking the step), in `pp` (2 stages x 1 worker, one node), with a standby on a private etcd.
+# Every time the run completes with one step record per step, extra_samples = missing_samples
+# = 0 in each, and the losses of every step equal to 1e-5 those of the same run unkilled (pp
+# is deterministic: the standby resumes from the step-10 checkpoint and computes steps 11-30
+# again exactly). Processes are stopped by pid.
+bin=$1 root=$2
+source "$(dirname "$0")/lib.sh"
+export SWARMRT_SECRET=failover-phases-test
+unset SWARMRT_SECRET_FILE
+start_etcd etcd
+steps=30
+set_args=(--set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm.workers_per_stage=1
+  --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4
+  --set checkpoint.every_steps=10)
+on_fail() { for f in "$tmp"/*-a.log "$tmp"/*-b.log; do echo "--- $f:"; tail -8 "$f"; done; }
+# run NAME [SETTINGS...]: two replicas of run NAME and one node; waits for the run's end.
+run() {
+  local name=$1 id pa pb n r
+  shift
+  id=$(printf '%016x' $((RANDOM * 32768 + RANDOM + 1)))
+  pa=$(free_port) pb=$(free_port)
+  for r in a:$pa b:$pb; do
+    "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:${r#*:}" -o "$tmp/$name" \
+      --etcd "$etcd_url" --lease-ttl-s 2 --run-id "$id" "${set_args[@]}" "$@" \
+      >"$tmp/$name-${r%%:*}.log" 2>&1 &
+    pids+=($!)
+    [ "${r%%:*}" = a ] && { wait_log "$tmp/$name-a.log" "leading run" 30 || fail "$name: no leader"; }
+  done
+  local b=$!
+  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id "$id" --workers 2 --name n \
+    --connect-timeout-s 60 >"$tmp/$name-n.log" 2>&1 &
+  n=$!
+  pids+=("$n")
+  wait_exit "$n" 300 || fail "$name: the node still runs after 300 s"
+  wait "$n" || fail "$name: the node exited with $?"
+  wait_exit "$b" 30
+}
+run plain
+grep -q "final validation loss" "$tmp/plain-a.log" || fail "the unkilled run did not complete"
+for phase in start reduce apply; do
+  run "$phase" --set chaos.kill=coordinator --set chaos.kill_at_step=13 --set chaos.kill_at_phase=$phase
+  grep -q "chaos: killing this coordinator process" "$tmp/$phase-a.log" || fail "$phase: the leader was not killed"
+  grep -q "final validation loss" "$tmp/$phase-b.log" || fail "$phase: the standby did not complete the run"
+  py '
+import json, sys
+def steps(path):
+    return [r for r in map(json.loads, open(path)) if r.get("event") == "step"]
+plain, killed = steps(sys.argv[1]), steps(sys.argv[2])
+assert [r["step"] for r in killed] == list(range(1, int(sys.argv[3]) + 1)), [r["step"] for r in killed]
+for r in killed:
+    assert r["extra_samples"] == 0 and r["missing_samples"] == 0, r
+    p = plain[r["step"] - 1]
+    step, got, want = r["step"], r["loss"], p["loss"]
+    assert abs(want - got) <= 1e-5, f"step {step}: loss {got} vs unkilled {want}"
+' "$tmp/plain/metrics.jsonl" "$tmp/$phase/metrics.jsonl" $steps || fail "$phase: the run's records"
+done
+echo "ok: killed in start, reduce and apply; every step's loss equals the unkilled run's"
