@@ -114,9 +114,16 @@ void fence_and_keep(Leading& l, const std::string& run_dir) {
   auto* lead = l.lead.get();
   const int64_t epoch = lead->epoch();
   model::set_write_fence(
-      [lead, epoch]() -> std::string {
+      [lead, epoch, run_dir]() -> std::string {
         if (lead->holds()) return "";
-        return "the lease of epoch " + std::to_string(epoch) + " is not confirmed within its TTL";
+        // A leader that cannot show its lease writes nothing; and one that skipped a write has
+        // a gap in its run: it steps down, and a standby continues from the last checkpoint.
+        spdlog::error(
+            "stepping down as leader of {} (epoch {}): a write found the lease not confirmed "
+            "within its TTL (etcd slow or unreachable, or this process was stopped)",
+            run_dir, epoch);
+        std::fflush(nullptr);
+        _exit(4);
       },
       epoch);
   lead->keep([epoch, run_dir](const std::string& why) {

@@ -20,7 +20,7 @@ coordinator() {  # LOG ARGS...
   coord=$!
   pids+=("$coord")
 }
-on_fail() { for n in first second n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
+on_fail() { for n in first second third lone n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
 coordinator first
 for n in n1 n2; do
   "$bin" node --join "127.0.0.1:$listen" --run-id $run_id --workers 2 --name $n \
@@ -50,6 +50,7 @@ assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
 ' "$tmp/run/metrics.jsonl" $steps || fail "the run's step records"
 # All coordinators gone for good: a node gives up after its --connect-timeout-s, saying so.
 coordinator third --overwrite --set train.steps=1000
+wait_log "$tmp/third.log" "coordinator listening on" 60 || fail "the third coordinator did not listen"
 "$bin" node --join "127.0.0.1:$listen" --run-id $run_id --workers 4 --name lone \
   --connect-timeout-s 3 >"$tmp/lone.log" 2>&1 &
 lone=$!

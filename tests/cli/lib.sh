@@ -186,3 +186,32 @@ u.urlopen(u.Request(sys.argv[1] + "/v3/kv/range", data=b"{\"key\":\"AA==\"}"), t
     "$etcd_url" 2>/dev/null ||
     fail "etcd did not answer: $(tail -5 "$tmp/$name.log")"
 }
+
+# start_etcd_cluster N: an N-member etcd on loopback (members e1..eN, data in $tmp/eK), their
+# client URLs comma-joined in $etcd_url and pids in the array etcd_pids, once every member
+# answers (fails after 30 s).
+start_etcd_cluster() {
+  local n=$1 k cluster="" clients=() peers=()
+  command -v etcd >/dev/null || fail "needs etcd (Debian's etcd-server; scripts/test.sh installs it)"
+  for k in $(seq 1 "$n"); do
+    clients+=("$(free_port)") peers+=("$(free_port)")
+    cluster+="${cluster:+,}e$k=http://127.0.0.1:${peers[$((k - 1))]}"
+  done
+  etcd_pids=() etcd_url=""
+  for k in $(seq 1 "$n"); do
+    etcd --name "e$k" --data-dir "$tmp/e$k" \
+      --listen-client-urls "http://127.0.0.1:${clients[$((k - 1))]}" \
+      --advertise-client-urls "http://127.0.0.1:${clients[$((k - 1))]}" \
+      --listen-peer-urls "http://127.0.0.1:${peers[$((k - 1))]}" \
+      --initial-advertise-peer-urls "http://127.0.0.1:${peers[$((k - 1))]}" \
+      --initial-cluster "$cluster" --initial-cluster-state new >"$tmp/e$k.log" 2>&1 &
+    etcd_pids+=($!)
+    pids+=($!)
+    etcd_url+="${etcd_url:+,}http://127.0.0.1:${clients[$((k - 1))]}"
+  done
+  for k in $(seq 1 "$n"); do
+    wait_until 30 py 'import sys, urllib.request as u
+u.urlopen(u.Request(sys.argv[1] + "/v3/kv/put", data=b"{\"key\":\"AA==\",\"value\":\"AA==\"}"), timeout=1)' \
+      "http://127.0.0.1:${clients[$((k - 1))]}" 2>/dev/null || fail "etcd member e$k did not answer: $(tail -5 "$tmp/e$k.log")"
+  done
+}
