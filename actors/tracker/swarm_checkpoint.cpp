@@ -137,7 +137,9 @@ bool restore_group(const model::Checkpoint& ckpt, uint32_t stage, GroupStore& st
     store.last_applied = g.at("last_applied").get<int64_t>();
     if (g.contains("fragment_applied"))
       store.fragment_applied = g.at("fragment_applied").get<std::vector<int64_t>>();
-    return !store.theta.empty();
+    // A checkpoint taken before the group's first round holds no θ: the group starts again from
+    // θ(0), the stage's seeded initialization, as it did then.
+    return true;
   }
   return false;
 }

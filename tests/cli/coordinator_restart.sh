@@ -16,7 +16,7 @@ coordinator() {  # LOG ARGS...
   "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$listen" -o "$tmp/run" \
     --run-id $run_id --set "data.path=$root/data/brown.txt" --set train.steps=$steps \
     --set train.eval_every=0 --set train.eval_batches=4 --set checkpoint.every_steps=10 \
-    --set diloco.inner_steps=10 "$@" >"$tmp/$log.log" 2>&1 &
+    "$@" >"$tmp/$log.log" 2>&1 &
   coord=$!
   pids+=("$coord")
 }
