@@ -12,7 +12,8 @@
 # micro-batch lost or counted twice.
 # Usage: bench/failover.sh [ROUNDS_PER_PHASE] [LEASE_TTL_S]  -> table + bench/results/failover.json
 source "$(dirname "$0")/lib.sh"
-prepare_bench etcd-server
+install_daemons etcd-server  # a daemon package: installed without starting its service
+prepare_bench
 rounds=${1:-5} ttl=${2:-5}
 steps=30
 export OPENBLAS_NUM_THREADS=1 TZ=UTC SWARMRT_SECRET=bench-failover
