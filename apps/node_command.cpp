@@ -248,6 +248,8 @@ struct NodeProcess {
   caf::actor door;
   nlohmann::json sent = nlohmann::json::object();  // bytes of attachments that ended, by kind
   std::string name;
+  size_t used = 0;       // the --join address of the coordinator attached to
+  size_t first_try = 0;  // where the next search starts
 };
 
 // --console: a port of this node's own through which a console reaches the whole swarm (the
@@ -283,7 +285,8 @@ void update_console_door(NodeProcess& p, const caf::actor& dir) {
 // How one attachment ended: the exit code if the node stops now, or lost (attach again).
 struct Attachment {
   int code = 0;
-  bool lost = false;
+  bool lost = false;    // attach again
+  bool joined = false;  // the join was answered: the node served this coordinator
 };
 
 // One attachment: join the coordinator whose directory is `dir`, start the workers it assigns,
@@ -305,19 +308,30 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
       [&] { caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown); }};
   messages::JoinReply reply;
   std::string refusal;
+  bool refused = false;
   self->request(dir, std::chrono::seconds(30), join_atom::value, p.request)
       .receive([&](const messages::JoinReply& r) { reply = r; },
-               [&](const caf::error& e) { refusal = sys.render(e); });
-  if (!refusal.empty()) {
+               [&](const caf::error& e) {
+                 refusal = sys.render(e);
+                 // The directory's refusals (secret, run, config, ...) are final; a join that
+                 // went unanswered (a coordinator frozen or gone meanwhile) is tried elsewhere.
+                 refused = e == caf::sec::invalid_argument;
+               });
+  if (refused) {
     spdlog::error("the coordinator at {} refused this node: {}", p.args.join, refusal);
-    return {3, false};
+    return {3, false, false};
+  }
+  if (!refusal.empty()) {
+    spdlog::warn("node '{}': the join went unanswered ({}); trying the coordinator again",
+                 p.request.node_name, refusal);
+    return {1, true, false};
   }
   auto ctx = std::make_shared<actors::SwarmContext>();
   try {
     ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return {3, false};
+    return {3, false, false};
   }
   // The run's compute dtype must be one this node's device computes in (fp16: CUDA only).
   if (auto why = model::check_precision(
@@ -325,7 +339,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
           c10::Device(p.args.device == "cpu" ? std::string("cpu") : std::string("cuda")));
       !why.empty()) {
     spdlog::error("this node cannot join the run on {}: {}", p.args.device, why);
-    return {3, false};
+    return {3, false, false};
   }
   ctx->run_id = reply.run_id;
   // Its workers report this process's bytes under this name: the coordinator adds them up.
@@ -378,7 +392,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   const nlohmann::json sent = ctx->bytes->to_json();
   for (const auto& [kind, bytes] : sent.items())
     p.sent[kind] = p.sent.value(kind, 0.0) + bytes.get<double>();
-  return {failed ? 1 : 0, *setup.lost};
+  return {failed ? 1 : 0, *setup.lost, true};
 }
 
 // The coordinator's directory at any of the --join addresses: at the start when there are
@@ -386,19 +400,20 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
 // became unreachable (the partition healed, a standby took over, a coordinator resumed on its
 // address). Each address is tried in turn, with backoff, until --connect-timeout-s; null when
 // none answered or a signal came.
-caf::actor find_coordinator(NodeProcess& p) {
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(p.args.connect_timeout_s * 1e3));
+caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline) {
   auto wait = std::chrono::milliseconds(200);
   std::string last;
+  caf::scoped_actor self{p.sys};
   for (;;) {
-    for (const auto& at : p.coords) {
+    for (size_t i = 0; i < p.coords.size(); ++i) {
+      // From the address after the one that failed last: a frozen leader is asked last.
+      const size_t k = (p.first_try + i) % p.coords.size();
+      const auto& at = p.coords[k];
+      const auto where = at.host + ":" + std::to_string(at.port);
       // The port first, with a bounded connect: behind a link that drops packets, CAF's own
       // connect would wait for the kernel's SYN timeout, minutes past the deadline.
       if (!tcp_port_open(at.host, at.port)) {
-        last = at.host + ":" + std::to_string(at.port) +
-               ": nothing listens there (or the link is down)";
+        last = where + ": nothing listens there (or the link is down)";
         continue;
       }
       // A refusal is retried too: this node held the credential a moment ago, and CAF refuses
@@ -407,8 +422,20 @@ caf::actor find_coordinator(NodeProcess& p) {
       const auto reached = reach_coordinator(
           p.sys, at, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5)),
           false, [&] { return p.signals.fired(); }, nullptr);
-      if (reached.directory) return reached.directory;
-      last = at.host + ":" + std::to_string(at.port) + ": " + reached.error;
+      if (!reached.directory) {
+        last = where + ": " + reached.error;
+        continue;
+      }
+      // CAF may hand back the handle it knew for that address without a new handshake: the
+      // directory must answer before the node joins it (a frozen leader's does not).
+      bool alive = false;
+      self->request(reached.directory, std::chrono::seconds(3), inspector_atom::value)
+          .receive([&](const caf::actor&) { alive = true; }, [&](const caf::error&) {});
+      if (alive) {
+        p.used = k;
+        return reached.directory;
+      }
+      last = where + ": its directory did not answer (a frozen coordinator?)";
     }
     if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
     std::this_thread::sleep_for(wait);
@@ -456,19 +483,27 @@ int run_node(const NodeArgs& args) {
   p.request = request;
   p.name = request.node_name;
   int code = 0;
-  caf::actor dir = coords.size() == 1 ? reach_directory(sys, args, coords.front(), signals, code)
-                                      : find_coordinator(p);
+  const auto connect_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
+  caf::actor dir = coords.size() == 1
+                       ? reach_directory(sys, args, coords.front(), signals, code)
+                       : find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);
   if (!dir) return code != 0 ? code : 1;
   AtScopeExit close_door{[&] {
     if (p.door) caf::anon_send_exit(p.door, caf::exit_reason::user_shutdown);
   }};
+  // Since when no coordinator has served this node: joins that go unanswered do not extend
+  // --connect-timeout-s.
+  auto lost_since = std::chrono::steady_clock::now();
   for (;;) {
     const auto ended = attach(p, dir);
     code = ended.code;
     if (!ended.lost || signals.fired()) break;
+    if (ended.joined) lost_since = std::chrono::steady_clock::now();
+    p.first_try = (p.used + 1) % p.coords.size();
     spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, args.join,
                  args.connect_timeout_s);
-    dir = find_coordinator(p);
+    dir = find_coordinator(p, lost_since + connect_timeout);
     if (!dir) {
       code = signals.fired() ? 0 : 1;
       break;
