@@ -11,7 +11,7 @@ bin=$1 root=$2 fault=${3:-kill}
 source "$(dirname "$0")/lib.sh"
 export SWARMRT_SECRET=failover-test
 unset SWARMRT_SECRET_FILE
-start_etcd etcd
+start_etcd
 run_id=0123456789abcdef steps=60
 pa=$(free_port) pb=$(free_port)
 replica() {  # NAME PORT

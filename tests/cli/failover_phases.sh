@@ -10,7 +10,7 @@ bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 export SWARMRT_SECRET=failover-phases-test
 unset SWARMRT_SECRET_FILE
-start_etcd etcd
+start_etcd
 steps=30
 set_args=(--set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm.workers_per_stage=1
   --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4

@@ -26,7 +26,7 @@ dead=$(free_port)
 expect unreachable 1 "etcd at http://127.0.0.1:$dead: no etcd member answered" \
   --etcd "http://127.0.0.1:$dead" --lease-ttl-s 1 --run-id $run_id
 
-start_etcd etcd
+start_etcd
 "$bin" coordinator "${args[@]}" -o "$tmp/run" --etcd "$etcd_url" --run-id $run_id \
   >"$tmp/leader.log" 2>&1 &
 leader=$!

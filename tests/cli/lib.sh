@@ -168,23 +168,11 @@ bridged_namespaces() {
 # free_port: a TCP port on 127.0.0.1 nothing listens on now.
 free_port() { py 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# start_etcd NAME: a one-member etcd of the test's own (data in $tmp/NAME, loopback ports),
-# its client URL in $etcd_url and pid in $etcd_pid once it answers (fails after 20 s).
+# start_etcd: a one-member etcd of the test's own (start_etcd_cluster 1), its client URL in
+# $etcd_url and pid in $etcd_pid.
 start_etcd() {
-  local name=$1 client peer
-  command -v etcd >/dev/null || fail "needs etcd (Debian's etcd-server; scripts/test.sh installs it)"
-  client=$(free_port) peer=$(free_port)
-  etcd --name "$name" --data-dir "$tmp/$name" --listen-client-urls "http://127.0.0.1:$client" \
-    --advertise-client-urls "http://127.0.0.1:$client" --listen-peer-urls "http://127.0.0.1:$peer" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "$name=http://127.0.0.1:$peer" >"$tmp/$name.log" 2>&1 &
-  etcd_pid=$!
-  pids+=("$etcd_pid")
-  etcd_url="http://127.0.0.1:$client"
-  wait_until 20 py 'import sys, urllib.request as u
-u.urlopen(u.Request(sys.argv[1] + "/v3/kv/range", data=b"{\"key\":\"AA==\"}"), timeout=1)' \
-    "$etcd_url" 2>/dev/null ||
-    fail "etcd did not answer: $(tail -5 "$tmp/$name.log")"
+  start_etcd_cluster 1
+  etcd_pid=${etcd_pids[0]}
 }
 
 # start_etcd_cluster N: an N-member etcd on loopback (members e1..eN, data in $tmp/eK), their
