@@ -18,5 +18,6 @@ void add_simulate_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_plot_command(CLI::App& app, int& exit_code);
 void add_data_command(CLI::App& app, int& exit_code);
+void add_tls_command(CLI::App& app, int& exit_code);
 
 }  // namespace swarmrt::apps

@@ -356,7 +356,7 @@ int run_coordinator(const CoordinatorArgs& args) {
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
   Leading leading =
-      stand_for_leader(args.leader, in.run_id, model::fingerprint(config),
+      stand_for_leader(args.leader, in.run_id, model::fingerprint(config), in.secret,
                        fmt::format("{} at {} (pid {})", hostname, args.listen, getpid()),
                        [&] { return signals.fired(); });
   if (leading.exit_code >= 0) return leading.exit_code;

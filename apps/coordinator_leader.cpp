@@ -27,9 +27,22 @@ void add_leader_options(CLI::App& cmd, LeaderOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{600}));
   cmd.add_option("--etcd-ca", o.tls.ca,
-                 "PEM file of the CA that signed the etcd members' certificates");
+                 "PEM file of the CA that signed the etcd members' certificates (default for "
+                 "https members: the cluster CA from the secret, as `swarmrt tls` writes it)");
   cmd.add_option("--etcd-cert", o.tls.cert, "PEM client certificate for https etcd members");
   cmd.add_option("--etcd-key", o.tls.key, "PEM key of --etcd-cert");
+}
+
+leader::EtcdTls etcd_tls(const std::string& urls, const leader::EtcdTls& given,
+                         const std::string& secret, transport::TlsFiles& files) {
+  if (!given.ca.empty() || !given.cert.empty() || !given.key.empty()) return given;
+  if (urls.find("https://") == std::string::npos) return given;
+  if (secret.empty())
+    throw std::invalid_argument(
+        "--etcd over https needs the cluster secret (SWARMRT_SECRET or --secret-file) to show "
+        "etcd the cluster's certificate, or --etcd-ca/--etcd-cert/--etcd-key");
+  files = transport::write_cluster_tls(secret, "swarmrt etcd client");
+  return {files.ca, files.cert, files.key};
 }
 
 namespace {
@@ -41,7 +54,8 @@ std::string run_key(uint64_t run_id, const char* leaf) {
 }  // namespace
 
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
-                         const std::string& who, const std::function<bool()>& give_up) {
+                         const std::string& secret, const std::string& who,
+                         const std::function<bool()>& give_up) {
   Leading l;
   if (o.etcd.empty()) return l;
   if (run_id == 0) {
@@ -50,7 +64,7 @@ Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::str
     return l;
   }
   try {
-    leader::Etcd etcd(o.etcd, o.tls);
+    leader::Etcd etcd(o.etcd, etcd_tls(o.etcd, o.tls, secret, l.etcd_files.files));
     // The first replica to come records the run's config; every other must have the same.
     const auto config_key = run_key(run_id, "config");
     if (!etcd.create_if_absent(config_key, fingerprint, 0).won) {

@@ -13,8 +13,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "leader/leadership.hpp"
+#include "transport/cluster_tls.hpp"
 
 namespace swarmrt::apps {
 
@@ -25,7 +27,25 @@ struct LeaderOptions {
 };
 void add_leader_options(CLI::App& cmd, LeaderOptions& o);
 
+// How a swarmrt process talks to etcd at `urls`: with the files given (--etcd-ca/--etcd-cert/
+// --etcd-key) when there are any; else, for https members, with the cluster's own certificates
+// from `secret` (the private etcd of `launch --coordinators` and one set up with `swarmrt tls`
+// trust those), written to a private directory that `files` names (remove it at exit); else
+// plain http. Throws std::invalid_argument when https needs the secret and there is none.
+leader::EtcdTls etcd_tls(const std::string& urls, const leader::EtcdTls& given,
+                         const std::string& secret, transport::TlsFiles& files);
+
+// Cluster certificate files removed when their holder goes (moved, they go with the move).
+struct OwnedTls {
+  transport::TlsFiles files;
+  OwnedTls() = default;
+  OwnedTls(OwnedTls&& o) noexcept : files(std::exchange(o.files, {})) {}
+  OwnedTls& operator=(OwnedTls&&) = delete;
+  ~OwnedTls() { transport::remove_cluster_tls(files); }
+};
+
 struct Leading {
+  OwnedTls etcd_files;  // the cluster certificates this replica shows etcd (outlives `lead`)
   std::unique_ptr<leader::Leadership> lead;  // null without --etcd
   bool took_over = false;                    // an earlier leader started this run: continue it
   std::string previous;                      // who that was
@@ -36,7 +56,8 @@ struct Leading {
 
 // Stands for leader (blocking while a standby); `who` says who this replica is.
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
-                         const std::string& who, const std::function<bool()>& give_up);
+                         const std::string& secret, const std::string& who,
+                         const std::function<bool()>& give_up);
 // From now on the run directory is written only under the lease; when it lapses this process
 // stops at once (exit 4) without another write.
 void fence_and_keep(Leading& l, const std::string& run_dir);

@@ -308,7 +308,22 @@ int run_launch(const LaunchArgs& args) {
     const std::string out =
         args.out.empty() ? "runs/" + std::filesystem::path(args.config).stem().string() : args.out;
     try {
-      etcd = start_private_etcd((std::filesystem::path(out) / "etcd").string());
+      // The replicas and the etcd they share need the secret before any of them starts: made
+      // here when none was given, kept where a lone coordinator would keep it.
+      if (secret.empty()) {
+        const auto path = std::filesystem::path(out) / "secret";
+        std::filesystem::create_directories(out);
+        if (args.resume && std::filesystem::exists(path)) {
+          secret = transport::read_secret_file(path.string());
+        } else {
+          secret = transport::generate_secret();
+          transport::write_secret_file(path.string(), secret);
+        }
+        setenv("SWARMRT_SECRET", secret.c_str(), 1);
+        std::printf("[launch] cluster secret in %s (ctl and nodes: --secret-file)\n",
+                    std::filesystem::absolute(path).string().c_str());
+      }
+      etcd = start_private_etcd((std::filesystem::path(out) / "etcd").string(), secret);
     } catch (const std::exception& e) {
       spdlog::error("--coordinators {}: {}", coords, e.what());
       return 1;
@@ -390,7 +405,7 @@ int run_launch(const LaunchArgs& args) {
     for (size_t k = 1; k < coords; ++k)
       std::printf("[launch] %s exited with %d\n", children[k]->label().c_str(),
                   children[k]->poll_exit().value_or(1));
-    const auto outcome = run_outcome(etcd.url, run_id);
+    const auto outcome = run_outcome(etcd, run_id);
     std::printf("[launch] run %s: %s\n", run_id.c_str(),
                 outcome.empty() ? "no leader recorded its end" : outcome.c_str());
     code = outcome.rfind("completed", 0) == 0 ? 0 : code != 0 ? code : 1;

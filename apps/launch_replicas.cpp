@@ -13,6 +13,8 @@
 
 #include "leader/etcd.hpp"
 #include "messages/run_id.hpp"
+#include "transport/cluster_tls.hpp"
+#include "transport/credential.hpp"
 
 namespace swarmrt::apps {
 
@@ -39,23 +41,33 @@ std::string random_run_id() {
   return messages::run_id_text(id);
 }
 
-PrivateEtcd start_private_etcd(const std::string& data_dir) {
+PrivateEtcd start_private_etcd(const std::string& data_dir, const std::string& secret) {
   std::error_code ec;
+  const std::string tls_dir = data_dir + "-tls";
   std::filesystem::remove_all(data_dir, ec);
+  std::filesystem::remove_all(tls_dir, ec);
   std::filesystem::create_directories(data_dir);
+  std::filesystem::permissions(data_dir, std::filesystem::perms::owner_all);  // etcd wants 0700
+  const auto files = transport::write_cluster_tls(secret, "swarmrt private etcd",
+                                                  {"127.0.0.1", "localhost"}, tls_dir);
   const auto client = std::to_string(free_port("127.0.0.1"));
   const auto peer = std::to_string(free_port("127.0.0.1"));
   PrivateEtcd out;
-  out.url = "http://127.0.0.1:" + client;
-  const std::string peer_url = "http://127.0.0.1:" + peer;
+  out.url = "https://127.0.0.1:" + client;
+  out.client = {files.ca, files.cert, files.key};
+  const std::string peer_url = "https://127.0.0.1:" + peer;
   out.child = std::make_unique<Child>(
       "etcd",
-      std::vector<std::string>{"etcd", "--name", "swarmrt", "--data-dir", data_dir, "--logger",
-                               "zap", "--log-outputs", data_dir + ".log", "--listen-client-urls",
-                               out.url, "--advertise-client-urls", out.url, "--listen-peer-urls",
-                               peer_url, "--initial-advertise-peer-urls", peer_url,
-                               "--initial-cluster", "swarmrt=" + peer_url});
-  leader::Etcd etcd(out.url);
+      std::vector<std::string>{
+          "etcd", "--name", "swarmrt", "--data-dir", data_dir, "--logger", "zap", "--log-outputs",
+          data_dir + ".log", "--listen-client-urls", out.url, "--advertise-client-urls", out.url,
+          "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+          "--initial-cluster", "swarmrt=" + peer_url,
+          // Clients and peers alike must show a certificate of the cluster CA.
+          "--client-cert-auth", "--trusted-ca-file", files.ca, "--cert-file", files.cert,
+          "--key-file", files.key, "--peer-client-cert-auth", "--peer-trusted-ca-file", files.ca,
+          "--peer-cert-file", files.cert, "--peer-key-file", files.key});
+  leader::Etcd etcd(out.url, out.client);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::string last;
   for (;;) {
@@ -73,9 +85,9 @@ PrivateEtcd start_private_etcd(const std::string& data_dir) {
   }
 }
 
-std::string run_outcome(const std::string& etcd_url, const std::string& run_id) {
+std::string run_outcome(const PrivateEtcd& private_etcd, const std::string& run_id) {
   try {
-    leader::Etcd etcd(etcd_url);
+    leader::Etcd etcd(private_etcd.url, private_etcd.client);
     if (auto done = etcd.get("/swarmrt/runs/" + run_id + "/done")) return done->value;
   } catch (const std::exception&) {
   }

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   swarmrt::apps::add_bench_command(app, exit_code);
   swarmrt::apps::add_plot_command(app, exit_code);
   swarmrt::apps::add_data_command(app, exit_code);
+  swarmrt::apps::add_tls_command(app, exit_code);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   try {
     app.parse(argc, argv);

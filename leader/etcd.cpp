@@ -53,6 +53,25 @@ json parse(const std::string& body) {
   return r;
 }
 
+// httplib's names, with what they mean for an etcd of a swarm.
+std::string failure_text(httplib::Error e, bool https) {
+  switch (e) {
+    case httplib::Error::Read:
+      // TLS 1.3 checks the client's certificate after the client's side of the handshake.
+      if (https)
+        return "the connection closed unanswered (the member may not take this client "
+               "certificate)";
+      return httplib::to_string(e);
+    case httplib::Error::SSLServerVerification:
+      return "its TLS certificate is not signed by the CA this process trusts (another "
+             "cluster's secret, or the wrong --etcd-ca)";
+    case httplib::Error::SSLConnection:
+      return "the TLS handshake failed (the member may not take this client certificate)";
+    default:
+      return httplib::to_string(e);
+  }
+}
+
 }  // namespace
 
 Etcd::Etcd(const std::string& urls, EtcdTls tls) : tls_(std::move(tls)) {
@@ -84,7 +103,8 @@ std::string Etcd::post(const std::string& path, const std::string& body) {
     if (!tls_.ca.empty()) client.set_ca_cert_path(tls_.ca.c_str());
     auto res = client.Post(path, body, "application/json");
     if (!res) {
-      failures += "; " + urls_[k] + ": " + httplib::to_string(res.error());
+      failures +=
+          "; " + urls_[k] + ": " + failure_text(res.error(), urls_[k].rfind("https://", 0) == 0);
       continue;
     }
     if (res->status != 200) {

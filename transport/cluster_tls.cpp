@@ -1,5 +1,6 @@
 #include "transport/cluster_tls.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -12,6 +13,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
 #include <cstdio>
@@ -92,9 +94,25 @@ void add_ext(X509* cert, X509* issuer, int nid, const char* value) {
   X509_EXTENSION_free(ext);
 }
 
+// "IP:10.0.0.1,DNS:node-a": an IP address where the host parses as one, a DNS name otherwise.
+std::string alt_names(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) {
+    // The list is OpenSSL's config syntax: a comma or space in a name would change its meaning.
+    if (h.empty() || h.find_first_of(", \t\n") != std::string::npos)
+      throw std::runtime_error("cluster TLS: '" + h + "' is not a host name or address");
+    unsigned char buf[16];
+    const bool ip =
+        ::inet_pton(AF_INET, h.c_str(), buf) == 1 || ::inet_pton(AF_INET6, h.c_str(), buf) == 1;
+    out += (out.empty() ? "" : ",") + std::string(ip ? "IP:" : "DNS:") + h;
+  }
+  return out;
+}
+
 // A certificate for `key` named `cn`, signed by `ca_key` (issued by `ca`; self-signed when
 // `ca` is null).
-Cert make_cert(EVP_PKEY* key, const std::string& cn, EVP_PKEY* ca_key, X509* ca) {
+Cert make_cert(EVP_PKEY* key, const std::string& cn, EVP_PKEY* ca_key, X509* ca,
+               const std::vector<std::string>& hosts = {}) {
   Cert cert(X509_new());
   if (!cert || !X509_set_version(cert.get(), 2)) fail("cannot make a certificate");
   uint64_t serial = 1;
@@ -121,6 +139,7 @@ Cert make_cert(EVP_PKEY* key, const std::string& cn, EVP_PKEY* ca_key, X509* ca)
     add_ext(cert.get(), issuer, NID_basic_constraints, "critical,CA:FALSE");
     add_ext(cert.get(), issuer, NID_key_usage, "critical,digitalSignature,keyAgreement");
     add_ext(cert.get(), issuer, NID_ext_key_usage, "serverAuth,clientAuth");
+    if (!hosts.empty()) add_ext(cert.get(), issuer, NID_subject_alt_name, alt_names(hosts).c_str());
   } else {
     add_ext(cert.get(), issuer, NID_basic_constraints, "critical,CA:TRUE,pathlen:0");
     add_ext(cert.get(), issuer, NID_key_usage, "critical,keyCertSign,cRLSign");
@@ -158,12 +177,13 @@ struct Identity {
   Pkey key;
   Cert cert;
 };
-Identity make_identity(const std::string& secret, const std::string& name) {
+Identity make_identity(const std::string& secret, const std::string& name,
+                       const std::vector<std::string>& hosts = {}) {
   auto ca_key = derive_ca_key(secret);
   auto ca = make_cert(ca_key.get(), ca_subject(secret), ca_key.get(), nullptr);
   Pkey key(EVP_EC_gen("P-256"));
   if (!key) fail("cannot make a key pair");
-  auto cert = make_cert(key.get(), name, ca_key.get(), ca.get());
+  auto cert = make_cert(key.get(), name, ca_key.get(), ca.get(), hosts);
   return {std::move(ca), std::move(key), std::move(cert)};
 }
 
@@ -205,14 +225,20 @@ ssl_ctx_st* make_cluster_tls_context(const std::string& secret, bool server) {
   return ctx;
 }
 
-TlsFiles write_cluster_tls(const std::string& secret, const std::string& name) {
+TlsFiles write_cluster_tls(const std::string& secret, const std::string& name,
+                           const std::vector<std::string>& hosts, const std::string& dir) {
   if (secret.empty()) throw std::runtime_error("cluster TLS: no cluster secret");
-  auto [ca, key, cert] = make_identity(secret, name);
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/swarmrt-tls-XXXXXX";
-  if (!::mkdtemp(templ.data()))
-    throw std::runtime_error("cluster TLS: cannot make a directory under " + templ + ": " +
-                             strerror(errno));
+  auto [ca, key, cert] = make_identity(secret, name, hosts);
+  std::string templ = dir;
+  if (templ.empty()) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/swarmrt-tls-XXXXXX";
+    if (!::mkdtemp(templ.data()))
+      throw std::runtime_error("cluster TLS: cannot make a directory under " + templ + ": " +
+                               strerror(errno));
+  } else if (::mkdir(templ.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw std::runtime_error("cluster TLS: cannot make " + templ + ": " + strerror(errno));
+  }
   TlsFiles files{templ, templ + "/ca.pem", templ + "/cert.pem", templ + "/key.pem"};
   try {
     FILE* f = open_private(files.ca);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 
@@ -23,9 +24,14 @@ struct TlsFiles {
 };
 
 // Writes the cluster CA certificate and a fresh key pair with a certificate for `name` into a
-// new private directory under $TMPDIR (or /tmp). Throws std::runtime_error with the reason.
-TlsFiles write_cluster_tls(const std::string& secret, const std::string& name);
-// Removes the files and their directory.
+// new private directory under $TMPDIR (or /tmp), or into `dir` (made 0700 if missing) when
+// given. `hosts` (IP addresses or DNS names) go into the certificate's subjectAltName, which a
+// TLS server such as an etcd member needs: its clients check the address they dialled against
+// it. Throws std::runtime_error with the reason.
+TlsFiles write_cluster_tls(const std::string& secret, const std::string& name,
+                           const std::vector<std::string>& hosts = {}, const std::string& dir = "");
+// Removes the files and their directory (a `dir` given to write_cluster_tls stays if it holds
+// anything else).
 void remove_cluster_tls(const TlsFiles& files);
 
 // A TLS 1.3 context (client or server side) with a fresh certificate of the cluster CA derived

@@ -2,7 +2,9 @@
 # launch --local 2 --coordinators 2 (#32): launch starts a private etcd, two coordinator
 # replicas and two nodes that know both; the leader is SIGKILLed at step 25 of 60 and the run
 # completes under the standby with no human action: launch exits 0, says so, and the run's
-# metrics.jsonl has exactly one step record per step. The etcd launch started is gone after.
+# metrics.jsonl has exactly one step record per step. The etcd launch started takes only the
+# cluster's certificate (no plain http, no client without one, none of another secret's), and
+# is gone after.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 export SWARMRT_SECRET=launch-failover-test
@@ -19,6 +21,19 @@ wait_log "$tmp/launch.log" "\[coord\] .*step 25/$steps" 180 || fail "the run did
 leader=$(sed -n 's/^\[launch\] coord started (pid \([0-9]*\))$/\1/p' "$tmp/launch.log")
 etcd=$(sed -n 's/^\[launch\] etcd for .* (pid \([0-9]*\))$/\1/p' "$tmp/launch.log")
 [ -n "$leader" ] && [ -n "$etcd" ] || fail "launch did not name the leader's and etcd's pids"
+url=$(sed -n 's/^\[launch\] etcd for .* at \(https:[^ ]*\) (pid .*$/\1/p' "$tmp/launch.log")
+[ -n "$url" ] || fail "launch did not name an https etcd"
+run_id=$(sed -n 's/^\[coord\] .*leading run \([0-9a-f]*\) .*/\1/p' "$tmp/launch.log" | head -1)
+key=/swarmrt/runs/$run_id/leader
+etcd_tls "$tmp/mine" 127.0.0.1
+holder=$(etcd_get "$url" "$key" "$tmp/mine/ca.pem" "$tmp/mine/cert.pem" "$tmp/mine/key.pem") ||
+  fail "the private etcd refused the cluster's certificate"
+[[ "$holder" == *"pid $leader"* ]] || fail "the leader key holds '$holder', not the leader"
+etcd_get "${url/https:/http:}" "$key" 2>/dev/null && fail "the private etcd answered plain http"
+etcd_get "$url" "$key" 2>/dev/null && fail "the private etcd answered a client without a certificate"
+SWARMRT_SECRET=another-cluster etcd_tls "$tmp/other" 127.0.0.1
+etcd_get "$url" "$key" "" "$tmp/other/cert.pem" "$tmp/other/key.pem" 2>/dev/null &&
+  fail "the private etcd answered a certificate of another cluster"
 kill -KILL "$leader"
 wait_exit "$launcher" 300 || fail "launch still runs after 300 s"
 wait "$launcher" || fail "launch exited with $?"

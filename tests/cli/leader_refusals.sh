@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # coordinator --etcd refusals (#32), each a one-line error, a non-zero exit and nothing written
-# to the run directory: no --run-id; a malformed etcd URL; etcd unreachable at start; a replica
-# whose config differs from the run's; a replica of a run that ended (stopped on purpose by its
-# leader, so no standby starts it again). Processes are stopped by pid.
+# to the run directory: no --run-id; a malformed etcd URL; etcd unreachable at start; an https
+# etcd and no secret; an etcd of another cluster (another secret); a replica whose config
+# differs from the run's; a replica of a run that ended (stopped on purpose by its leader, so
+# no standby starts it again). And the etcd's own door: it answers only holders of the
+# cluster's certificate (no plain http, no client without a certificate, none of another
+# secret's). Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 export SWARMRT_SECRET=leader-refusals-test
@@ -27,11 +30,25 @@ expect unreachable 1 "etcd at http://127.0.0.1:$dead: no etcd member answered" \
   --etcd "http://127.0.0.1:$dead" --lease-ttl-s 1 --run-id $run_id
 
 start_etcd
+(unset SWARMRT_SECRET; expect no_secret 2 "over https needs the cluster secret" --etcd "$etcd_url" \
+  --run-id $run_id) || exit 1
+(export SWARMRT_SECRET=another-cluster; expect other_cluster 1 "etcd at $etcd_url: no etcd member answered" \
+  --etcd "$etcd_url" --lease-ttl-s 1 --run-id $run_id) || exit 1
 "$bin" coordinator "${args[@]}" -o "$tmp/run" --etcd "$etcd_url" --run-id $run_id \
   >"$tmp/leader.log" 2>&1 &
 leader=$!
 pids+=("$leader")
 wait_log "$tmp/leader.log" "leading run $run_id" 30 || fail "no leader: $(cat "$tmp/leader.log")"
+# The leader key, read with the cluster's certificate; refused to anyone without it.
+key=/swarmrt/runs/$run_id/leader
+mine=("$tmp/etcd-tls/ca.pem" "$tmp/etcd-tls/cert.pem" "$tmp/etcd-tls/key.pem")
+holder=$(etcd_get "$etcd_url" $key "${mine[@]}") || fail "the cluster's certificate was refused"
+[[ "$holder" == *"pid $leader"* ]] || fail "the leader key holds '$holder', not the leader"
+etcd_get "${etcd_url/https:/http:}" $key 2>/dev/null && fail "etcd answered plain http"
+etcd_get "$etcd_url" $key 2>/dev/null && fail "etcd answered a client without a certificate"
+SWARMRT_SECRET=another-cluster etcd_tls "$tmp/other-tls" 127.0.0.1
+etcd_get "$etcd_url" $key "" "$tmp/other-tls/cert.pem" "$tmp/other-tls/key.pem" 2>/dev/null &&
+  fail "etcd answered a certificate of another cluster"
 expect other_config 3 "run $run_id in etcd has another config" --etcd "$etcd_url" \
   --run-id $run_id --set train.steps=7
 # Stopped on purpose (SIGINT: no checkpoint, no swarm), the run is over for every replica.

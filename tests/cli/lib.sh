@@ -175,31 +175,78 @@ start_etcd() {
   etcd_pid=${etcd_pids[0]}
 }
 
-# start_etcd_cluster N: an N-member etcd on loopback (members e1..eN, data in $tmp/eK), their
-# client URLs comma-joined in $etcd_url and pids in the array etcd_pids, once every member
-# answers (fails after 30 s).
+# etcd_tls DIR HOST...: `swarmrt tls` certificates from $SWARMRT_SECRET for etcd members at
+# HOST... in DIR (ca.pem, cert.pem, key.pem). etcd_tls_flags DIR: the etcd flags that make its
+# client and peer ports take only mutual TLS with those (no open port, loopback too).
+etcd_tls() {
+  local dir=$1
+  shift
+  local hosts
+  hosts=$(IFS=,; echo "$*")
+  "$bin" tls --out "$dir" --host "$hosts" >/dev/null || fail "swarmrt tls --out $dir failed"
+}
+etcd_tls_flags() {
+  echo --client-cert-auth --trusted-ca-file "$1/ca.pem" --cert-file "$1/cert.pem" \
+    --key-file "$1/key.pem" --peer-client-cert-auth --peer-trusted-ca-file "$1/ca.pem" \
+    --peer-cert-file "$1/cert.pem" --peer-key-file "$1/key.pem"
+}
+
+# etcd_get URL KEY [CA CERT KEYFILE]: prints the value of KEY in the etcd member at URL, asking
+# over https with CA (empty: the member's certificate is not checked) and the client
+# certificate CERT/KEYFILE (empty: none shown); fails (non-zero, the reason on stderr) when the
+# member does not answer or refuses.
+etcd_get() {
+  py '
+import base64, json, ssl, sys, urllib.request as u
+url, key, ca, cert, keyfile = (sys.argv[1:] + [""] * 5)[:5]
+ctx = None
+if url.startswith("https://"):
+    ctx = ssl.create_default_context(cafile=ca or None)
+    if not ca:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(cert, keyfile)
+body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+try:
+    r = json.load(u.urlopen(u.Request(url + "/v3/kv/range", data=body), timeout=3, context=ctx))
+except Exception as e:
+    sys.exit(f"etcd at {url} refused or did not answer: {e}")
+kvs = r.get("kvs", [])
+print(base64.b64decode(kvs[0].get("value", "")).decode() if kvs else "")
+' "$@"
+}
+
+# start_etcd_cluster N: an N-member etcd on loopback (members e1..eN, data in $tmp/eK) whose
+# ports take only mutual TLS with the cluster's certificates ($tmp/etcd-tls, from
+# $SWARMRT_SECRET), their https client URLs comma-joined in $etcd_url and pids in the array
+# etcd_pids, once every member answers (fails after 30 s).
 start_etcd_cluster() {
   local n=$1 k cluster="" clients=() peers=()
   command -v etcd >/dev/null || fail "needs etcd (Debian's etcd-server; scripts/test.sh installs it)"
+  [ -n "${SWARMRT_SECRET:-}" ] || fail "start_etcd_cluster needs SWARMRT_SECRET set"
+  etcd_tls "$tmp/etcd-tls" 127.0.0.1
   for k in $(seq 1 "$n"); do
     clients+=("$(free_port)") peers+=("$(free_port)")
-    cluster+="${cluster:+,}e$k=http://127.0.0.1:${peers[$((k - 1))]}"
+    cluster+="${cluster:+,}e$k=https://127.0.0.1:${peers[$((k - 1))]}"
   done
   etcd_pids=() etcd_url=""
   for k in $(seq 1 "$n"); do
+    # shellcheck disable=SC2046
     etcd --name "e$k" --data-dir "$tmp/e$k" \
-      --listen-client-urls "http://127.0.0.1:${clients[$((k - 1))]}" \
-      --advertise-client-urls "http://127.0.0.1:${clients[$((k - 1))]}" \
-      --listen-peer-urls "http://127.0.0.1:${peers[$((k - 1))]}" \
-      --initial-advertise-peer-urls "http://127.0.0.1:${peers[$((k - 1))]}" \
-      --initial-cluster "$cluster" --initial-cluster-state new >"$tmp/e$k.log" 2>&1 &
+      --listen-client-urls "https://127.0.0.1:${clients[$((k - 1))]}" \
+      --advertise-client-urls "https://127.0.0.1:${clients[$((k - 1))]}" \
+      --listen-peer-urls "https://127.0.0.1:${peers[$((k - 1))]}" \
+      --initial-advertise-peer-urls "https://127.0.0.1:${peers[$((k - 1))]}" \
+      --initial-cluster "$cluster" --initial-cluster-state new \
+      $(etcd_tls_flags "$tmp/etcd-tls") >"$tmp/e$k.log" 2>&1 &
     etcd_pids+=($!)
     pids+=($!)
-    etcd_url+="${etcd_url:+,}http://127.0.0.1:${clients[$((k - 1))]}"
+    etcd_url+="${etcd_url:+,}https://127.0.0.1:${clients[$((k - 1))]}"
   done
   for k in $(seq 1 "$n"); do
-    wait_until 30 py 'import sys, urllib.request as u
-u.urlopen(u.Request(sys.argv[1] + "/v3/kv/put", data=b"{\"key\":\"AA==\",\"value\":\"AA==\"}"), timeout=1)' \
-      "http://127.0.0.1:${clients[$((k - 1))]}" 2>/dev/null || fail "etcd member e$k did not answer: $(tail -5 "$tmp/e$k.log")"
+    wait_until 30 etcd_get "https://127.0.0.1:${clients[$((k - 1))]}" /swarmrt/ping \
+      "$tmp/etcd-tls/ca.pem" "$tmp/etcd-tls/cert.pem" "$tmp/etcd-tls/key.pem" 2>/dev/null >/dev/null ||
+      fail "etcd member e$k did not answer: $(tail -5 "$tmp/e$k.log")"
   done
 }

@@ -17,17 +17,20 @@ ns() { ip netns exec "$@"; }
 bridged_namespaces "sqh$tag" "" "$ns_etcd=$ip_etcd" "$ns_a=$ip_a" "$ns_b=$ip_b" "$ns_1=$ip_1" \
   "$ns_2=$ip_2"
 command -v etcd >/dev/null || fail "needs etcd (Debian's etcd-server; scripts/test.sh installs it)"
-ns "$ns_etcd" etcd --name e --data-dir "$tmp/etcd" --listen-client-urls "http://$ip_etcd:2379" \
-  --advertise-client-urls "http://$ip_etcd:2379" --listen-peer-urls "http://$ip_etcd:2380" \
-  --initial-advertise-peer-urls "http://$ip_etcd:2380" --initial-cluster "e=http://$ip_etcd:2380" \
-  >"$tmp/etcd.log" 2>&1 &
-pids+=($!)
 export SWARMRT_SECRET=partition-leader-test
 unset SWARMRT_SECRET_FILE
+etcd_tls "$tmp/etcd-tls" $ip_etcd
+# shellcheck disable=SC2046
+ns "$ns_etcd" etcd --name e --data-dir "$tmp/etcd" --listen-client-urls "https://$ip_etcd:2379" \
+  --advertise-client-urls "https://$ip_etcd:2379" --listen-peer-urls "https://$ip_etcd:2380" \
+  --initial-advertise-peer-urls "https://$ip_etcd:2380" \
+  --initial-cluster "e=https://$ip_etcd:2380" $(etcd_tls_flags "$tmp/etcd-tls") \
+  >"$tmp/etcd.log" 2>&1 &
+pids+=($!)
 run_id=00000000000000cc steps=60
 replica() {  # NAME NAMESPACE ADDRESS
   ns "$2" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "$3:7413" -o "$tmp/run" \
-    --etcd "http://$ip_etcd:2379" --lease-ttl-s 2 --run-id $run_id \
+    --etcd "https://$ip_etcd:2379" --lease-ttl-s 2 --run-id $run_id \
     --set "data.path=$root/data/brown.txt" --set train.steps=$steps --set train.eval_every=0 \
     --set train.eval_batches=4 --set checkpoint.every_steps=10 --set diloco.inner_steps=10 \
     >"$tmp/$1.log" 2>&1 &

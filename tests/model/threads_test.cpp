@@ -22,7 +22,9 @@ TEST(Threads, TheGemmsGetTheThreadsAndTorchsPoolKeepsOneUnderOpenBlas) {
   }
   set_compute_threads(1);
   EXPECT_EQ(at::get_num_threads(), 1);
-  if (openblas_threads) EXPECT_EQ(openblas_threads(), 1);
+  if (openblas_threads) {
+    EXPECT_EQ(openblas_threads(), 1);
+  }
 }
 
 }  // namespace
