@@ -313,7 +313,9 @@ int run_launch(const LaunchArgs& args) {
       if (secret.empty()) {
         const auto path = std::filesystem::path(out) / "secret";
         std::filesystem::create_directories(out);
-        if (args.resume && std::filesystem::exists(path)) {
+        // An existing run's secret is kept unless the run is started over: a launch refused
+        // for lack of --resume or --overwrite must not change it.
+        if (!args.overwrite && std::filesystem::exists(path)) {
           secret = transport::read_secret_file(path.string());
         } else {
           secret = transport::generate_secret();
