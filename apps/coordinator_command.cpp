@@ -188,7 +188,8 @@ struct MembershipActors {
 MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& core,
                                   const std::shared_ptr<actors::SwarmContext>& ctx,
                                   const CoordinatorInputs& in, const std::string& endpoint,
-                                  caf::actor& forward_kills) {
+                                  caf::actor& forward_kills,
+                                  std::function<nlohmann::json()> coordinators) {
   const auto& config = in.config;
   actors::DirectorySetup ds;
   ds.ctx = ctx;
@@ -207,6 +208,7 @@ MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& co
   is.nodes = ds.nodes;
   is.metrics = core.sink;
   is.config_toml = ds.config_toml;
+  is.coordinators = std::move(coordinators);
   is.query_timeout_s = config.supervision.query_timeout_s;
   is.answer_lead_ms = config.supervision.answer_lead_ms;
   MembershipActors m;
@@ -353,12 +355,8 @@ int run_coordinator(const CoordinatorArgs& args) {
   if (int code = read_inputs(args, in)) return code;
   const auto& config = in.config;
   // With --etcd, nothing of the run is touched before this replica leads it.
-  char hostname[256] = {0};
-  gethostname(hostname, sizeof(hostname) - 1);
-  Leading leading =
-      stand_for_leader(args.leader, in.run_id, model::fingerprint(config), in.secret,
-                       fmt::format("{} at {} (pid {})", hostname, args.listen, getpid()),
-                       [&] { return signals.fired(); });
+  Leading leading = stand_for_leader(args.leader, in.run_id, model::fingerprint(config), in.secret,
+                                     args.listen, [&] { return signals.fired(); });
   if (leading.exit_code >= 0) return leading.exit_code;
   fence_and_keep(leading, in.out);
   const int code = lead_run(args, in, leading, targets, signals);
@@ -441,7 +439,16 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     // Frames to and from the nodes go over a TCP link of their own beside CAF's.
     const std::string endpoint =
         args.frames_over_caf ? std::string() : transport::start_bulk_server(in.listen.host);
-    const auto m = spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills);
+    // `ctl nodes` lists the coordinator replicas: as etcd has them, or this one alone.
+    std::function<nlohmann::json()> coordinators;
+    if (leading.replicas)
+      coordinators = [view = leading.replicas] { return view->rows(); };
+    else
+      coordinators = [row = lone_coordinator_row(args.listen)] {
+        return nlohmann::json::array({row});
+      };
+    const auto m =
+        spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills, std::move(coordinators));
     {
       std::lock_guard<std::mutex> lock(targets.mu);
       targets.directory = m.directory;

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "messages/run_id.hpp"
 #include "model/checkpoint.hpp"
 #include "model/fence.hpp"
@@ -53,8 +55,62 @@ std::string run_key(uint64_t run_id, const char* leaf) {
 
 }  // namespace
 
+nlohmann::json lone_coordinator_row(const std::string& address) {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return {{"role", "only"},
+          {"epoch", nullptr},
+          {"pid", static_cast<int64_t>(getpid())},
+          {"host", host},
+          {"address", address}};
+}
+
+ReplicaView::ReplicaView(leader::Etcd etcd, std::string prefix, std::string leader_who,
+                         int64_t epoch, nlohmann::json self)
+    : etcd_(std::move(etcd)),
+      prefix_(std::move(prefix)),
+      leader_who_(std::move(leader_who)),
+      epoch_(epoch) {
+  self["role"] = "leader";
+  self["epoch"] = epoch_;
+  self.erase("who");
+  rows_ = nlohmann::json::array({self});
+  thread_ = std::thread([this] {
+    while (!stop_) {
+      try {
+        auto rows = nlohmann::json::array();
+        for (const auto& [key, kv] : etcd_.get_prefix(prefix_)) {
+          auto r = nlohmann::json::parse(kv.value, nullptr, false);
+          if (!r.is_object()) continue;
+          const bool leads = r.value("who", "") == leader_who_;
+          r["role"] = leads ? "leader" : "standby";
+          r["epoch"] = leads ? nlohmann::json(epoch_) : nlohmann::json();
+          r.erase("who");
+          rows.insert(leads ? rows.begin() : rows.end(), r);
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!rows.empty()) rows_ = rows;
+      } catch (const std::exception&) {
+        // The last list stands; the lease's own renewal says when etcd is gone for good.
+      }
+      for (int i = 0; i < 10 && !stop_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+ReplicaView::~ReplicaView() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+nlohmann::json ReplicaView::rows() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rows_;
+}
+
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
-                         const std::string& secret, const std::string& who,
+                         const std::string& secret, const std::string& address,
                          const std::function<bool()>& give_up) {
   Leading l;
   if (o.etcd.empty()) return l;
@@ -85,8 +141,16 @@ Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::str
       return l;
     }
     l.done_key = run_key(run_id, "done");
+    auto me = lone_coordinator_row(address);
+    const auto who = fmt::format("{} at {} (pid {})", me["host"].get<std::string>(), address,
+                                 me["pid"].get<int64_t>());
+    me = {{"who", who}, {"host", me["host"]}, {"address", address}, {"pid", me["pid"]}};
     l.lead =
         std::make_unique<leader::Leadership>(etcd, run_key(run_id, "leader"), who, o.lease_ttl_s);
+    // Seen by `ctl nodes` on whichever replica leads, as long as this process holds its lease.
+    const auto replicas = run_key(run_id, "replicas/");
+    l.lead->announce(replicas + me["host"].get<std::string>() + ":" + std::to_string(getpid()),
+                     me.dump());
     const int64_t epoch = l.lead->campaign(give_up, [&](const std::string& holder) {
       spdlog::info("standby for run {}: {} leads; taking over within {} s of its lease lapsing",
                    messages::run_id_text(run_id), holder, o.lease_ttl_s);
@@ -111,6 +175,7 @@ Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::str
       if (l.previous.empty()) l.previous = "the leader of epoch " + before->value;
     }
     e.put(run_key(run_id, "epochs"), std::to_string(epoch));
+    l.replicas = std::make_shared<ReplicaView>(e, replicas, who, epoch, me);
     spdlog::info("leading run {} (epoch {}){}", messages::run_id_text(run_id), epoch,
                  l.took_over ? ", taking over from " + l.previous : "");
   } catch (const std::invalid_argument& e) {

@@ -9,10 +9,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "leader/leadership.hpp"
@@ -44,6 +48,27 @@ struct OwnedTls {
   ~OwnedTls() { transport::remove_cluster_tls(files); }
 };
 
+// The run's coordinator replicas as etcd lists them (each replica's key under
+// /swarmrt/runs/ID/replicas/, held under its lease), for the console's `nodes`: refreshed every
+// second on a thread of its own, so a console never waits on etcd.
+class ReplicaView {
+ public:
+  ReplicaView(leader::Etcd etcd, std::string prefix, std::string leader_who, int64_t epoch,
+              nlohmann::json self);
+  ~ReplicaView();
+  // [{role: leader|standby, epoch (the leader's; null for a standby), pid, host, address}]
+  nlohmann::json rows() const;
+
+ private:
+  leader::Etcd etcd_;
+  const std::string prefix_, leader_who_;
+  const int64_t epoch_;
+  mutable std::mutex mu_;
+  nlohmann::json rows_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 struct Leading {
   OwnedTls etcd_files;  // the cluster certificates this replica shows etcd (outlives `lead`)
   std::unique_ptr<leader::Leadership> lead;  // null without --etcd
@@ -52,12 +77,16 @@ struct Leading {
   double previous_wall = 0;  // when that leader's last metrics record was written (0: none)
   int exit_code = -1;        // >= 0: stop now with this code (refused, run already over, signal)
   std::string done_key;      // where finish() says the run is over
+  std::shared_ptr<ReplicaView> replicas;  // null without --etcd
 };
 
-// Stands for leader (blocking while a standby); `who` says who this replica is.
+// Stands for leader (blocking while a standby); `address` is where this replica listens once
+// it leads (with its host and pid it says who this replica is, to the others and to `ctl`).
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
-                         const std::string& secret, const std::string& who,
+                         const std::string& secret, const std::string& address,
                          const std::function<bool()>& give_up);
+// This coordinator's row of `ctl nodes` when it has no replicas (role "only").
+nlohmann::json lone_coordinator_row(const std::string& address);
 // From now on the run directory is written only under the lease; when it lapses this process
 // stops at once (exit 4) without another write.
 void fence_and_keep(Leading& l, const std::string& run_dir);

@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "apps/commands.hpp"
 #include "apps/ctl_format.hpp"
@@ -368,11 +370,55 @@ int interactive(Console& console, const std::string& target, bool as_json) {
   }
 }
 
+// Whoever answers at one address: the coordinator's directory and inspector, or nulls with the
+// reason told.
+std::pair<caf::actor, caf::actor> reach_console(caf::actor_system& sys, const std::string& address,
+                                                const HostPort& target, const CtlArgs& args,
+                                                bool& refused, std::ostream& why) {
+  // A coordinator that is not there is said at once; a handshake that spanned a heartbeat
+  // tick (a busy machine) is tried again within --connection-timeout-ms.
+  const auto reached = reach_coordinator(
+      sys, target,
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(args.net.connection_timeout_ms),
+      false, nullptr, nullptr);
+  if (!reached.directory) {
+    refused = reached.refused;
+    if (reached.refused)
+      why << "error: the coordinator at " << address
+          << " refused this console: the TLS handshake failed, the two do not hold the "
+             "same cluster credential"
+          << std::endl;
+    else if (reached.error.find("connection_timeout") != std::string::npos)
+      why << "error: the coordinator at " << address
+          << " did not finish the handshake within --connection-timeout-ms ("
+          << args.net.connection_timeout_ms << " ms): busy, frozen or not a coordinator"
+          << std::endl;
+    else
+      why << "error: cannot reach the coordinator at " << address << ": " << reached.error
+          << std::endl;
+    return {};
+  }
+  caf::actor inspector;
+  caf::scoped_actor self{sys};
+  self->request(reached.directory, std::chrono::seconds(10), inspector_atom::value)
+      .receive([&](const caf::actor& a) { inspector = a; },
+               [&](const caf::error& e) {
+                 why << "error: the coordinator at " << address
+                     << " has no console: " << sys.render(e) << std::endl;
+               });
+  return {reached.directory, inspector};
+}
+
 int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
-  HostPort target;
+  // HOST:PORT, or the addresses of a run's coordinator replicas, A,B,...: only the leader
+  // listens, so the first that answers is the one to talk to.
+  std::vector<std::pair<std::string, HostPort>> targets;
   std::string secret;
   try {
-    target = parse_host_port(args.target, false);
+    std::stringstream list(args.target);
+    for (std::string a; std::getline(list, a, ',');)
+      targets.emplace_back(a, parse_host_port(a, false));
+    if (targets.empty()) throw std::invalid_argument("no coordinator address");
     secret = resolve_secret(args.net);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
@@ -402,45 +448,26 @@ int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
   cfg.set("scheduler.max-threads", 1);
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::seconds(1)});
   caf::actor_system sys{cfg};
-  // A coordinator that is not there is said at once; a handshake that spanned a heartbeat
-  // tick (a busy machine) is tried again within --connection-timeout-ms.
-  const auto reached = reach_coordinator(
-      sys, target,
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(args.net.connection_timeout_ms),
-      false, nullptr, nullptr);
-  if (!reached.directory) {
-    if (reached.refused)
-      std::cerr << "error: the coordinator at " << args.target
-                << " refused this console: the TLS handshake failed, the two do not hold the "
-                   "same cluster credential"
-                << std::endl;
-    else if (reached.error.find("connection_timeout") != std::string::npos)
-      std::cerr << "error: the coordinator at " << args.target
-                << " did not finish the handshake within --connection-timeout-ms ("
-                << args.net.connection_timeout_ms << " ms): busy, frozen or not a coordinator"
-                << std::endl;
-    else
-      std::cerr << "error: cannot reach the coordinator at " << args.target << ": " << reached.error
-                << std::endl;
+  caf::actor dir, inspector;
+  std::string address;
+  std::ostringstream why;  // told only when no address answers
+  for (const auto& [text, target] : targets) {
+    bool refused = false;
+    std::tie(dir, inspector) = reach_console(sys, text, target, args, refused, why);
+    if (inspector || refused) {
+      address = text;
+      break;
+    }
+  }
+  if (!inspector) {
+    std::cerr << why.str();
     return 1;
   }
-  const caf::actor dir = reached.directory;
   KeepAlive keep_alive{dir, args.net.heartbeat_ms};
-  caf::actor inspector;
-  {
-    caf::scoped_actor self{sys};
-    self->request(dir, std::chrono::seconds(10), inspector_atom::value)
-        .receive([&](const caf::actor& a) { inspector = a; },
-                 [&](const caf::error& e) {
-                   std::cerr << "error: the coordinator at " << args.target
-                             << " has no console: " << sys.render(e) << std::endl;
-                 });
-  }
-  if (!inspector) return 1;
   int code = 0;
   {
-    Console console(sys, inspector, args.target, args.timeout_s, args.timing);
-    code = command.empty() ? interactive(console, args.target, args.json)
+    Console console(sys, inspector, address, args.timeout_s, args.timing);
+    code = command.empty() ? interactive(console, address, args.json)
                            : run_line(console, command, args.json, args.yes, false);
   }
   // As a node does: the process ends here, without waiting for CAF's teardown of the
@@ -457,9 +484,12 @@ void add_ctl_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "ctl",
       "inspect and steer a live swarm through its coordinator (interactive without COMMAND)");
-  cmd->add_option("target", args->target, "the coordinator's HOST:PORT")->required();
+  cmd->add_option("target", args->target,
+                  "the coordinator's HOST:PORT, or its replicas' A,B,... (the leader answers)")
+      ->required();
   cmd->add_flag("--json", args->json, "print the answer as JSON (one object per answer)");
-  cmd->add_flag("--yes,-y", args->yes, "a kill may match more than one actor");
+  cmd->add_flag("--yes,-y", args->yes,
+                "a kill may match more than one actor; kill-coordinator may stop the run");
   cmd->add_flag("--timing", args->timing,
                 "print how long each answer took (stderr): what the console's benchmark reads");
   cmd->add_option("--timeout-s", args->timeout_s, "wait this long for an answer")

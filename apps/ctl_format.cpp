@@ -82,6 +82,17 @@ std::string render(const std::vector<std::string>& args, const json& a) {
                          str(n.value("rss_mb", json())), str(n.value("cpu_s", json())),
                          cut.empty() ? "-" : cut);
     }
+    // The coordinator replicas: which leads, under which epoch, and the standbys behind it.
+    const auto coordinators = a.value("coordinators", json::array());
+    if (!coordinators.empty()) {
+      out += fmt::format("\n{:<12} {:>6} {:>8}  {:<22} {}\n", "COORDINATOR", "EPOCH", "PID",
+                         "ADDRESS", "HOST");
+      for (const auto& c : coordinators)
+        out += fmt::format("{:<12} {:>6} {:>8}  {:<22} {}\n", str(c["role"]),
+                           c.value("epoch", json()).is_null() ? "-" : str(c["epoch"]),
+                           str(c.value("pid", json())), str(c.value("address", json("-"))),
+                           str(c.value("host", json("-"))));
+    }
     return out;
   }
   if (cmd == "actors" || cmd == "top") {

@@ -160,6 +160,20 @@ std::optional<KeyValue> Etcd::get(const std::string& key) {
   return std::nullopt;
 }
 
+std::vector<std::pair<std::string, KeyValue>> Etcd::get_prefix(const std::string& prefix) {
+  // etcd's range [key, range_end): the prefix with its last byte raised by one.
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) throw std::invalid_argument("etcd: a prefix of only 0xff bytes");
+  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  const auto r =
+      parse(post("/v3/kv/range", json{{"key", base64(prefix)}, {"range_end", base64(end)}}.dump()));
+  std::vector<std::pair<std::string, KeyValue>> out;
+  for (const auto& kv : r.value("kvs", json::array()))
+    out.emplace_back(unbase64(kv.value("key", "")), key_value(kv));
+  return out;
+}
+
 void Etcd::put(const std::string& key, const std::string& value, int64_t lease) {
   json put{{"key", base64(key)}, {"value", base64(value)}};
   if (lease != 0) put["lease"] = std::to_string(lease);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace swarmrt::leader {
@@ -49,6 +50,8 @@ class Etcd {
   };
   Created create_if_absent(const std::string& key, const std::string& value, int64_t lease);
   std::optional<KeyValue> get(const std::string& key);
+  // Every key that starts with `prefix`, in key order.
+  std::vector<std::pair<std::string, KeyValue>> get_prefix(const std::string& prefix);
   void put(const std::string& key, const std::string& value, int64_t lease = 0);
   const std::vector<std::string>& members() const { return urls_; }
 

@@ -48,7 +48,10 @@ int64_t Leadership::campaign(const std::function<bool()>& give_up,
     if (give_up && give_up()) return 0;
     try {
       // A lease of its own (again, if it lapsed while this replica waited).
-      if (lease_ == 0 || !renew()) lease_ = etcd_.grant(ttl_s_);
+      if (lease_ == 0 || !renew()) {
+        lease_ = etcd_.grant(ttl_s_);
+        if (!presence_key_.empty()) etcd_.put(presence_key_, presence_value_, lease_);
+      }
       const int64_t sent = now_ns();
       const auto created = etcd_.create_if_absent(key_, value_, lease_);
       if (created.won) {
@@ -69,6 +72,11 @@ int64_t Leadership::campaign(const std::function<bool()>& give_up,
     }
     std::this_thread::sleep_for(period);
   }
+}
+
+void Leadership::announce(std::string key, std::string value) {
+  presence_key_ = std::move(key);
+  presence_value_ = std::move(value);
 }
 
 void Leadership::keep(std::function<void(const std::string&)> on_lost) {

@@ -33,6 +33,10 @@ class Leadership {
   // waits behind. Throws EtcdError when etcd cannot be reached for a whole TTL.
   int64_t campaign(const std::function<bool()>& give_up,
                    const std::function<void(const std::string&)>& on_wait);
+  // A key that says this replica is there, standby or leader: written under its lease each
+  // time campaign() takes one, so it goes when the process does (or resigns). Call before
+  // campaign().
+  void announce(std::string key, std::string value);
   // Renews the lease from now on; `on_lost(why)` is called once, from the renewal thread,
   // when the lease is gone.
   void keep(std::function<void(const std::string&)> on_lost);
@@ -47,6 +51,7 @@ class Leadership {
   bool renew();  // true while the lease lives; updates the fence
   Etcd etcd_;
   std::string key_, value_;
+  std::string presence_key_, presence_value_;
   int64_t ttl_s_;
   int64_t lease_ = 0;
   int64_t epoch_ = 0;

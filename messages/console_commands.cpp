@@ -26,6 +26,10 @@ const std::vector<ConsoleCommand>& console_commands() {
        true},
       {"kill-node", "kill-node NODE", "end a node's process at once, as a crash would", C::nodes,
        true},
+      {"kill-coordinator", "kill-coordinator [--yes]",
+       "end the leading coordinator's process at once, as a crash would: a standby takes over "
+       "(with none, the run stops until `coordinator --resume`, so that asks first)",
+       C::nothing, true},
       {"freeze", "freeze NODE SECONDS", "stop a node's process for SECONDS, as SIGSTOP would",
        C::nodes, true},
       {"slow", "slow NAME FACTOR", "a worker computes FACTOR times slower", C::actors, true},

@@ -25,6 +25,7 @@ img{max-width:100%;border:1px solid #eee}
 <div id="figures"></div>
 <h2>Stages and workers</h2><div class="stages" id="stages"></div>
 <h2>Nodes</h2><table id="nodes"></table>
+<h2>Coordinators</h2><table id="coordinators"></table>
 <h2>Loss, bytes by kind, tokens/s</h2><img id="chart" alt="the run's chart">
 <h2>Events</h2><div id="events"></div>
 <script>
@@ -81,6 +82,17 @@ function nodes(n) {
     for (const v of [r.node, r.alive ? "yes" : "no", r.workers ?? "", r.threads ?? "", fixed(r.rss_mb, 0), fixed(r.cpu_s, 1)]) tr.appendChild(el("td", v));
     const td = el("td"); if (r.alive && r.node !== "coordinator") td.appendChild(button("kill node", ["kill-node", r.node]));
     tr.appendChild(td); t.appendChild(tr);
+  }
+  // The coordinator replicas: the leader can be killed from here once a standby stands behind it.
+  const c = document.getElementById("coordinators"); c.replaceChildren();
+  const ch = el("tr"); for (const h of ["role", "epoch", "pid", "address", "host", ""]) ch.appendChild(el("th", h));
+  c.appendChild(ch);
+  const standbys = (n.coordinators || []).filter(r => r.role === "standby").length;
+  for (const r of n.coordinators || []) {
+    const tr = el("tr");
+    for (const v of [r.role, r.epoch ?? "-", r.pid ?? "", r.address ?? "", r.host ?? ""]) tr.appendChild(el("td", String(v)));
+    const td = el("td"); if (r.role === "leader" && standbys > 0) td.appendChild(button("kill leader", ["kill-coordinator"]));
+    tr.appendChild(td); c.appendChild(tr);
   }
 }
 function events(e) {

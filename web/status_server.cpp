@@ -21,7 +21,8 @@ constexpr size_t kMaxBody = 16 * 1024;
 const std::set<std::string> kReadCommands = {"nodes", "actors", "stats", "events", "config"};
 // What the page's buttons may do: the console's commands that change the swarm, not trace.
 const std::set<std::string> kWriteCommands = {
-    "kill", "slow", "drop", "heal", "kill-node", "freeze", "delay", "partition", "checkpoint"};
+    "kill",   "slow",  "drop",      "heal",       "kill-node",
+    "freeze", "delay", "partition", "checkpoint", "kill-coordinator"};
 
 std::string cookie_token(const httplib::Request& req) {
   const auto cookies = req.get_header_value("Cookie");
@@ -150,7 +151,7 @@ struct StatusServer::Impl {
         res.set_content(json{{"ok", false},
                              {"error",
                               "the page may run kill, slow, drop, heal, kill-node, "
-                              "freeze, delay, partition and checkpoint only"}}
+                              "freeze, delay, partition, checkpoint and kill-coordinator only"}}
                             .dump(),
                         "application/json");
         return;

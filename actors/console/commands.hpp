@@ -47,6 +47,7 @@ Result slow_or_drop_command(const Call& c);
 Result heal_command(const Call& c);
 Result partition_command(const Call& c);
 Result process_command(const Call& c);  // kill-node, freeze, delay: one node's process
+Result kill_coordinator_command(const Call& c);
 
 Result checkpoint_command(const Call& c);
 

@@ -165,4 +165,24 @@ Result process_command(const Call& c) {
   return promise;
 }
 
+Result kill_coordinator_command(const Call& c) {
+  auto* self = c.self;
+  const auto& a = c.args;
+  if (a.size() != 1) return c.usage();
+  size_t standbys = 0;
+  for (const auto& r : coordinator_rows(self)) standbys += r.value("role", "") == "standby";
+  if (standbys == 0 && !c.request.yes)
+    return json{{"ok", false},
+                {"confirm", true},
+                {"error",
+                 "no standby coordinator: killing this one stops the run until `coordinator "
+                 "--resume`; confirm, or pass --yes"}}
+        .dump();
+  c.record();
+  Promise promise = c.promise();
+  fan_out(self, {{"kill-coordinator"}, c.request.console, false}, c.timeout_s, deliver_one(promise),
+          "coordinator");
+  return promise;
+}
+
 }  // namespace swarmrt::actors::console

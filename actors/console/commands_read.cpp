@@ -22,38 +22,40 @@ Result nodes_command(const Call& c) {
     auto it = labels.find(id.get<std::string>());
     return it == labels.end() ? id.get<std::string>() : it->second;
   };
+  const json coordinators = coordinator_rows(self);
   Promise promise = c.promise();
-  fan_out(self, {{"proc"}, c.request.console, false}, c.timeout_s,
-          [=](std::vector<Part>& parts) mutable {
-            json rows = json::array();
-            auto row_of = [&](json row, const std::string& process) {
-              auto it = std::find_if(parts.begin(), parts.end(),
-                                     [&](const Part& p) { return p.process == process; });
-              if (it == parts.end()) return row;
-              if (!it->error.empty()) {
-                row["alive"] = false;
-                row["error"] = it->error;
-              } else {
-                for (const auto& key :
-                     {"pid", "threads", "rss_mb", "cpu_s", "actors", "partitioned_frames"})
-                  row[key] = it->answer[key];
-                json cut = json::array();
-                for (const auto& id : it->answer["partitions"]) cut.push_back(label_of(id));
-                row["partitioned_from"] = cut;
-              }
-              return row;
-            };
-            rows.push_back(row_of(
-                {{"node", "coordinator"}, {"name", "coordinator"}, {"alive", true}, {"workers", 0}},
-                "coordinator"));
-            for (const auto& n : s.setup.nodes->nodes())
-              rows.push_back(row_of({{"node", label(n)},
-                                     {"name", n.name},
-                                     {"alive", n.alive},
-                                     {"workers", n.workers.size()}},
-                                    label(n)));
-            promise.deliver(json{{"ok", true}, {"nodes", rows}}.dump());
-          });
+  fan_out(
+      self, {{"proc"}, c.request.console, false}, c.timeout_s,
+      [=](std::vector<Part>& parts) mutable {
+        json rows = json::array();
+        auto row_of = [&](json row, const std::string& process) {
+          auto it = std::find_if(parts.begin(), parts.end(),
+                                 [&](const Part& p) { return p.process == process; });
+          if (it == parts.end()) return row;
+          if (!it->error.empty()) {
+            row["alive"] = false;
+            row["error"] = it->error;
+          } else {
+            for (const auto& key :
+                 {"pid", "threads", "rss_mb", "cpu_s", "actors", "partitioned_frames"})
+              row[key] = it->answer[key];
+            json cut = json::array();
+            for (const auto& id : it->answer["partitions"]) cut.push_back(label_of(id));
+            row["partitioned_from"] = cut;
+          }
+          return row;
+        };
+        rows.push_back(row_of(
+            {{"node", "coordinator"}, {"name", "coordinator"}, {"alive", true}, {"workers", 0}},
+            "coordinator"));
+        for (const auto& n : s.setup.nodes->nodes())
+          rows.push_back(row_of({{"node", label(n)},
+                                 {"name", n.name},
+                                 {"alive", n.alive},
+                                 {"workers", n.workers.size()}},
+                                label(n)));
+        promise.deliver(json{{"ok", true}, {"nodes", rows}, {"coordinators", coordinators}}.dump());
+      });
   return promise;
 }
 

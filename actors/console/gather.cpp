@@ -2,6 +2,8 @@
 // commands that change the swarm (actors/console/gather.hpp).
 #include "actors/console/gather.hpp"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "messages/metrics.hpp"
@@ -161,6 +163,12 @@ Process find_process(Self* self, const std::string& name) {
   if (!n) return {"", "", "no node '" + name + "' (see `nodes`)"};
   if (!n->alive || !n->inspector) return {"", "", "node '" + name + "' is gone"};
   return {label(*n), caf::to_string(n->inspector.node()), ""};
+}
+
+nlohmann::json coordinator_rows(Self* self) {
+  if (self->state.setup.coordinators) return self->state.setup.coordinators();
+  return nlohmann::json::array(
+      {{{"role", "only"}, {"epoch", nullptr}, {"pid", static_cast<int64_t>(::getpid())}}});
 }
 
 }  // namespace swarmrt::actors::console

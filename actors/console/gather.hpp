@@ -63,4 +63,8 @@ struct Process {
 };
 Process find_process(Self* self, const std::string& name);
 
+// The coordinator replicas, [{role, epoch, pid, host, address}]: the setup's list, or this
+// process alone (role "only") when it has no replicas.
+nlohmann::json coordinator_rows(Self* self);
+
 }  // namespace swarmrt::actors::console

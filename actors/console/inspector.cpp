@@ -284,6 +284,18 @@ Part local_chaos_part(Self* self, const ConsoleRequest& r) {
         kill_atom::value, std::string("node"));
     return json{{"ok", true}, {"killed", process_label(self)}}.dump();
   }
+  if (cmd == "kill-coordinator" && a.size() == 1) {
+    if (!is_coordinator(self)) return failure("kill-coordinator runs on the coordinator");
+    // The answer leaves first; the chaos actor then ends this process as a crash would (the
+    // same log line as chaos.kill = "coordinator").
+    self->delayed_send(
+        chaos_of(self),
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::duration<double, std::milli>(self->state.setup.answer_lead_ms)),
+        kill_atom::value, std::string("coordinator"));
+    return json{{"ok", true}, {"killed", "coordinator (pid " + std::to_string(getpid()) + ")"}}
+        .dump();
+  }
   if (cmd == "freeze" && a.size() == 2) {
     if (is_coordinator(self)) return failure("the coordinator is not frozen from its console");
     const double secs = std::stod(a[1]);

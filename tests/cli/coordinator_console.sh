@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The coordinator replicas from the console (#32): two replicas of one run on an etcd of the
+# test's own and two nodes. `ctl B,A` (B the standby, whose port is closed) reaches the leader;
+# `nodes` lists both replicas with role, epoch and pid. `kill-coordinator` ends the leader's
+# process (exit 137) and is recorded; the standby takes over and `nodes` then lists it alone
+# as leader under a higher epoch. With no standby left, kill-coordinator asks first (exit 2)
+# and kills nothing; the run completes with one step record per step. Processes are stopped
+# by pid.
+bin=$1 root=$2
+source "$(dirname "$0")/lib.sh"
+export SWARMRT_SECRET=coordinator-console-test
+unset SWARMRT_SECRET_FILE
+start_etcd
+run_id=00000000000000dd steps=100
+pa=$(free_port) pb=$(free_port)
+replica() {  # NAME PORT
+  "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$2" -o "$tmp/run" \
+    --etcd "$etcd_url" --lease-ttl-s 2 --run-id $run_id --set "data.path=$root/data/brown.txt" \
+    --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4 \
+    --set checkpoint.every_steps=10 --set diloco.inner_steps=10 >"$tmp/$1.log" 2>&1 &
+  pids+=($!)
+}
+on_fail() { for n in a b n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
+replica a "$pa"
+a=$!
+wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
+replica b "$pb"
+b=$!
+wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
+for n in n1 n2; do
+  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id $run_id --workers 2 --name $n \
+    --connect-timeout-s 60 >"$tmp/$n.log" 2>&1 &
+  pids+=($!)
+done
+both="127.0.0.1:$pb,127.0.0.1:$pa"
+# coordinators JSON: the `coordinators` rows of `ctl $both nodes --json`, as "role:epoch:pid".
+coordinators() {
+  "$bin" ctl "$both" nodes --json >"$tmp/nodes.json" 2>"$tmp/ctl.err" || return 1
+  py '
+import json, sys
+rows = json.load(open(sys.argv[1]))["coordinators"]
+print(" ".join("%s:%s:%s" % (r["role"], r["epoch"], r["pid"]) for r in rows))
+' "$tmp/nodes.json"
+}
+wait_log "$tmp/a.log" "step 15/$steps" 180 || fail "the run did not reach step 15"
+# The standby's key may take one refresh (1 s) to show in the leader's list.
+seen=""
+for _ in $(seq 1 30); do
+  seen=$(coordinators) || fail "ctl $both nodes: $(cat "$tmp/ctl.err")"
+  [[ "$seen" == *standby* ]] && break
+  sleep 0.2
+done
+[[ "$seen" =~ ^leader:([0-9]+):$a\ standby:None:$b$ ]] ||
+  fail "ctl nodes lists the replicas as '$seen', not leader (pid $a) and standby (pid $b)"
+epoch_a=${BASH_REMATCH[1]}
+"$bin" ctl "$both" nodes >"$tmp/nodes.txt" || fail "ctl nodes (text)"
+grep -q "^COORDINATOR" "$tmp/nodes.txt" && grep -q "^standby .* $b " "$tmp/nodes.txt" ||
+  fail "the nodes table has no coordinator rows: $(cat "$tmp/nodes.txt")"
+answer=$("$bin" ctl "$both" kill-coordinator 2>&1) || fail "kill-coordinator: $answer"
+[[ "$answer" == *"pid $a"* ]] || fail "kill-coordinator answered '$answer'"
+wait_exit "$a" 10 || fail "the leader still runs after kill-coordinator"
+wait "$a"
+code=$?
+[ $code = 137 ] || fail "the killed leader exited $code, not 137"
+wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
+wait_log "$tmp/b.log" "step 45/$steps" 180 || fail "the new leader did not reach step 45"
+seen=$(coordinators) || fail "ctl $both nodes after the takeover: $(cat "$tmp/ctl.err")"
+[[ "$seen" =~ ^leader:([0-9]+):$b$ ]] || fail "after the takeover ctl nodes lists '$seen'"
+[ "${BASH_REMATCH[1]}" -gt "$epoch_a" ] || fail "the new epoch ${BASH_REMATCH[1]} is not above $epoch_a"
+# No standby now: the console asks first, and without --yes nothing is killed.
+"$bin" ctl "$both" kill-coordinator >"$tmp/ask.out" 2>&1
+code=$?
+[ $code = 2 ] || fail "kill-coordinator with no standby exited $code, not 2: $(cat "$tmp/ask.out")"
+grep -q "no standby coordinator" "$tmp/ask.out" || fail "no reason given: $(cat "$tmp/ask.out")"
+running "$b" || fail "the last coordinator was killed without confirmation"
+wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
+wait "$b" || fail "the new leader exited with $?"
+py '
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r["step"] for r in records if r.get("event") == "step"]
+assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
+console = [r for r in records if r.get("event") == "console" and "kill-coordinator" in json.dumps(r)]
+assert len(console) == 1, f"console records of kill-coordinator: {console}"
+faults = [r for r in records if r.get("event") == "fault" and r.get("kind") == "coordinator"]
+recovered = [r for r in records if r.get("event") == "recovered" and r.get("kind") == "coordinator"]
+assert len(faults) == 1 and len(recovered) == 1, f"failover records: {faults} {recovered}"
+' "$tmp/run/metrics.jsonl" $steps || fail "the run's records"
+echo "ok: leader pid $a (epoch $epoch_a) killed from the console; $seen led on"
