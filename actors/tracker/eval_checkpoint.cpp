@@ -31,7 +31,11 @@ void start_saving(Self* self) {
               handle_now(self, saved_state_atom::value, step, wid, self->system().render(e));
             });
   }
-  if (s.saving_wanted == 0) write_saved(self);
+  if (s.saving_wanted == 0) {
+    write_saved(self);
+    return;
+  }
+  tell_chaos(self, model::KillPhase::save);
 }
 
 // Periodic checkpoint: every worker's state, gathered between steps, and the groups' stores.
@@ -91,6 +95,7 @@ void start_eval(Self* self) {
   s.val_have.assign(s.val.size(), false);
   if (empty_stage(s)) return;  // paused: evaluation starts when a worker joins
   send_eval(self);
+  tell_chaos(self, model::KillPhase::eval);
 }
 
 }  // namespace swarmrt::actors::tracker

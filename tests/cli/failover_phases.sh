@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The leader killed by chaos.kill = "coordinator" at step 13 of 30 in each phase of the step
-# (start: micro-batches in flight; reduce: all done, gradients being summed; apply: workers
-# taking the step), in `pp` (2 stages x 1 worker, one node), with a standby on a private etcd.
+# The leader killed by chaos.kill = "coordinator" in each phase of the tracker (at step 13 of
+# 30: start, micro-batches in flight; reduce, all done, gradients being summed; apply, workers
+# taking the step; eval, validation batches in flight; at step 20: save, the checkpoint being
+# gathered), in `pp` (2 stages x 1 worker, one node), with a standby on a private etcd.
 # Every time the run completes with one step record per step, extra_samples = missing_samples
 # = 0 in each, and the losses of every step equal to 1e-5 those of the same run unkilled (pp
 # is deterministic: the standby resumes from the step-10 checkpoint and computes steps 11-30
@@ -13,7 +14,7 @@ unset SWARMRT_SECRET_FILE
 start_etcd
 steps=30
 set_args=(--set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm.workers_per_stage=1
-  --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4
+  --set train.steps=$steps --set train.eval_every=13 --set train.eval_batches=4
   --set checkpoint.every_steps=10)
 on_fail() { for f in "$tmp"/*-a.log "$tmp"/*-b.log; do echo "--- $f:"; tail -8 "$f"; done; }
 # run NAME [SETTINGS...]: two replicas of run NAME and one node; waits for the run's end.
@@ -40,15 +41,19 @@ run() {
 }
 run plain
 grep -q "final validation loss" "$tmp/plain-a.log" || fail "the unkilled run did not complete"
-for phase in start reduce apply; do
-  run "$phase" --set chaos.kill=coordinator --set chaos.kill_at_step=13 --set chaos.kill_at_phase=$phase
-  grep -q "chaos: killing this coordinator process" "$tmp/$phase-a.log" || fail "$phase: the leader was not killed"
+for spec in start:13 reduce:13 apply:13 eval:13 save:20; do
+  phase=${spec%%:*}
+  run "$phase" --set chaos.kill=coordinator --set chaos.kill_at_step=${spec#*:} --set chaos.kill_at_phase=$phase
+  grep -q "chaos: killing this coordinator process (chaos.kill_at_step = ${spec#*:}, $phase of the step)" \
+    "$tmp/$phase-a.log" || fail "$phase: the leader was not killed in step ${spec#*:}'s $phase"
   grep -q "final validation loss" "$tmp/$phase-b.log" || fail "$phase: the standby did not complete the run"
   py '
 import json, sys
-def steps(path):
-    return [r for r in map(json.loads, open(path)) if r.get("event") == "step"]
+def steps(path, event="step"):
+    return [r for r in map(json.loads, open(path)) if r.get("event") == event]
 plain, killed = steps(sys.argv[1]), steps(sys.argv[2])
+evals = [r["step"] for r in steps(sys.argv[2], "eval")]
+assert evals == [r["step"] for r in steps(sys.argv[1], "eval")], f"eval records at steps {evals}"
 assert [r["step"] for r in killed] == list(range(1, int(sys.argv[3]) + 1)), [r["step"] for r in killed]
 for r in killed:
     assert r["extra_samples"] == 0 and r["missing_samples"] == 0, r
@@ -57,4 +62,4 @@ for r in killed:
     assert abs(want - got) <= 1e-5, f"step {step}: loss {got} vs unkilled {want}"
 ' "$tmp/plain/metrics.jsonl" "$tmp/$phase/metrics.jsonl" $steps || fail "$phase: the run's records"
 done
-echo "ok: killed in start, reduce and apply; every step's loss equals the unkilled run's"
+echo "ok: killed in start, reduce, apply, eval and save; every step's loss equals the unkilled run's"
