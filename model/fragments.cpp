@@ -35,6 +35,26 @@ bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragme
   return step >= 1 && step >= offset && (step - offset) % static_cast<uint64_t>(inner_steps) == 0;
 }
 
+bool round_in_flight(uint64_t step, const DilocoConfig& d) {
+  for (uint32_t p = 0; p < static_cast<uint32_t>(d.fragments); ++p)
+    for (uint64_t k = 0; k < static_cast<uint64_t>(std::max<int64_t>(0, d.overlap_steps)); ++k)
+      if (step > k && fragment_due(step - k, p, d.inner_steps, d.fragments)) return true;
+  return false;
+}
+
+bool checkpoint_due(uint64_t step, int64_t every, const DilocoConfig& d, bool streaming) {
+  if (every <= 0) return false;
+  const auto every_u = static_cast<uint64_t>(every);
+  if (!streaming || d.overlap_steps <= 0) return step % every_u == 0;
+  // Back from `step` over steps that closed with a round in flight, to a multiple of `every`.
+  for (uint64_t back = 0; back <= static_cast<uint64_t>(d.overlap_steps) && back < step; ++back) {
+    const uint64_t s = step - back;
+    if (back > 0 && !round_in_flight(s, d)) return false;  // that step took the checkpoint
+    if (s % every_u == 0) return !round_in_flight(step, d);
+  }
+  return false;
+}
+
 std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
                                        FragmentPattern pattern) {
   if (fragments < 1) throw std::invalid_argument("diloco.fragments must be at least 1");

@@ -34,4 +34,14 @@ bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragme
 // The step offset ⌊p·H/P⌋ of fragment p.
 int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments);
 
+// Whether, once `step` has closed, a fragment's round is still in flight: it started after
+// the inner step of some t <= step and merges with step t + overlap_steps > step.
+bool round_in_flight(uint64_t step, const DilocoConfig& d);
+
+// Whether a periodic checkpoint (every `every` steps) is taken when `step` closes: at each
+// multiple of `every`, unless a Streaming round is then in flight (the checkpoint could not
+// hold it, and a run resumed from it would not repeat it); then at the first step after it
+// where none is (at most overlap_steps later). `streaming`: the run's mode syncs fragments.
+bool checkpoint_due(uint64_t step, int64_t every, const DilocoConfig& d, bool streaming);
+
 }  // namespace swarmrt::model

@@ -2,6 +2,7 @@
 // decides the clip coefficient and has every worker apply, then writes the step's record and
 // goes on to a checkpoint, an evaluation or the next step.
 #include "actors/tracker/internal.hpp"
+#include "model/fragments.hpp"
 
 #include <spdlog/spdlog.h>
 #include <cmath>
@@ -176,9 +177,14 @@ void after_close(Self* self) {
   // The last step is saved with the swarm's state too, so a finished run can be extended
   // with --resume and a larger train.steps.
   const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
-  if (s.setup.run && (last || !s.checkpoint_asks.empty() ||
-                      (cfg.checkpoint.every_steps > 0 &&
-                       s.step % static_cast<uint64_t>(cfg.checkpoint.every_steps) == 0)))
+  // Never with a Streaming round in flight (its merge lands in a later step): a run resumed
+  // from such a checkpoint could not repeat the round. Asked ones wait too.
+  const bool streaming =
+      cfg.swarm.mode == model::Mode::diloco || cfg.swarm.mode == model::Mode::diloco_swarm;
+  const bool in_flight = streaming && model::round_in_flight(s.step, cfg.diloco);
+  if (s.setup.run &&
+      (last || (!s.checkpoint_asks.empty() && !in_flight) ||
+       model::checkpoint_due(s.step, cfg.checkpoint.every_steps, cfg.diloco, streaming)))
     return start_saving(self);
   after_step(self);
 }

@@ -113,6 +113,30 @@ TEST(Fragments, StaggeredSchedule) {
   EXPECT_EQ(fragment_offset(2, 10, 3), 6);  // ⌊2·10/3⌋
 }
 
+// A periodic checkpoint never lands while a Streaming round is in flight (started at t, merged
+// with step t + τ): it moves to the step the merge lands in, so a run resumed from it repeats
+// nothing half-done. H = 10, P = 2 (fragments due at 5, 10, 15, ...), τ = 2.
+TEST(Fragments, CheckpointsWaitForRoundsInFlight) {
+  DilocoConfig d;
+  d.inner_steps = 10;
+  d.fragments = 2;
+  d.overlap_steps = 2;
+  auto due = [&](int64_t every, bool streaming) {
+    std::vector<uint64_t> out;
+    for (uint64_t t = 1; t <= 30; ++t)
+      if (checkpoint_due(t, every, d, streaming)) out.push_back(t);
+    return out;
+  };
+  EXPECT_TRUE(round_in_flight(10, d) && round_in_flight(11, d) && !round_in_flight(12, d));
+  EXPECT_EQ(due(10, true), (std::vector<uint64_t>{12, 22}));
+  EXPECT_EQ(due(5, true), (std::vector<uint64_t>{7, 12, 17, 22, 27}));
+  EXPECT_EQ(due(4, true), (std::vector<uint64_t>{4, 8, 12, 17, 22, 24, 28}));
+  EXPECT_EQ(due(10, false), (std::vector<uint64_t>{10, 20, 30}));  // pp, swarm, ...: no rounds
+  d.overlap_steps = 0;  // a round merges in the step it starts
+  EXPECT_EQ(due(10, true), (std::vector<uint64_t>{10, 20, 30}));
+  EXPECT_TRUE(due(0, true).empty());
+}
+
 namespace {
 
 const Quantize kScaled[] = {Quantize::fp16, Quantize::int8, Quantize::int4, Quantize::fp4};
