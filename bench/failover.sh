@@ -3,8 +3,9 @@
 # phase of the step, for a diloco-swarm 2x2 run of configs/tiny.toml on 127.0.0.1: a private
 # etcd, two coordinator replicas (coordinator --etcd, lease TTL given), two nodes of 2 workers
 # that know both. chaos.kill = "coordinator" ends the leader's process in step 14 of 30, at its
-# start, at its reduce or as the workers apply (chaos.kill_at_phase); the standby resumes from
-# the step-10 checkpoint.
+# start, at its reduce, as the workers apply or while validation batches are in flight (an
+# evaluation every 14 steps), or in step 20 while its checkpoint is gathered
+# (chaos.kill_at_phase); the standby resumes from the newest checkpoint (step 10).
 # From the logs and metrics.jsonl: the kill's time (the chaos line in the old leader's log,
 # UTC), the new leader's first step record ("wall"), the steps run again (kill step - resumed
 # step), and extra_samples / missing_samples summed over every step record.
@@ -29,16 +30,23 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 wait_for() { for _ in $(seq 1 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
 client=$(free_port) peer=$(free_port)
-etcd --name bench --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$client" \
-  --advertise-client-urls "http://127.0.0.1:$client" --listen-peer-urls "http://127.0.0.1:$peer" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "bench=http://127.0.0.1:$peer" \
-  >"$tmp/etcd.log" 2>&1 &
+# Mutual TLS with the cluster's certificates, as launch's private etcd: no open port.
+build/bin/swarmrt tls --out "$tmp/tls" --host 127.0.0.1 >/dev/null
+t="$tmp/tls"
+etcd --name bench --data-dir "$tmp/etcd" --listen-client-urls "https://127.0.0.1:$client" \
+  --advertise-client-urls "https://127.0.0.1:$client" --listen-peer-urls "https://127.0.0.1:$peer" \
+  --initial-advertise-peer-urls "https://127.0.0.1:$peer" --initial-cluster "bench=https://127.0.0.1:$peer" \
+  --client-cert-auth --trusted-ca-file "$t/ca.pem" --cert-file "$t/cert.pem" --key-file "$t/key.pem" \
+  --peer-client-cert-auth --peer-trusted-ca-file "$t/ca.pem" --peer-cert-file "$t/cert.pem" \
+  --peer-key-file "$t/key.pem" >"$tmp/etcd.log" 2>&1 &
 pids+=($!)
-etcd_url="http://127.0.0.1:$client"
+etcd_url="https://127.0.0.1:$client"
 sleep 2
 
 one_round() { # phase round
-  local phase=$1 r=$2 id pa pb a b n d
+  local phase=$1 r=$2 id pa pb a b n d at=14 every=0
+  [ "$phase" = save ] && at=20
+  [ "$phase" = eval ] && every=14
   id=$(printf '%016x' $((RANDOM * 32768 + RANDOM + 1)))
   pa=$(free_port) pb=$(free_port)
   d="$tmp/$phase$r"
@@ -46,8 +54,8 @@ one_round() { # phase round
   for x in a b; do
     build/bin/swarmrt coordinator -c configs/tiny.toml -o "$d/run" --etcd "$etcd_url" \
       --lease-ttl-s "$ttl" --run-id "$id" --listen "127.0.0.1:$([ $x = a ] && echo "$pa" || echo "$pb")" \
-      --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=1 \
-      --set checkpoint.every_steps=10 --set chaos.kill=coordinator --set chaos.kill_at_step=14 \
+      --set train.steps=$steps --set train.eval_every=$every --set train.eval_batches=1 \
+      --set checkpoint.every_steps=10 --set chaos.kill=coordinator --set chaos.kill_at_step=$at \
       --set chaos.kill_at_phase="$phase" >"$d/$x.log" 2>&1 &
     pids+=($!)
     [ $x = a ] && { wait_for "$d/a.log" "leading run" || { cat "$d/a.log"; exit 1; }; }
@@ -60,9 +68,9 @@ one_round() { # phase round
   done
   wait "$b" || { tail -20 "$d/b.log"; exit 1; }
   sleep 1 # the nodes stop when the coordinator does
-  python3 - "$d" "$phase" "$r" "$ttl" >>"$out" <<'PY'
+  python3 - "$d" "$phase" "$r" "$ttl" "$at" >>"$out" <<'PY'
 import datetime, json, re, sys
-d, phase, rnd, ttl = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+d, phase, rnd, ttl, at = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 line = next(l for l in open(d + "/a.log") if "chaos: killing this coordinator process" in l)
 hms = re.match(r"\[(\d+):(\d+):([\d.]+)\]", line).groups()
 recs = [json.loads(l) for l in open(d + "/run/metrics.jsonl")]
@@ -75,14 +83,14 @@ day = datetime.datetime.fromtimestamp(first_new["wall"], datetime.timezone.utc).
 kill = day + int(hms[0]) * 3600 + int(hms[1]) * 60 + float(hms[2])
 print(json.dumps({"phase": phase, "round": rnd, "lease_ttl_s": ttl,
                   "kill_to_next_step_s": first_new["wall"] - kill,
-                  "steps_run_again": 14 - fault["resumed_step"],
+                  "steps_run_again": at - fault["resumed_step"],
                   "step_records": [r["step"] for r in steps] == list(range(1, len(steps) + 1)),
                   "extra_samples": sum(r["extra_samples"] for r in steps),
                   "missing_samples": sum(r["missing_samples"] for r in steps)}))
 PY
 }
 
-for phase in start reduce apply; do
+for phase in start reduce apply eval save; do
   for r in $(seq "$rounds"); do one_round "$phase" "$r"; done
 done
 summarize "$out" "$ttl" <<'PY'
@@ -92,7 +100,7 @@ print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gi
 print(f"{'phase':<8}{'kills':>6}{'kill->next step (median, min-max)':>36}{'goal':>8}"
       f"{'steps again':>13}{'extra/missing':>15}{'one record a step':>19}")
 summary = {}
-for phase in ("start", "reduce", "apply"):
+for phase in ("start", "reduce", "apply", "eval", "save"):
     rs = [r for r in runs if r["phase"] == phase]
     t = [r["kill_to_next_step_s"] for r in rs]
     med = statistics.median(t)

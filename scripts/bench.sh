@@ -33,7 +33,7 @@ BENCHMARKS=(
   "multiprocess_throughput|bench/multiprocess_throughput.sh 5 10|bench/multiprocess_throughput.sh 1 6|multiprocess_throughput.json"
   "traffic|bench/traffic.sh|bench/traffic.sh 20 10|traffic.json"
   "fault_recovery|bench/fault_recovery.sh 3|bench/fault_recovery.sh 1|fault_recovery.json"
-  "failover|bench/failover.sh 5 5|bench/failover.sh 1 5|failover.json"
+  "failover|bench/failover.sh 3 5|bench/failover.sh 1 5|failover.json"
   "replicas|bench/replicas.sh 5 120|bench/replicas.sh 1 30|replicas.json"
   "balancer|bench/balancer.sh|bench/balancer.sh 20 4 100 1|balancer.json"
   "console|bench/console.sh|bench/console.sh 1 5 4|console.json"
