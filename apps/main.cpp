@@ -1,10 +1,16 @@
 // swarmrt: one executable, one subcommand per role.
 #include <spdlog/spdlog.h>
+
+#include <csignal>
 #include <CLI/CLI.hpp>
 
 #include "apps/commands.hpp"
 
 int main(int argc, char** argv) {
+  // A peer that closes a TLS connection while this process writes to it (an etcd member
+  // killed mid-request) must cost an error on that connection, not the process: OpenSSL
+  // writes with plain write(), whose SIGPIPE would end a standby coordinator without a word.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"swarmrt: decentralized training of transformer language models"};
   app.require_subcommand(1);
   int exit_code = 0;
