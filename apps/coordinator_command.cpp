@@ -4,6 +4,7 @@
 // writes the whole model as a checkpoint, then tells every node to stop and exits.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/publish.hpp>
@@ -441,11 +442,14 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
         args.frames_over_caf ? std::string() : transport::start_bulk_server(in.listen.host);
     // `ctl nodes` lists the coordinator replicas: as etcd has them, or this one alone.
     std::function<nlohmann::json()> coordinators;
+    auto bound = std::make_shared<std::atomic<uint16_t>>(0);  // the port once listening
     if (leading.replicas)
       coordinators = [view = leading.replicas] { return view->rows(); };
     else
-      coordinators = [row = lone_coordinator_row(args.listen)] {
-        return nlohmann::json::array({row});
+      coordinators = [row = lone_coordinator_row(args.listen), bound, host = in.listen.host] {
+        auto r = row;
+        if (*bound != 0) r["address"] = host + ":" + std::to_string(bound->load());
+        return nlohmann::json::array({r});
       };
     const auto m =
         spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills, std::move(coordinators));
@@ -484,6 +488,7 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
       shutdown();
       return 1;
     }
+    *bound = *port;
     spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", in.out,
                  model::name_of(config.swarm.mode), config.swarm.stages,
                  config.swarm.workers_per_stage, model::fingerprint(config));

@@ -17,7 +17,15 @@ Leadership::Leadership(Etcd etcd, std::string key, std::string value, int64_t tt
     : etcd_(std::move(etcd)), key_(std::move(key)), value_(std::move(value)), ttl_s_(ttl_s) {}
 
 Leadership::~Leadership() {
-  stop_ = true;
+  stop_renewing();
+}
+
+void Leadership::stop_renewing() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -84,8 +92,10 @@ void Leadership::keep(std::function<void(const std::string&)> on_lost) {
     const auto period = std::chrono::milliseconds(ttl_s_ * 1000 / 3);
     std::string why;
     while (!stop_) {
-      std::this_thread::sleep_for(period);
-      if (stop_) return;
+      {
+        std::unique_lock<std::mutex> lock(stop_mu_);
+        if (stop_cv_.wait_for(lock, period, [this] { return stop_.load(); })) return;
+      }
       try {
         if (renew()) continue;
         why = "etcd says the lease of epoch " + std::to_string(epoch_) + " has expired";
@@ -101,8 +111,8 @@ void Leadership::keep(std::function<void(const std::string&)> on_lost) {
 }
 
 void Leadership::resign() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
+  // At once: the renewal thread no longer sleeps out its third of the TTL first.
+  stop_renewing();
   if (lease_ == 0) return;
   try {
     etcd_.revoke(lease_);

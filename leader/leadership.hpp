@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,7 @@ class Leadership {
 
  private:
   bool renew();  // true while the lease lives; updates the fence
+  void stop_renewing();
   Etcd etcd_;
   std::string key_, value_;
   std::string presence_key_, presence_value_;
@@ -57,6 +59,8 @@ class Leadership {
   int64_t epoch_ = 0;
   std::atomic<int64_t> confirmed_until_ns_{0};  // steady clock
   std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;  // with stop_cv_: resign() wakes the renewal thread at once
+  std::condition_variable stop_cv_;
   std::thread thread_;
 };
 
