@@ -1,8 +1,8 @@
 // swarmrt: one executable, one subcommand per role.
 #include <spdlog/spdlog.h>
 
-#include <csignal>
 #include <CLI/CLI.hpp>
+#include <csignal>
 
 #include "apps/commands.hpp"
 
