@@ -154,12 +154,7 @@ int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
 void ensure_secret(bool resume, CoordinatorInputs& in) {
   if (!in.secret.empty()) return;
   const std::string secret_path = (std::filesystem::path(in.out) / "secret").string();
-  if (resume && std::filesystem::exists(secret_path)) {
-    in.secret = transport::read_secret_file(secret_path);
-  } else {
-    in.secret = transport::generate_secret();
-    transport::write_secret_file(secret_path, in.secret);
-  }
+  in.secret = run_dir_secret(in.out, resume);
   spdlog::info("cluster secret in {} (nodes: --secret-file, or SWARMRT_SECRET)", secret_path);
   // The launcher reads this line to hand the secret to the nodes it starts.
   std::printf("cluster secret file %s\n", std::filesystem::absolute(secret_path).string().c_str());

@@ -55,13 +55,19 @@ std::string run_key(uint64_t run_id, const char* leaf) {
 
 }  // namespace
 
-nlohmann::json lone_coordinator_row(const std::string& address) {
+namespace {
+std::string host_name() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
+  return host;
+}
+}  // namespace
+
+nlohmann::json lone_coordinator_row(const std::string& address) {
   return {{"role", "only"},
           {"epoch", nullptr},
           {"pid", static_cast<int64_t>(getpid())},
-          {"host", host},
+          {"host", host_name()},
           {"address", address}};
 }
 
@@ -141,16 +147,17 @@ Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::str
       return l;
     }
     l.done_key = run_key(run_id, "done");
-    auto me = lone_coordinator_row(address);
-    const auto who = fmt::format("{} at {} (pid {})", me["host"].get<std::string>(), address,
-                                 me["pid"].get<int64_t>());
-    me = {{"who", who}, {"host", me["host"]}, {"address", address}, {"pid", me["pid"]}};
+    const auto host = host_name();
+    const auto who = fmt::format("{} at {} (pid {})", host, address, getpid());
+    const nlohmann::json me{{"who", who},
+                            {"host", host},
+                            {"address", address},
+                            {"pid", static_cast<int64_t>(getpid())}};
     l.lead =
         std::make_unique<leader::Leadership>(etcd, run_key(run_id, "leader"), who, o.lease_ttl_s);
     // Seen by `ctl nodes` on whichever replica leads, as long as this process holds its lease.
     const auto replicas = run_key(run_id, "replicas/");
-    l.lead->announce(replicas + me["host"].get<std::string>() + ":" + std::to_string(getpid()),
-                     me.dump());
+    l.lead->announce(replicas + host + ":" + std::to_string(getpid()), me.dump());
     const int64_t epoch = l.lead->campaign(give_up, [&](const std::string& holder) {
       spdlog::info("standby for run {}: {} leads; taking over within {} s of its lease lapsing",
                    messages::run_id_text(run_id), holder, o.lease_ttl_s);

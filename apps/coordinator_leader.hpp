@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-#include <utility>
 
+#include "apps/net.hpp"
 #include "leader/leadership.hpp"
 #include "transport/cluster_tls.hpp"
 
@@ -38,15 +38,6 @@ void add_leader_options(CLI::App& cmd, LeaderOptions& o);
 // plain http. Throws std::invalid_argument when https needs the secret and there is none.
 leader::EtcdTls etcd_tls(const std::string& urls, const leader::EtcdTls& given,
                          const std::string& secret, transport::TlsFiles& files);
-
-// Cluster certificate files removed when their holder goes (moved, they go with the move).
-struct OwnedTls {
-  transport::TlsFiles files;
-  OwnedTls() = default;
-  OwnedTls(OwnedTls&& o) noexcept : files(std::exchange(o.files, {})) {}
-  OwnedTls& operator=(OwnedTls&&) = delete;
-  ~OwnedTls() { transport::remove_cluster_tls(files); }
-};
 
 // The run's coordinator replicas as etcd lists them (each replica's key under
 // /swarmrt/runs/ID/replicas/, held under its lease), for the console's `nodes`: refreshed every
@@ -70,7 +61,7 @@ class ReplicaView {
 };
 
 struct Leading {
-  OwnedTls etcd_files;  // the cluster certificates this replica shows etcd (outlives `lead`)
+  TlsFilesGuard etcd_files;  // the cluster certificates this replica shows etcd (outlives `lead`)
   std::unique_ptr<leader::Leadership> lead;  // null without --etcd
   bool took_over = false;                    // an earlier leader started this run: continue it
   std::string previous;                      // who that was

@@ -311,19 +311,13 @@ int run_launch(const LaunchArgs& args) {
       // The replicas and the etcd they share need the secret before any of them starts: made
       // here when none was given, kept where a lone coordinator would keep it.
       if (secret.empty()) {
-        const auto path = std::filesystem::path(out) / "secret";
         std::filesystem::create_directories(out);
         // An existing run's secret is kept unless the run is started over: a launch refused
         // for lack of --resume or --overwrite must not change it.
-        if (!args.overwrite && std::filesystem::exists(path)) {
-          secret = transport::read_secret_file(path.string());
-        } else {
-          secret = transport::generate_secret();
-          transport::write_secret_file(path.string(), secret);
-        }
+        secret = run_dir_secret(out, !args.overwrite);
         setenv("SWARMRT_SECRET", secret.c_str(), 1);
         std::printf("[launch] cluster secret in %s (ctl and nodes: --secret-file)\n",
-                    std::filesystem::absolute(path).string().c_str());
+                    std::filesystem::absolute(std::filesystem::path(out) / "secret").c_str());
       }
       etcd = start_private_etcd((std::filesystem::path(out) / "etcd").string(), secret);
     } catch (const std::exception& e) {

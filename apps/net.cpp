@@ -1,5 +1,7 @@
 #include "apps/net.hpp"
 
+#include <filesystem>
+
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -126,6 +128,14 @@ std::string resolve_secret(const NetOptions& net) {
   }
   const char* env = std::getenv("SWARMRT_SECRET");
   return env ? env : "";
+}
+
+std::string run_dir_secret(const std::string& run_dir, bool keep) {
+  const std::string path = (std::filesystem::path(run_dir) / "secret").string();
+  if (keep && std::filesystem::exists(path)) return transport::read_secret_file(path);
+  auto secret = transport::generate_secret();
+  transport::write_secret_file(path, secret);
+  return secret;
 }
 
 transport::TlsFiles configure_network(caf::actor_system_config& cfg, const NetOptions& net,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "transport/cluster_tls.hpp"
 
@@ -56,6 +57,9 @@ void add_net_options(CLI::App& cmd, NetOptions& net);
 // The cluster secret from --secret-file, else SWARMRT_SECRET; empty when neither is given.
 // Throws std::invalid_argument with the reason (--secret given, unreadable file).
 std::string resolve_secret(const NetOptions& net);
+// The secret of a run given none: RUN_DIR/secret when `keep` and it is there, else a new one
+// written there (0600). Throws std::runtime_error when the file cannot be read or written.
+std::string run_dir_secret(const std::string& run_dir, bool keep);
 
 // Registers swarmrt's message types, loads CAF's middleman with heartbeats on, and puts the
 // control plane on mutual TLS: CAF's openssl module with a certificate of the cluster CA
@@ -71,9 +75,12 @@ struct AtScopeExit {
   ~AtScopeExit() { f(); }
 };
 
-// Removes the TLS files when it goes out of scope.
+// Removes the TLS files when it goes out of scope (moved, they go with the move).
 struct TlsFilesGuard {
   transport::TlsFiles files;
+  explicit TlsFilesGuard(transport::TlsFiles f = {}) : files(std::move(f)) {}
+  TlsFilesGuard(TlsFilesGuard&& o) noexcept : files(std::exchange(o.files, {})) {}
+  TlsFilesGuard& operator=(TlsFilesGuard&&) = delete;
   ~TlsFilesGuard() { transport::remove_cluster_tls(files); }
 };
 

@@ -2,8 +2,6 @@
 // commands that change the swarm (actors/console/gather.hpp).
 #include "actors/console/gather.hpp"
 
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
 
 #include "messages/metrics.hpp"
@@ -166,9 +164,8 @@ Process find_process(Self* self, const std::string& name) {
 }
 
 nlohmann::json coordinator_rows(Self* self) {
-  if (self->state.setup.coordinators) return self->state.setup.coordinators();
-  return nlohmann::json::array(
-      {{{"role", "only"}, {"epoch", nullptr}, {"pid", static_cast<int64_t>(::getpid())}}});
+  return self->state.setup.coordinators ? self->state.setup.coordinators()
+                                        : nlohmann::json::array();
 }
 
 }  // namespace swarmrt::actors::console

@@ -63,8 +63,8 @@ struct Process {
 };
 Process find_process(Self* self, const std::string& name);
 
-// The coordinator replicas, [{role, epoch, pid, host, address}]: the setup's list, or this
-// process alone (role "only") when it has no replicas.
+// The coordinator replicas, [{role, epoch, pid, host, address}], as the setup lists them
+// (apps: the replicas in etcd, or this coordinator alone with role "only"); empty when unset.
 nlohmann::json coordinator_rows(Self* self);
 
 }  // namespace swarmrt::actors::console
