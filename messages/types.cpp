@@ -32,6 +32,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<GroupStats>("swarmrt::GroupStats");
   cfg.add_message_type<LossReport>("swarmrt::LossReport");
   cfg.add_message_type<HopReport>("swarmrt::HopReport");
+  cfg.add_message_type<HopReports>("swarmrt::HopReports");
   cfg.add_message_type<DoneReport>("swarmrt::DoneReport");
   cfg.add_message_type<ProcessBytes>("swarmrt::ProcessBytes");
   cfg.add_message_type<NormReport>("swarmrt::NormReport");

@@ -145,6 +145,9 @@ struct LossReport {
 // A worker took one hop of a micro-batch (`passed` false: it starts computing it) or handed it
 // on (`passed` true: to `to`, the next worker forward or the previous one backward) (hop_atom).
 // The tracker tells a micro-batch a live worker is at work on from a lost one by them.
+// `age_s`: how long before it left the worker the hop happened. A worker sends its reports
+// in batches (HopReports), and the tracker times hops from when they happened, not from when
+// their batch came.
 struct HopReport {
   uint64_t step = 0;
   uint32_t micro_batch = 0;
@@ -152,6 +155,13 @@ struct HopReport {
   uint32_t worker = 0;
   bool passed = false;
   caf::actor_addr to;
+  double age_s = 0;
+};
+// The hop reports a worker gathered while it had messages waiting, oldest first (hop_atom).
+// One message instead of one per hop: between processes each is a control-plane message
+// through TLS with a wake-up at both ends.
+struct HopReports {
+  std::vector<HopReport> reports;
 };
 // A worker took step `step` (applied_atom), and what every actor of its process has sent so
 // far, by kind in actors::Traffic's order: the coordinator adds other processes' reports to
@@ -298,7 +308,12 @@ typename Inspector::result_type inspect(Inspector& f, LossReport& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, HopReport& x) {
   return f(caf::meta::type_name("swarmrt::HopReport"), x.step, x.micro_batch, x.attempt, x.worker,
-           x.passed, x.to);
+           x.passed, x.to, x.age_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, HopReports& x) {
+  return f(caf::meta::type_name("swarmrt::HopReports"), x.reports);
 }
 
 template <class Inspector>

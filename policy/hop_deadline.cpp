@@ -32,4 +32,13 @@ HopDeadline::Verdict HopDeadline::judge(bool moved, bool busy, double busy_for_s
   return losses >= limits_.max_losses ? Verdict::give_up : Verdict::lost;
 }
 
+double report_window_s(double least_wait_s) {
+  return std::min(0.05, std::max(0.0, least_wait_s) / 10);
+}
+
+bool report_at_once(std::optional<double> expected_s, double since_sent_s, double least_wait_s) {
+  const double window = report_window_s(least_wait_s);
+  return !expected_s || !(*expected_s <= window) || !(since_sent_s < window);
+}
+
 }  // namespace swarmrt::policy

@@ -16,8 +16,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 
 namespace swarmrt::policy {
+
+// The worker's side of those reports: it gathers them and sends several as one message (each
+// is a control-plane message between processes), but never holds one so long that the tracker
+// could judge a micro-batch it is computing lost. A report waits at most the window, a tenth
+// of the least wait (at most 50 ms); a worker about to take a hop sends what it holds, this
+// hop's report too, once the window has passed since it last sent or when the hop may
+// compute longer than the window (`expected_s`, from its measured rate; unknown before its
+// first hop).
+double report_window_s(double least_wait_s);
+bool report_at_once(std::optional<double> expected_s, double since_sent_s, double least_wait_s);
 
 class HopDeadline {
  public:

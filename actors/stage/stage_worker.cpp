@@ -110,6 +110,7 @@ caf::message_handler hop_handlers(Self* self) {
         s.next.set_members(s.next_ids);
         flush_outbox(self);
       },
+      [=](flush_atom) { flush_hop_reports(self); },
       [=](frame_atom, const Frame& frame) {
         deliver(self, messages::FrameKind::microbatch, frame,
                 caf::actor_cast<caf::actor>(self->current_sender()));

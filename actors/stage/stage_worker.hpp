@@ -73,7 +73,10 @@ struct worker_state {
   std::unordered_map<uint32_t, caf::actor> by_id;
   std::vector<uint32_t> next_ids;
   std::map<Key, InFlight> inflight;
-  std::deque<Outgoing> outbox;      // forward hops waiting for a free slot downstream
+  std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
+  // Hop reports not yet sent to the tracker, each with when its hop happened (compute.cpp).
+  std::vector<std::pair<messages::HopReport, Clock::time_point>> hop_reports;
+  Clock::time_point reports_sent;   // when they were last sent
   transport::ChunkReceiver chunks;  // frames from other processes
   PeerLinks links;                  // communicator links to workers in other processes
   transport::ParcelInbox parcels;   // the stage's gradient sum from another process, in slices

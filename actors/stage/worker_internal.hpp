@@ -14,6 +14,8 @@ using Self = caf::stateful_actor<worker_state>;
 
 // compute.cpp
 void flush_outbox(Self* self);
+// Sends the hop reports gathered since the last flush to the tracker, as one message.
+void flush_hop_reports(Self* self);
 void on_forward(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts,
                 const caf::actor& upstream);
 void on_backward(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts);

@@ -1,6 +1,7 @@
 #include "actors/tracker/step_tracker.hpp"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <cmath>
 
 #include "actors/tracker/internal.hpp"
@@ -74,10 +75,19 @@ bool take_done(Self* self, const messages::DoneReport& r) {
 }
 
 // A worker took a hop (it computes it) or handed it on: what it is busy with, how long a hop
-// takes, and where the micro-batch is.
+// takes, and where the micro-batch is. Timed from when the hop happened: its report waited
+// `age_s` in the worker's batch (an age that is no duration counts as none).
 void take_hop(Self* self, const messages::HopReport& r) {
   auto& s = self->state;
-  const auto now = tracker_state::Clock::now();
+  const double age = std::isfinite(r.age_s) ? std::clamp(r.age_s, 0.0, 60.0) : 0.0;
+  const auto now =
+      tracker_state::Clock::now() - std::chrono::duration_cast<tracker_state::Clock::duration>(
+                                        std::chrono::duration<double>(age));
+  // A take of a micro-batch whose completion came first (reports travel in batches, the
+  // completion at once) is over: the worker is not at work on it.
+  if (!r.passed && r.step == s.step && r.micro_batch < s.micro.size() &&
+      r.attempt == s.micro[r.micro_batch].attempt && s.micro[r.micro_batch].done)
+    return;
   auto busy = s.busy.find(r.worker);
   if (!r.passed) {
     s.busy[r.worker] = {r.step, r.micro_batch, r.attempt, now};
@@ -141,7 +151,9 @@ caf::message_handler membership_handlers(Self* self) {
         ask_group(self, stage, std::move(promise), tries);
       },
       [=](ask_members_atom) { return self->state.members; },
-      [=](hop_atom, const messages::HopReport& r) { take_hop(self, r); },
+      [=](hop_atom, const messages::HopReports& batch) {
+        for (const auto& r : batch.reports) take_hop(self, r);
+      },
       // A worker lost in a step leaves it at once; what the step needed from it the phase
       // re-runs or stops waiting for.
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {

@@ -62,3 +62,20 @@ TEST(HopDeadline, NonsenseMeasurementsAreIgnored) {
   EXPECT_EQ(d.slowest_hop_s(), 0);
   EXPECT_EQ(d.wait_s(0), 30);
 }
+
+// A worker holds a take report back only while doing so cannot make a busy micro-batch look
+// lost: the hop must be known to be short and the last send recent, both within a tenth of the
+// least wait (50 ms at most).
+TEST(HopReports, AreHeldOnlyForShortHopsWithinTheWindow) {
+  using swarmrt::policy::report_at_once;
+  EXPECT_DOUBLE_EQ(swarmrt::policy::report_window_s(30), 0.05);
+  EXPECT_DOUBLE_EQ(swarmrt::policy::report_window_s(0.3), 0.03);
+  EXPECT_FALSE(report_at_once(0.006, 0.01, 30));     // a 6 ms hop, sent 10 ms ago: held
+  EXPECT_TRUE(report_at_once(std::nullopt, 0, 30));  // no rate yet (its first hop)
+  EXPECT_TRUE(report_at_once(2.0, 0, 0.3));          // a slowed stage: seconds against 0.3 s
+  EXPECT_TRUE(report_at_once(0.006, 0.06, 30));      // the window has passed since the last send
+  EXPECT_TRUE(report_at_once(0.04, 0, 0.3));         // longer than the window (30 ms)
+  // A rate that is no number is no estimate.
+  EXPECT_TRUE(report_at_once(std::numeric_limits<double>::quiet_NaN(), 0, 30));
+  EXPECT_TRUE(report_at_once(0.001, std::numeric_limits<double>::quiet_NaN(), 30));
+}
