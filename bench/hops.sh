@@ -6,7 +6,7 @@
 # int64, are taken out) against none, and the final validation loss against none's on the same
 # seed (mean, 95% interval).
 # Usage: [STEPS=300] [ENCODINGS="none int8 int4"] bench/hops.sh [FIRST] [LAST]
-#   -> table + bench/results/hops.json
+#   -> table + bench/results/hops.json (300 steps) or hops_STEPS.json
 source "$(dirname "$0")/lib.sh"
 first=${1:-1} last=${2:-3}
 [[ $first =~ ^[0-9]+$ && $last =~ ^[0-9]+$ && $first -le $last ]] ||
@@ -15,7 +15,7 @@ prepare_bench
 bin=${SWARMRT_BIN:-build/bin/swarmrt}  # a copy keeps a long run apart from rebuilds
 steps=${STEPS:-300}
 encodings=${ENCODINGS:-none int8 int4}
-out=runs/bench_hops
+out=runs/bench_hops_$steps
 mkdir -p "$out"
 for seed in $(seq "$first" "$last"); do
   for e in $encodings; do
@@ -32,6 +32,7 @@ python3 - "$(bench/machine.sh)" "$out" "$first" "$last" "$encodings" "$steps" <<
 import json, statistics, sys
 machine, out = json.loads(sys.argv[1]), sys.argv[2]
 first, last, encodings, steps = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
+result = "bench/results/hops.json" if steps == 300 else f"bench/results/hops_{steps}.json"
 def load(seed, e):
     recs = [json.loads(l) for l in open(f"{out}/{seed}-{e}/metrics.jsonl") if l.strip()]
     st = [r for r in recs if r.get("event") == "step"]
@@ -70,6 +71,6 @@ for e in encodings:
           if "val_loss_vs_none" in entry else "-")
     print(f"{e:<10}{hop:>12.1f}{ratio:>8}{loss:>10.4f}{vs:>20}{tps:>10.0f}")
 json.dump({"machine": machine, "steps": steps, "seeds": [first, last], "rows": rows,
-           "summary": summary}, open("bench/results/hops.json", "w"), indent=1)
-print("wrote bench/results/hops.json")
+           "summary": summary}, open(result, "w"), indent=1)
+print(f"wrote {result}")
 PY
