@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
 #include <limits>
+#include <utility>
 
 #include "actors/common/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
@@ -20,6 +21,17 @@ using namespace swarmrt::atoms;
 using messages::Direction;
 using messages::Frame;
 using messages::MicroBatchHeader;
+
+void flush_hop_reports(Self* self) {
+  auto& s = self->state;
+  if (s.hop_times.empty()) return;
+  const auto now = worker_state::Clock::now();
+  for (size_t i = 0; i < s.hop_times.size(); ++i)
+    s.hop_reports.reports[i].age_s = std::chrono::duration<double>(now - s.hop_times[i]).count();
+  s.hop_times.clear();
+  s.reports_sent = now;
+  self->send(s.setup.tracker, hop_atom::value, std::exchange(s.hop_reports, {}));
+}
 
 namespace {
 
@@ -50,37 +62,19 @@ void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::a
   auto& s = self->state;
   if (h.direction == Direction::eval || !s.setup.tracker) return;
   const auto now = worker_state::Clock::now();
-  s.hop_reports.push_back(
-      {messages::HopReport{h.step, h.micro_batch, h.attempt, s.setup.id, passed, to}, now});
-  std::optional<double> expected;
-  if (const auto rate = s.rate.value(); rate && *rate > 0)
-    expected = static_cast<double>(h.samples) / *rate;
-  const double since = std::chrono::duration<double>(now - s.reports_sent).count();
-  const double least = s.setup.ctx->config.supervision.microbatch_timeout_s;
-  if (!passed && policy::report_at_once(expected, since, least))
-    flush_hop_reports(self);
-  else if (s.hop_reports.size() == 1)
-    self->send(self, flush_atom::value);
-}
-
-}  // namespace
-
-void flush_hop_reports(Self* self) {
-  auto& s = self->state;
-  if (s.hop_reports.empty()) return;
-  const auto now = worker_state::Clock::now();
-  messages::HopReports batch;
-  batch.reports.reserve(s.hop_reports.size());
-  for (auto& [report, at] : s.hop_reports) {
-    report.age_s = std::chrono::duration<double>(now - at).count();
-    batch.reports.push_back(std::move(report));
+  s.hop_reports.reports.push_back({h.step, h.micro_batch, h.attempt, s.setup.id, passed, to});
+  s.hop_times.push_back(now);
+  if (!passed) {
+    std::optional<double> expected;
+    if (const auto rate = s.rate.value(); rate && *rate > 0)
+      expected = static_cast<double>(h.samples) / *rate;
+    const double since = std::chrono::duration<double>(now - s.reports_sent).count();
+    if (policy::report_at_once(expected, since,
+                               s.setup.ctx->config.supervision.microbatch_timeout_s))
+      return flush_hop_reports(self);
   }
-  s.hop_reports.clear();
-  s.reports_sent = now;
-  self->send(s.setup.tracker, hop_atom::value, std::move(batch));
+  if (s.hop_times.size() == 1) self->send(self, flush_atom::value);
 }
-
-namespace {
 
 void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
               Traffic kind) {

@@ -75,11 +75,12 @@ struct worker_state {
   std::map<Key, InFlight> inflight;
   std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
   // Hop reports not yet sent to the tracker, each with when its hop happened (compute.cpp).
-  std::vector<std::pair<messages::HopReport, Clock::time_point>> hop_reports;
-  Clock::time_point reports_sent;   // when they were last sent
-  transport::ChunkReceiver chunks;  // frames from other processes
-  PeerLinks links;                  // communicator links to workers in other processes
-  transport::ParcelInbox parcels;   // the stage's gradient sum from another process, in slices
+  messages::HopReports hop_reports;
+  std::vector<Clock::time_point> hop_times;  // when each of them happened
+  Clock::time_point reports_sent;            // when they were last sent
+  transport::ChunkReceiver chunks;           // frames from other processes
+  PeerLinks links;                           // communicator links to workers in other processes
+  transport::ParcelInbox parcels;  // the stage's gradient sum from another process, in slices
   std::map<caf::actor_addr, std::string> device_of;  // every member's device, by handle
   at::Device device{at::kCPU};
 
