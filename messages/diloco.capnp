@@ -34,4 +34,8 @@ struct RoundHeader {
   # An `applied` round of an eager group: the tensors are the round's mean pseudo-gradient in
   # the run's encoding, and `contributors` names the workers in the mean.
   average @12 :Bool;
+  # The end of a synchronous warm-up (diloco.warmup_sync_steps): a contribution's tensors are the
+  # worker's theta at that step, every tensor of the stage, which the group starts its rounds
+  # from; the group's `applied` answer carries no tensors.
+  warmupEnd @13 :Bool;
 }

@@ -200,6 +200,7 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   m.setUpdate(h.update);
   m.setFinal(h.final);
   m.setAverage(h.average);
+  m.setWarmupEnd(h.warmup_end);
   return to_bytes(builder);
 }
 
@@ -229,6 +230,7 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
     h.update = m.getUpdate();
     h.final = m.getFinal();
     h.average = m.getAverage();
+    h.warmup_end = m.getWarmupEnd();
     return h;
   });
 }

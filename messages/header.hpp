@@ -74,6 +74,10 @@ struct RoundHeader {
   // An `applied` round of an eager group (diloco.eager): the tensors are the round's mean
   // pseudo-gradient Δ̄ in diloco.quantize's encoding; `contributors` lists who is in it.
   bool average = false;
+  // The end of a synchronous warm-up (diloco.warmup_sync_steps): a contribution carries the
+  // worker's θ at that step (every tensor of the stage), which the group's rounds start from;
+  // the group's `applied` answer carries no tensors.
+  bool warmup_end = false;
 };
 
 // Limits that keep a hostile or corrupt header from costing more than a bounded amount.

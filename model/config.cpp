@@ -148,6 +148,9 @@ static std::vector<Field> training_rows() {
       SWARMRT_FIELD(diloco, eager, shared, any(), nullptr,
                     "eager outer step at a round's start from the fresh local and last round's "
                     "others' pseudo-gradients (needs overlap_steps >= 1)"),
+      SWARMRT_NUMBER(diloco, warmup_sync_steps, shared, at_least(0),
+                     "K: the first K steps average gradients every step (as swarm mode); rounds "
+                     "start from theta at step K, < train.steps"),
       SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
                      "steps between checkpoints, 0 disables"),
       SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
@@ -439,6 +442,11 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("diloco.eager",
          "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "
          "wire, and with overlap_steps = 0 every round waits for its mean anyway");
+  if (d.warmup_sync_steps > 0 && d.warmup_sync_steps >= c.train.steps)
+    fail("diloco.warmup_sync_steps",
+         "must be < train.steps (" + std::to_string(c.train.steps) +
+             "): the run must have local steps after the warm-up, got " +
+             std::to_string(d.warmup_sync_steps));
   if (d.fragments > 1) {
     const int64_t fewest = m.n_layer / s.stages;  // the smallest stage's blocks
     if (d.fragments > fewest)

@@ -192,6 +192,14 @@ struct DilocoConfig {
   // with its fresh Δ_i and the others' Δ of the last round, instead of waiting τ steps for
   // the mean (model::eager_delta). Needs overlap_steps >= 1.
   bool eager = false;
+  // Synchronous warm-up (DiLoCo, Douillard et al. 2023, starts its replicas from a data-parallel
+  // checkpoint; post-local SGD, Lin et al. 2020, syncs first): steps 1..K average gradients
+  // every step as swarm mode does, and the rounds count from θ at step K (anchors and the outer
+  // optimizer start there). 0: local steps from the first.
+  int64_t warmup_sync_steps = 0;  // K
+
+  // Whether `step` (from 1) is one of the warm-up's gradient-synchronized steps.
+  bool warming(uint64_t step) const { return static_cast<int64_t>(step) <= warmup_sync_steps; }
 
   bool streaming() const {
     return fragments > 1 || overlap_steps > 0 || quantize != Quantize::none;

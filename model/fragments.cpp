@@ -30,7 +30,11 @@ int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments) {
   return static_cast<int64_t>(p) * inner_steps / fragments;
 }
 
-bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments) {
+bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments,
+                  int64_t warmup) {
+  const auto k = static_cast<uint64_t>(std::max<int64_t>(0, warmup));
+  if (step <= k) return false;
+  step -= k;
   const auto offset = static_cast<uint64_t>(fragment_offset(p, inner_steps, fragments));
   return step >= 1 && step >= offset && (step - offset) % static_cast<uint64_t>(inner_steps) == 0;
 }
@@ -38,7 +42,8 @@ bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragme
 bool round_in_flight(uint64_t step, const DilocoConfig& d) {
   for (uint32_t p = 0; p < static_cast<uint32_t>(d.fragments); ++p)
     for (uint64_t k = 0; k < static_cast<uint64_t>(std::max<int64_t>(0, d.overlap_steps)); ++k)
-      if (step > k && fragment_due(step - k, p, d.inner_steps, d.fragments)) return true;
+      if (step > k && fragment_due(step - k, p, d.inner_steps, d.fragments, d.warmup_sync_steps))
+        return true;
   return false;
 }
 

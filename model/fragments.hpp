@@ -29,7 +29,10 @@ std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, in
                                        FragmentPattern pattern);
 
 // Whether fragment p of P starts a round after the inner step of `step` (steps count from 1).
-bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments);
+// After a synchronous warm-up of `warmup` steps the schedule counts from its end: the rounds
+// fall where they would in a run whose step 1 is step warmup + 1.
+bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments,
+                  int64_t warmup = 0);
 
 // The step offset ⌊p·H/P⌋ of fragment p.
 int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments);

@@ -41,6 +41,16 @@ struct SwarmContext {
   bool diloco() const {
     return mode() == model::Mode::diloco || mode() == model::Mode::diloco_swarm;
   }
+  // Whether `step`'s gradients are averaged inside each stage: always in the grad-sync modes,
+  // and in DiLoCo's during its synchronous warm-up (diloco.warmup_sync_steps).
+  bool syncs_gradients(uint64_t step) const {
+    return grad_sync() || (diloco() && config.diloco.warming(step));
+  }
+  // Whether stages of several workers have a gradient averager.
+  bool averages_gradients() const {
+    return (grad_sync() || (diloco() && config.diloco.warmup_sync_steps > 0)) &&
+           config.swarm.workers_per_stage > 1;
+  }
   // DiLoCo rounds by fragments (actors/diloco/streaming_replica.hpp).
   bool streaming() const { return diloco() && (config.diloco.streaming() || force_streaming); }
   int64_t step_samples() const { return config.train.micro_batch * config.train.micro_batches; }

@@ -46,6 +46,65 @@ void reply_rejected(Self* self, const caf::actor& to, const messages::RoundHeade
                             messages::make_round_frame(r, {}));
 }
 
+// A worker's θ at the end of the synchronous warm-up (diloco.warmup_sync_steps = K): the rounds
+// start from it, with the outer momentum at zero. Every worker sends the same θ (the warm-up
+// averaged their gradients): the first is taken, and every sender hears that it was.
+void on_warmup_end(Self* self, const messages::RoundHeader& h, const messages::Frame& frame,
+                   const caf::actor& sender) {
+  auto& s = self->state;
+  const auto& d = s.ctx->config.diloco;
+  if (static_cast<int64_t>(h.step) != d.warmup_sync_steps)
+    return reply_rejected(self, sender, h,
+                          "the warm-up ends at step " + std::to_string(d.warmup_sync_steps) +
+                              ", not " + std::to_string(h.step));
+  if (h.stage != s.stage || !s.members.count(h.contributor))
+    return reply_rejected(self, sender, h,
+                          "worker " + std::to_string(h.contributor) + " is not a worker of stage " +
+                              std::to_string(s.stage));
+  if (!s.warmed) {
+    if (h.tensor_names != s.names)
+      return reply_rejected(self, sender, h, "its tensors are not the stage's parameters");
+    const auto current = whole(s, false);
+    for (size_t i = 0; i < current.size(); ++i)
+      if (frame.tensors[i].scalar_type() != at::kFloat ||
+          !frame.tensors[i].sizes().equals(current[i].second.sizes()))
+        return reply_rejected(self, sender, h,
+                              "tensor " + s.names[i] + " is not float32 of θ's shape");
+    if (auto bad = model::nonfinite_tensor(frame.tensors, h.tensor_names); !bad.empty())
+      return reply_rejected(self, sender, h, bad);
+    model::NamedTensors theta;
+    for (size_t i = 0; i < current.size(); ++i)
+      theta.emplace_back(s.names[i], frame.tensors[i].clone());
+    for (auto& f : s.fragments) {
+      f.outer = std::make_unique<model::OuterNesterov>(slice(theta, f.index), d.outer_lr,
+                                                       d.outer_momentum);
+      f.residual.clear();
+      f.last_mean.clear();
+      f.last_contributions.clear();
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.store->mu);
+      s.store->theta.clear();
+      s.store->momentum.clear();
+      for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
+      for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+      s.store->warmed = true;
+    }
+    s.warmed = true;
+    spdlog::info("diloco group {}: rounds start from worker {}'s θ at step {}, the warm-up's end",
+                 s.stage, h.contributor, h.step);
+  }
+  messages::RoundHeader r;
+  r.stage = s.stage;
+  r.contributor = h.contributor;
+  r.step = h.step;
+  r.status = messages::RoundStatus::applied;
+  r.warmup_end = true;
+  if (sender)
+    transport::send_frame(self, sender, messages::FrameKind::round,
+                          messages::make_round_frame(r, {}));
+}
+
 void on_contribution(Self* self, const messages::Frame& frame, const caf::actor& sender) {
   const uint32_t stage = self->state.stage;
   auto& s = self->state;
@@ -59,6 +118,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   }
   if (h.status != messages::RoundStatus::contribution)
     return reply_rejected(self, sender, h, "not a contribution");
+  if (h.warmup_end) return on_warmup_end(self, h, frame, sender);
   if (h.fragment >= s.fragments.size())
     return reply_rejected(
         self, sender, h,
@@ -137,6 +197,7 @@ void set_up_diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Name
   {
     std::lock_guard<std::mutex> lock(s.store->mu);
     const bool stored = !s.store->theta.empty();
+    s.warmed = s.store->warmed;
     for (uint32_t p = 0; p < s.fragments.size(); ++p) {
       auto& f = s.fragments[p];
       if (!stored) {

@@ -58,6 +58,7 @@ struct GroupStore {
   std::vector<int64_t> fragment_applied;
   std::vector<std::vector<uint64_t>> fragment_rounds;
   uint64_t comm_epoch = 0;  // the newest group communicator announced
+  bool warmed = false;      // θ took the workers' θ at the synchronous warm-up's end
 };
 using GroupStorePtr = std::shared_ptr<GroupStore>;
 
@@ -99,6 +100,7 @@ struct group_state {
   uint64_t rejected = 0;
   uint64_t refused_chunks = 0;
   transport::ChunkReceiver chunks;  // contributions from other processes
+  bool warmed = false;  // θ is the workers' θ at the warm-up's end (diloco.warmup_sync_steps)
   static inline const char* name = "diloco_group";
 };
 

@@ -4,6 +4,7 @@
 
 #include "actors/common/tensor_list.hpp"
 #include "model/diloco.hpp"
+#include "model/fragments.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors {
@@ -39,8 +40,10 @@ void DilocoReplica::give_state(messages::WorkerState& st) const {
 
 bool DilocoReplica::after_inner_step(Self* self, uint64_t step, model::StageModel& module) {
   const auto& cfg = setup_.ctx->config;
-  const bool due = step % static_cast<uint64_t>(cfg.diloco.inner_steps) == 0 ||
-                   static_cast<int64_t>(step) == cfg.train.steps;
+  if (ends_warmup(step)) return start_from_warmup(self, step, module);
+  const bool due =
+      model::fragment_due(step, 0, cfg.diloco.inner_steps, 1, cfg.diloco.warmup_sync_steps) ||
+      static_cast<int64_t>(step) == cfg.train.steps;
   if (!due) return false;
   auto delta = model::pseudo_gradient(anchor_, *module);
   if (backend_.empty()) {
@@ -134,6 +137,7 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::St
   const auto opened = open_answer(frame, setup_.id);
   if (!opened) return false;
   const auto& h = *opened;
+  if (on_warmup_answer(self, h)) return true;
   if (!pending_) {
     // A round applied without this replica (it joined or restarted while the round was
     // collected): it takes θ(t), but it has no step to report applied. An in-place copy would
@@ -234,6 +238,7 @@ void DilocoReplica::on_group_replaced(Self* self, const caf::actor& group) {
   // The contribution the dead group had not applied goes to its successor, which continues
   // from the last round it applied: the round is applied once, not lost.
   if (pending_) transport::send_frame(self, group, messages::FrameKind::round, *pending_);
+  resend_warmup(self, group);
 }
 
 }  // namespace swarmrt::actors

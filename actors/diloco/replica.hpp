@@ -44,7 +44,9 @@ class DilocoReplica : public WorkerReplica {
   uint64_t round() const { return round_; }
 
   // Whether this replica's round is open: the tracker hears `applied` when it closes.
-  bool round_open() const override { return pending_.has_value() || awaiting_go_.has_value(); }
+  bool round_open() const override {
+    return pending_.has_value() || awaiting_go_.has_value() || warmup_open();
+  }
 
   // After the inner step of `step`: a round is due every H steps and at the last step.
   // False when none is due (the worker reports the step applied itself).

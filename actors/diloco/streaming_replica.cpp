@@ -300,6 +300,7 @@ void StreamingReplica::settle(Self* self, uint32_t p, model::StageModel& module)
 
 bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::StageModel& module) {
   const auto& d = setup_.ctx->config.diloco;
+  if (ends_warmup(step)) return start_from_warmup(self, step, module);
   const bool last = step >= last_step_;
   std::set<uint32_t> hold;
   // Rounds that land now (every one in flight, at the last step): merged, or waited for.
@@ -312,7 +313,8 @@ bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::StageM
       hold.insert(p);
   }
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
-    if (!last && !model::fragment_due(step, p, d.inner_steps, d.fragments)) continue;
+    if (!last && !model::fragment_due(step, p, d.inner_steps, d.fragments, d.warmup_sync_steps))
+      continue;
     auto& f = fragments_[p];
     if (f.in_flight) {
       f.sync_after = true;  // the last step: after the round in flight lands
@@ -343,6 +345,7 @@ bool StreamingReplica::on_round(Self* self, const messages::Frame& frame, model:
   const auto opened = open_answer(frame, setup_.id);
   if (!opened) return false;
   const auto& h = *opened;
+  if (on_warmup_answer(self, h)) return true;
   if (h.fragment >= fragments_.size()) {
     spdlog::warn("worker {} rejected a round frame of fragment {} (it has {})", setup_.id,
                  h.fragment, fragments_.size());
@@ -386,6 +389,7 @@ void StreamingReplica::on_group_replaced(Self* self, const caf::actor& group) {
   setup_.group = group;
   for (auto& f : fragments_)
     if (f.sent) transport::send_frame(self, group, messages::FrameKind::round, *f.sent);
+  resend_warmup(self, group);
 }
 
 void StreamingReplica::take_state(const messages::WorkerState& st, model::NamedTensors anchor) {

@@ -56,7 +56,7 @@ class StreamingReplica : public WorkerReplica {
   uint64_t round() const { return fragments_.empty() ? 0 : fragments_[0].round; }
 
   // Whether the tracker waits for this replica's `applied` of a step.
-  bool round_open() const override { return held_step_.has_value(); }
+  bool round_open() const override { return held_step_.has_value() || warmup_open(); }
 
   // After the inner step of `step`: merges the rounds that land now and starts those due.
   // False when nothing holds the step (the worker reports it applied itself).

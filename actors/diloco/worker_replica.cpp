@@ -5,6 +5,7 @@
 #include "actors/diloco/replica.hpp"
 #include "actors/diloco/streaming_replica.hpp"
 #include "transport/relay.hpp"
+#include "transport/transport.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
@@ -23,6 +24,53 @@ void WorkerReplica::set_anchor(const model::StageModel& module) {
 void WorkerReplica::set_anchor(model::NamedTensors anchor) {
   anchor_ = std::move(anchor);
   for (auto& [name, t] : anchor_) t = t.to(setup_.device).clone();
+}
+
+bool WorkerReplica::ends_warmup(uint64_t step) const {
+  const auto k = setup_.ctx->config.diloco.warmup_sync_steps;
+  return k > 0 && static_cast<int64_t>(step) == k;
+}
+
+bool WorkerReplica::start_from_warmup(Self* self, uint64_t step, const model::StageModel& module) {
+  set_anchor(module);
+  messages::RoundHeader h;
+  h.stage = setup_.stage;
+  h.contributor = setup_.id;
+  h.step = step;
+  h.warmup_end = true;
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, t] : anchor_) {
+    h.tensor_names.push_back(name);
+    tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
+  }
+  auto frame = messages::make_round_frame(h, std::move(tensors));
+  for (auto* bytes : {setup_.ctx->bytes.get(), setup_.sent.get()}) {
+    if (!bytes) continue;
+    bytes->add(Traffic::parameters, messages::payload_bytes(frame.tensors));
+    bytes->add(Traffic::control, frame.header.size());
+  }
+  warmup_sent_ = frame;
+  warmup_step_ = step;
+  transport::send_frame(self, setup_.group, messages::FrameKind::round, std::move(frame));
+  spdlog::info("worker {}: the synchronous warm-up ended at step {}; rounds start from here",
+               setup_.id, step);
+  return true;
+}
+
+bool WorkerReplica::on_warmup_answer(Self* self, const messages::RoundHeader& h) {
+  if (!h.warmup_end) return false;
+  if (!warmup_sent_) return true;  // an answer to a copy sent again: taken already
+  if (h.status == messages::RoundStatus::rejected)
+    // Not taken (it cannot be: every worker sends θ of the same stage): the group's rounds
+    // would start from its θ(0). Said loudly; the step is released so the run goes on.
+    spdlog::error("worker {}: the group refused θ at the warm-up's end: {}", setup_.id, h.reason);
+  warmup_sent_.reset();
+  tell_applied(self, setup_.tracker, warmup_step_, setup_.id, *setup_.ctx);
+  return true;
+}
+
+void WorkerReplica::resend_warmup(Self* self, const caf::actor& group) const {
+  if (warmup_sent_) transport::send_frame(self, group, messages::FrameKind::round, *warmup_sent_);
 }
 
 std::optional<messages::RoundHeader> WorkerReplica::open_answer(const messages::Frame& frame,

@@ -105,10 +105,26 @@ class WorkerReplica {
  protected:
   ReplicaSetup setup_;
   model::NamedTensors anchor_;  // θ(t−1), the global parameters of the last round
+  std::optional<messages::Frame> warmup_sent_;  // θ(K) to the group, unanswered
+  uint64_t warmup_step_ = 0;
 
   // A round frame's header, or nullopt (logged) when it does not decode.
   std::optional<messages::RoundHeader> open_answer(const messages::Frame& frame,
                                                    uint32_t worker) const;
+  // The synchronous warm-up (diloco.warmup_sync_steps = K > 0) ends after the inner step of
+  // step K: every worker holds the same θ(K) (the warm-up averaged its gradients).
+  bool ends_warmup(uint64_t step) const;
+  // θ(K) becomes the anchor and goes to the group, whose rounds start from it (its outer
+  // momentum from zero). The step is held until the group has taken it, so that no worker
+  // restarted after step K starts from the group's θ(0). Returns true: the step is held.
+  bool start_from_warmup(Self* self, uint64_t step, const model::StageModel& module);
+  // The group's answer to it releases the held step. True when `h` was that answer.
+  bool on_warmup_answer(Self* self, const messages::RoundHeader& h);
+  // Whether θ(K) is on its way to the group (the step is held open).
+  bool warmup_open() const { return warmup_sent_.has_value(); }
+  // A restarted group gets θ(K) again while the step is held.
+  void resend_warmup(Self* self, const caf::actor& group) const;
+
   // A contribution refused because its round was applied without it: this worker is behind
   // and takes the group's state again.
   void catch_up_if_behind(Self* self, const ReplicaSetup& setup, const messages::RoundHeader& h,

@@ -128,7 +128,7 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
                       const CoreOptions& options) {
   const auto& config = ctx->config;
   const auto& sw = config.swarm;
-  const bool averaged = ctx->grad_sync() && sw.workers_per_stage > 1;
+  const bool averaged = ctx->averages_gradients();
   CoreActors core;
   auto* run = options.run;
   auto resume = checkpoint_to_resume(options);
@@ -361,6 +361,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
     std::lock_guard<std::mutex> lock(store->mu);
     result.applied_rounds.back() = store->applied_rounds;
     result.fragment_rounds.back() = store->fragment_rounds;
+    result.group_theta.push_back(store->theta);
   }
   for (const auto& stage : now.stages)
     for (const auto& w : stage) {

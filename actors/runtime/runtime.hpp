@@ -65,6 +65,8 @@ struct RuntimeResult {
   std::vector<std::vector<uint64_t>> applied_rounds;  // DiLoCo: per stage, every round applied
   // DiLoCo: per stage and fragment, every round applied, in order (fragment 0's as above)
   std::vector<std::vector<std::vector<uint64_t>>> fragment_rounds;
+  // DiLoCo: per stage, the group's θ after its last round (empty before the first)
+  std::vector<model::NamedTensors> group_theta;
   nlohmann::json balancer;  // the balancer's `info` at the end (periods, moves), when it ran
 };
 

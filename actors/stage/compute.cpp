@@ -324,7 +324,7 @@ void reduce_step(Self* self, uint64_t step) {
   const auto& ctx = *s.setup.ctx;
   // The loss scaler's: the gradient back to its true size, and whether it overflowed.
   if (ctx.config.train.scales_loss()) s.overflowed = !model::unscale_grads(s.params, s.loss_scale);
-  if (ctx.diloco()) {
+  if (!ctx.syncs_gradients(step)) {
     // Local replica: normalize by the samples this worker backpropagated.
     if (s.samples > 0)
       model::scale_grads(s.params,
@@ -384,7 +384,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
       model::scale_grads(s.params, coef);
   }
   s.overflowed = false;
-  const bool took_data = !skip && (s.samples > 0 || ctx.grad_sync());
+  const bool took_data = !skip && (s.samples > 0 || ctx.syncs_gradients(step));
   if (took_data) {
     model::set_lr(*s.optimizer, lr);
     s.optimizer->step();

@@ -45,8 +45,8 @@ void maybe_apply(Self* self) {
   auto& s = self->state;
   if (!all_reported(s, s.sqnorms)) return;
   const auto& cfg = s.setup.ctx->config;
-  double coef = -1;  // DiLoCo replicas clip their own gradient
-  if (s.setup.ctx->grad_sync()) {
+  double coef = -1;  // DiLoCo replicas clip their own gradient (after any warm-up)
+  if (s.setup.ctx->syncs_gradients(s.step)) {
     // Replicas of a stage hold the same reduced gradient: one norm per stage, summed
     // over stages, is the norm of the whole model's gradient.
     std::map<uint32_t, double> per_stage;

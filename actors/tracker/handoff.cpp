@@ -99,7 +99,9 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
       return caf::make_error(caf::sec::runtime_error, e.what());
     }
   }
-  if (ctx.diloco() && stage < s.setup.groups.size() && s.setup.groups[stage]) {
+  // During a synchronous warm-up the group's θ is θ(0): a peer holds the stage's state.
+  if (ctx.diloco() && !ctx.config.diloco.warming(s.step) && stage < s.setup.groups.size() &&
+      s.setup.groups[stage]) {
     auto promise = self->make_response_promise<messages::WorkerState>();
     ask_group(self, stage, promise, 0);
     return promise;

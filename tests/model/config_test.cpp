@@ -85,6 +85,13 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(error_of("[model]\npreset = \"huge\"\n").find("unknown model preset"),
             std::string::npos);
   EXPECT_NE(error_of("[train]\nsteps = 0\n").find("train.steps: must be >= 1"), std::string::npos);
+  // A warm-up as long as the run would leave no local step.
+  msg = error_of("[train]\nsteps = 100\n[diloco]\nwarmup_sync_steps = 100\n");
+  EXPECT_NE(msg.find("diloco.warmup_sync_steps: must be < train.steps (100)"), std::string::npos)
+      << msg;
+  EXPECT_NE(error_of("[diloco]\nwarmup_sync_steps = -1\n").find("diloco.warmup_sync_steps"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[train]\nsteps = 100\n[diloco]\nwarmup_sync_steps = 99\n"), "");
 }
 
 TEST(Config, SyntaxErrorHasLine) {

@@ -113,6 +113,31 @@ TEST(Fragments, StaggeredSchedule) {
   EXPECT_EQ(fragment_offset(2, 10, 3), 6);  // ⌊2·10/3⌋
 }
 
+// After a synchronous warm-up of K steps the schedule is the same, counted from step K: no
+// round during the warm-up or at its last step, and fragment p's rounds at K + ⌊p·H/P⌋ + nH.
+TEST(Fragments, ScheduleCountsFromTheWarmUpsEnd) {
+  std::vector<uint64_t> due0, due1;
+  for (uint64_t t = 1; t <= 30; ++t) {
+    if (fragment_due(t, 0, 8, 4, 5)) due0.push_back(t);
+    if (fragment_due(t, 1, 8, 4, 5)) due1.push_back(t);
+  }
+  EXPECT_EQ(due0, (std::vector<uint64_t>{13, 21, 29}));
+  EXPECT_EQ(due1, (std::vector<uint64_t>{7, 15, 23}));
+  for (uint64_t t = 1; t <= 5; ++t)
+    for (uint32_t p = 0; p < 4; ++p) EXPECT_FALSE(fragment_due(t, p, 8, 4, 5)) << t << " " << p;
+  // Checkpoints still wait for a round in flight: fragment 1 of 2 starts at 5 + 5 = 10 and
+  // lands at 12 (τ = 2), so the checkpoint of step 10 is taken at 12.
+  DilocoConfig d;
+  d.inner_steps = 10;
+  d.fragments = 2;
+  d.overlap_steps = 2;
+  d.warmup_sync_steps = 5;
+  EXPECT_TRUE(round_in_flight(10, d) && round_in_flight(11, d) && !round_in_flight(12, d));
+  EXPECT_FALSE(round_in_flight(5, d));
+  EXPECT_FALSE(checkpoint_due(10, 10, d, true));
+  EXPECT_TRUE(checkpoint_due(12, 10, d, true));
+}
+
 // A periodic checkpoint never lands while a Streaming round is in flight (started at t, merged
 // with step t + τ): it moves to the step the merge lands in, so a run resumed from it repeats
 // nothing half-done. H = 10, P = 2 (fragments due at 5, 10, 15, ...), τ = 2.

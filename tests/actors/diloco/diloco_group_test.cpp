@@ -293,3 +293,86 @@ TEST(DilocoGroup, EagerThetaStaysTheMeanOfTheWorkersOwnOuterSteps) {
     a->send_exit(group, caf::exit_reason::user_shutdown);
   }
 }
+
+namespace {
+// Worker `worker`'s θ at the end of a synchronous warm-up of stage 0 (its step).
+messages::Frame warmup_end(uint32_t worker, uint64_t step, at::Tensor theta) {
+  RoundHeader h;
+  h.stage = 0;
+  h.contributor = worker;
+  h.step = step;
+  h.status = RoundStatus::contribution;
+  h.warmup_end = true;
+  h.tensor_names = {"w"};
+  return messages::make_round_frame(h, {std::move(theta)});
+}
+}  // namespace
+
+// diloco.warmup_sync_steps = 3: the group's rounds start from the first θ(3) a worker sends,
+// with the outer momentum at zero; every sender hears that it was taken; θ of another shape or
+// from another step is refused by name; a group restarted on the same store goes on from it.
+TEST(DilocoGroup, RoundsStartFromTheWorkersThetaAtTheWarmUpsEnd) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.diloco.outer_lr = 0.7;
+  ctx->config.diloco.outer_momentum = 0.9;
+  ctx->config.diloco.warmup_sync_steps = 3;
+  caf::scoped_actor a{*ts.sys}, b{*ts.sys};
+  auto store = std::make_shared<actors::GroupStore>();
+  auto group = ts.sys->spawn(actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx),
+                             uint32_t{0}, model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}},
+                             store, caf::actor{});
+  messages::Membership m;
+  m.stages.emplace_back();
+  m.stages[0].push_back({1, 0, caf::actor_cast<caf::actor>(a), {}});
+  m.stages[0].push_back({2, 0, caf::actor_cast<caf::actor>(b), {}});
+  a->send(group, members_atom::value, m);
+
+  a->send(group, round_atom::value, warmup_end(1, 3, at::tensor({1.0f, 2.0f, 3.0f})));
+  auto [shape, f0] = next_round(a);
+  EXPECT_EQ(shape.status, RoundStatus::rejected);
+  EXPECT_NE(shape.reason.find("not float32 of θ's shape"), std::string::npos) << shape.reason;
+  a->send(group, round_atom::value, warmup_end(1, 2, at::tensor({4.0f, 5.0f})));
+  auto [early, f1] = next_round(a);
+  EXPECT_EQ(early.status, RoundStatus::rejected);
+  EXPECT_NE(early.reason.find("the warm-up ends at step 3, not 2"), std::string::npos)
+      << early.reason;
+
+  a->send(group, round_atom::value, warmup_end(1, 3, at::tensor({4.0f, 5.0f})));
+  b->send(group, round_atom::value, warmup_end(2, 3, at::tensor({9.0f, 9.0f})));
+  for (auto* self : {&a, &b}) {
+    auto [h, f] = next_round(*self);
+    EXPECT_EQ(h.status, RoundStatus::applied);
+    EXPECT_TRUE(h.warmup_end);
+    EXPECT_TRUE(f.tensors.empty());
+  }
+  // Round 0 from θ(3) = (4, 5) with no momentum yet: θ − 0.7 (Δ + 0.9 Δ), Δ = (0.1, 0.2).
+  a->send(group, round_atom::value, contribution(0, 1, at::tensor({0.2f, 0.0f})));
+  b->send(group, round_atom::value, contribution(0, 2, at::tensor({0.0f, 0.4f})));
+  const auto want = at::tensor({4.0f - 1.33f * 0.1f, 5.0f - 1.33f * 0.2f});
+  for (auto* self : {&a, &b}) {
+    auto [h, f] = next_round(*self);
+    EXPECT_EQ(h.status, RoundStatus::applied);
+    EXPECT_EQ(h.round_id, 0u);
+    EXPECT_TRUE(at::allclose(f.tensors[0], want)) << f.tensors[0];
+  }
+  a->send_exit(group, caf::exit_reason::user_shutdown);
+
+  // A successor on the same store (a restart) holds θ(1), and takes no second warm-up θ.
+  auto successor = ts.sys->spawn(
+      actors::diloco_group, std::shared_ptr<const actors::SwarmContext>(ctx), uint32_t{0},
+      model::NamedTensors{{"w", at::tensor({1.0f, 2.0f})}}, store, caf::actor{});
+  a->send(successor, members_atom::value, m);
+  a->send(successor, round_atom::value, warmup_end(1, 3, at::tensor({7.0f, 7.0f})));
+  (void)next_round(a);  // θ(1), sent to a member new to the successor
+  auto [again, f2] = next_round(a);
+  EXPECT_TRUE(again.warmup_end);
+  EXPECT_EQ(again.status, RoundStatus::applied);
+  a->request(successor, caf::infinite, params_atom::value)
+      .receive(
+          [&](const messages::TensorList& theta) {
+            EXPECT_TRUE(at::allclose(theta.tensors[0], want));
+          },
+          [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
+  a->send_exit(successor, caf::exit_reason::user_shutdown);
+}

@@ -1,0 +1,152 @@
+// DiLoCo's synchronous warm-up (diloco.warmup_sync_steps = K) in whole runs: steps 1..K are
+// swarm mode's, the rounds count from step K and start from θ(K), and workers, groups and
+// averagers killed during the warm-up, at its end or after it leave every round applied once.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../run_util.hpp"
+#include "actors/common/tensor_list.hpp"
+
+using namespace swarmrt;
+using namespace swarmrt::testing;
+
+namespace {
+
+// The stage's workers hold the same parameters, bit for bit (a run ends on a round).
+void expect_workers_agree(const actors::RuntimeResult& r, uint32_t stage) {
+  const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
+  const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
+}
+
+enum class Replica { plain, streaming, eager };
+
+model::RunConfig warmup_config(const std::string& mode, int64_t stages, Replica replica) {
+  auto config = micro_run(mode, stages, 2, 12);
+  config.diloco.inner_steps = 4;
+  config.diloco.warmup_sync_steps = 4;
+  if (replica != Replica::plain) {
+    config.diloco.fragments = 2;
+    config.diloco.overlap_steps = 1;
+    config.diloco.alpha = 0.5;
+    config.diloco.quantize = model::Quantize::int4;
+    config.diloco.eager = replica == Replica::eager;
+  }
+  model::validate(config, "test");
+  return config;
+}
+
+// Rounds at K + 4 = 8 and the last step, 12; with 2 fragments, fragment 1 also at K + 2 = 6
+// and K + 6 = 10. Nothing during the warm-up.
+void expect_rounds_after_the_warmup(const actors::RuntimeResult& r, int64_t stages,
+                                    Replica replica) {
+  for (uint32_t stage = 0; stage < static_cast<uint32_t>(stages); ++stage) {
+    if (replica == Replica::plain) {
+      EXPECT_EQ(r.applied_rounds.at(stage), (std::vector<uint64_t>{0, 1})) << stage;
+    } else {
+      ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
+      EXPECT_EQ(r.fragment_rounds.at(stage)[0], (std::vector<uint64_t>{0, 1})) << stage;
+      EXPECT_EQ(r.fragment_rounds.at(stage)[1], (std::vector<uint64_t>{0, 1, 2})) << stage;
+    }
+    expect_workers_agree(r, stage);
+    // The group's rounds started from θ(4): the last one leaves its θ where the workers are.
+    // (Had they started from θ(0), the group's θ would be off by the warm-up's steps; with
+    // quantized updates the workers do not notice until one restarts and takes it.)
+    const auto& theta = r.group_theta.at(stage);
+    const auto& params = r.worker_params.at(actors::worker_id(stage, 0));
+    ASSERT_EQ(theta.size(), params.size());
+    for (size_t i = 0; i < theta.size(); ++i)
+      EXPECT_TRUE(at::equal(theta[i].second, params[i].second)) << stage << " " << theta[i].first;
+  }
+}
+
+class Warmup : public ::testing::TestWithParam<Replica> {};
+
+}  // namespace
+
+// One stage of 2 workers, K = 4 of 12 steps, routed the same way in both runs: the losses of
+// steps 1..5 (which see θ(0)..θ(4)) are swarm mode's bit for bit, step 6's is not (step 5 was a
+// local step); the warm-up sent swarm mode's gradient bytes for 4 steps and none after; the
+// rounds count from step 4.
+TEST_P(Warmup, TheFirstKStepsAreSwarmModesAndTheRoundsCountFromK) {
+  auto sync = micro_run("swarm", 1, 2, 12);
+  route_deterministically(sync);
+  auto config = warmup_config("diloco", 1, GetParam());
+  route_deterministically(config);
+  const auto a = run(sync);
+  const auto b = run(config);
+  ASSERT_EQ(b.report.losses.size(), 12u);
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(b.report.losses[i], a.report.losses[i]) << "step " << i + 1;
+  EXPECT_NE(b.report.losses[5], a.report.losses[5]);
+  expect_every_micro_batch_once(b.report, config.train.micro_batches);
+  EXPECT_DOUBLE_EQ(b.bytes.at("gradients").get<double>(),
+                   a.bytes.at("gradients").get<double>() * 4 / 12);
+  expect_rounds_after_the_warmup(b, 1, GetParam());
+  // Plain DiLoCo's workers load the group's θ(t) itself: its first round (step 8) moves them
+  // on from where they are (had it started from θ(0): back, step 9's loss 5.01 against 5.00).
+  if (GetParam() == Replica::plain) {
+    EXPECT_LT(b.report.losses[8], b.report.losses[7]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, Warmup,
+                         ::testing::Values(Replica::plain, Replica::streaming, Replica::eager),
+                         [](const auto& info) {
+                           return std::string(info.param == Replica::plain       ? "plain"
+                                              : info.param == Replica::streaming ? "streaming"
+                                                                                 : "eager");
+                         });
+
+namespace {
+
+struct Kill {
+  const char* name;
+  const char* target;
+  int64_t step;
+  model::KillPhase phase;
+};
+
+class WarmupKilled : public ::testing::TestWithParam<std::tuple<Kill, Replica>> {};
+
+}  // namespace
+
+// Two stages of 2 workers, K = 4: a worker killed during the warm-up (it takes a peer's state,
+// not the group's θ(0)), as it sends θ(4) to the group, and after the warm-up (it takes the
+// group's θ(4)); the group killed while θ(4) is on its way (the workers send it to the
+// successor) and the gradient averager killed during the warm-up. Every micro-batch counts
+// once, every round is applied once and in order, the stage's workers end equal.
+TEST_P(WarmupKilled, EveryRoundAppliedOnceAndEveryMicroBatchOnce) {
+  const auto& [kill, replica] = GetParam();
+  auto config = warmup_config("diloco-swarm", 2, replica);
+  config.chaos.kill = kill.target;
+  config.chaos.kill_at_step = kill.step;
+  config.chaos.kill_at_phase = kill.phase;
+  const auto r = run(config);
+  EXPECT_EQ(r.kills, 1u);
+  EXPECT_GE(r.restarts, 1u);
+  ASSERT_EQ(r.report.losses.size(), 12u);
+  expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  expect_rounds_after_the_warmup(r, 2, replica);
+  EXPECT_TRUE(std::isfinite(r.report.val_loss));
+  EXPECT_LT(r.report.val_loss, r.report.losses.front());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, WarmupKilled,
+    ::testing::Combine(
+        ::testing::Values(Kill{"WorkerInTheWarmUp", "stage1/worker1", 2, model::KillPhase::reduce},
+                          Kill{"WorkerAtItsEnd", "stage1/worker1", 4, model::KillPhase::apply},
+                          Kill{"WorkerAfterIt", "stage1/worker1", 5, model::KillPhase::start},
+                          Kill{"GroupAtItsEnd", "stage0/diloco", 4, model::KillPhase::apply},
+                          Kill{"AveragerInTheWarmUp", "stage0/averager", 3,
+                               model::KillPhase::start}),
+        ::testing::Values(Replica::plain, Replica::streaming)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).name) +
+             (std::get<1>(info.param) == Replica::plain ? "_plain" : "_streaming");
+    });
