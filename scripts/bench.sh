@@ -41,6 +41,7 @@ BENCHMARKS=(
   "loss_curves|bench/loss_curves.sh|bench/loss_curves.sh 100 1 runs/loss_curves|loss_curves.json"
   "comm|build/bin/swarmrt bench comm -c configs/bench_comm.toml|build/bin/swarmrt bench comm -c configs/bench_comm.toml --set train.steps=128|comm.json"
   "comm_seeds|bench/comm_seeds.sh 2 31|bench/comm_seeds.sh 2 3|comm_seeds.json"
+  "long_runs|bench/long_runs.sh 2 11|bench/long_runs.sh 2 3 400|long_runs.json"
 )
 
 known=()

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Streaming DiLoCo against per-step sync over long runs of the tiny model (docs/streaming.md,
+# "Over long runs"). For each step count and seed it trains three runs on the same tokens:
+#   sync       configs/long-sync.toml: gradients averaged every step
+#   streaming  configs/long-streaming.toml without its warm-up (diloco.warmup_sync_steps = 0)
+#   warm       configs/long-streaming.toml: the first quarter of the run syncs every step
+#              (the config's 400 of 1,600 steps; the same share at other step counts)
+# and reports the final validation loss's gap to sync with its 95% interval (Student's t over
+# seeds), the sync bytes of the whole run against sync's, and the warm-up's share of them.
+# Runs whose directory already holds a final evaluation are kept, so an interrupted bench goes on
+# where it stopped. About 3.7 minutes per 1,600-step run on a 2-core VM, one run at a time.
+# Usage: bench/long_runs.sh [FIRST] [LAST] [STEPS ...]
+#   seeds FIRST..LAST (default 2..11) for every step count below 3,200; the first 3 of them for
+#   3,200 steps and more. STEPS: default 400 1600 3200.
+#   -> table + bench/results/long_runs.json + docs/img/long_runs.png (gap against steps) and
+#      docs/img/long_runs_curves.png (the three losses of seed FIRST at 1,600 steps)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+first=${1:-2} last=${2:-11}
+[[ $first =~ ^[0-9]+$ && $last =~ ^[0-9]+$ && $first -le $last ]] ||
+  { echo "bench/long_runs.sh: FIRST and LAST must be seeds with FIRST <= LAST (got '$first' '$last')" >&2; exit 2; }
+shift $(($# < 2 ? $# : 2))
+steps_list=("$@")
+[ ${#steps_list[@]} -gt 0 ] || steps_list=(400 1600 3200)
+for n in "${steps_list[@]}"; do
+  [[ $n =~ ^[0-9]+$ && $n -ge 8 ]] || { echo "bench/long_runs.sh: STEPS must be numbers >= 8 (got '$n')" >&2; exit 2; }
+done
+source scripts/common.sh
+prepare_bench
+bin=build/bin/swarmrt
+runs=runs/long_runs
+mkdir -p "$runs" docs/img
+seeds_for() {  # the seeds of a step count
+  local n=$1
+  if [ "$n" -ge 3200 ]; then seq "$first" $((first + 2 < last ? first + 2 : last)); else seq "$first" "$last"; fi
+}
+for n in "${steps_list[@]}"; do
+  for seed in $(seeds_for "$n"); do
+    for mode in sync streaming warm; do
+      dir="$runs/$n-$seed-$mode"
+      if [ -f "$dir/metrics.jsonl" ] && grep -q '"event":"eval"' "$dir/metrics.jsonl"; then continue; fi
+      case $mode in
+        sync) args=(-c configs/long-sync.toml) ;;
+        streaming) args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=0) ;;
+        warm) args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=$((n / 4))) ;;
+      esac
+      echo "$n steps, seed $seed: $mode" >&2
+      OPENBLAS_NUM_THREADS=1 "$bin" train "${args[@]}" --set train.steps="$n" --set train.seed="$seed" \
+        --sample-tokens 0 --out "$dir" --overwrite > "$dir.log" 2>&1 ||
+        { echo "$n steps seed $seed $mode failed; its log: $dir.log" >&2; exit 1; }
+    done
+  done
+done
+python3 - "$(bench/machine.sh)" "$runs" "$first" "$last" "${steps_list[@]}" <<'PY'
+import json, statistics, sys
+machine, runs, first, last = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+steps_list = [int(s) for s in sys.argv[5:]]
+
+def records(n, seed, mode):
+    return [json.loads(l) for l in open(f"{runs}/{n}-{seed}-{mode}/metrics.jsonl") if l.strip()]
+
+def t95(n):  # Student's t quantile for a two-sided 95% interval with n - 1 degrees of freedom
+    table = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262]
+    z, df = 1.959964, max(n - 1, 1)
+    return table[df - 1] if df < 10 else z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+def interval(xs):
+    m = statistics.mean(xs)
+    half = t95(len(xs)) * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
+    return m, m - half, m + half
+
+print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
+print(f"{'steps':>6}{'seeds':>6}{'sync':>8}{'streaming':>11}{'gap (95% CI)':>26}"
+      f"{'warm':>8}{'gap (95% CI)':>26}{'bytes ÷':>9}{'warm ÷':>8}{'warm-up share':>14}")
+rows, summary = [], []
+for n in steps_list:
+    seeds = list(range(first, min(first + 2, last) + 1)) if n >= 3200 else list(range(first, last + 1))
+    per = []
+    for seed in seeds:
+        r = {"seed": seed}
+        for mode in ["sync", "streaming", "warm"]:
+            recs = records(n, seed, mode)
+            steps = [x for x in recs if x.get("event") == "step"]
+            r[mode] = [x["val_loss"] for x in recs if x.get("event") == "eval"][-1]
+            r[mode + "_bytes"] = sum(x.get("sync_bytes", 0) for x in steps)
+            if mode == "warm":
+                k = n // 4
+                r["warmup_bytes"] = sum(x.get("sync_bytes", 0) for x in steps if x["step"] <= k)
+        r["gap_streaming"] = r["streaming"] / r["sync"] - 1
+        r["gap_warm"] = r["warm"] / r["sync"] - 1
+        per.append(r)
+        rows.append({"steps": n, **r})
+    gs, gw = interval([r["gap_streaming"] for r in per]), interval([r["gap_warm"] for r in per])
+    sync_b = statistics.mean(r["sync_bytes"] for r in per)
+    ratio_s = sync_b / statistics.mean(r["streaming_bytes"] for r in per)
+    ratio_w = sync_b / statistics.mean(r["warm_bytes"] for r in per)
+    share = statistics.mean(r["warmup_bytes"] / r["warm_bytes"] for r in per)
+    s = {"steps": n, "seeds": len(seeds), "warmup_sync_steps": n // 4,
+         "sync": statistics.mean(r["sync"] for r in per),
+         "streaming": statistics.mean(r["streaming"] for r in per),
+         "warm": statistics.mean(r["warm"] for r in per),
+         "gap_streaming": gs, "gap_warm": gw, "bytes_ratio_streaming": ratio_s,
+         "bytes_ratio_warm": ratio_w, "warmup_share_of_bytes": share}
+    summary.append(s)
+    fmt = lambda g: f"{100 * g[0]:+.2f}% ({100 * g[1]:+.2f} .. {100 * g[2]:+.2f})"
+    print(f"{n:>6}{len(seeds):>6}{s['sync']:>8.4f}{s['streaming']:>11.4f}{fmt(gs):>26}"
+          f"{s['warm']:>8.4f}{fmt(gw):>26}{ratio_s:>8.0f}x{ratio_w:>7.1f}x{100 * share:>13.1f}%")
+json.dump({"benchmark": "long_runs", "configs": ["configs/long-sync.toml", "configs/long-streaming.toml"],
+           "warmup": "a quarter of the run's steps", "machine": machine, "runs": rows, "summary": summary},
+          open("bench/results/long_runs.json", "w"), indent=1)
+with open(f"{runs}/gaps.dat", "w") as f:
+    for s in summary:
+        f.write(f"{s['steps']} {100 * s['gap_streaming'][0]} {100 * s['gap_streaming'][1]} "
+                f"{100 * s['gap_streaming'][2]} {100 * s['gap_warm'][0]} {100 * s['gap_warm'][1]} "
+                f"{100 * s['gap_warm'][2]}\n")
+print("wrote bench/results/long_runs.json")
+PY
+gnuplot <<EOF
+set terminal pngcairo size 1000,650 font "sans,11"
+set output "docs/img/long_runs.png"
+set title "Streaming DiLoCo (H = 64, P = 4, tau = 1, fp4) against per-step sync, tiny model, 2 workers"
+set xlabel "steps of the run (2048 tokens each)"
+set ylabel "final validation loss above per-step sync (%)"
+set logscale x 2
+set xtics (400, 800, 1600, 3200)
+set grid
+set key top left
+plot "$runs/gaps.dat" using 1:2:3:4 with yerrorlines lw 2 title "no warm-up", \
+     "$runs/gaps.dat" using 1:5:6:7 with yerrorlines lw 2 title "first quarter synced every step", \
+     0 with lines lc rgb "gray" notitle
+EOF
+if [ -d "$runs/1600-$first-sync" ]; then
+  "$bin" plot "$runs/1600-$first-sync" "$runs/1600-$first-streaming" "$runs/1600-$first-warm" \
+    --out docs/img/long_runs_curves.png --width 1100 --height 900 \
+    --title "1,600 steps, seed $first: per-step sync, Streaming DiLoCo, the same after a 400-step synced warm-up"
+fi
+echo "wrote docs/img/long_runs.png"
