@@ -84,10 +84,7 @@ void on_warmup_end(Self* self, const messages::RoundHeader& h, const messages::F
     }
     {
       std::lock_guard<std::mutex> lock(s.store->mu);
-      s.store->theta.clear();
-      s.store->momentum.clear();
-      for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
-      for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+      store_theta(s);
       s.store->warmed = true;
     }
     s.warmed = true;

@@ -19,6 +19,8 @@ using Self = caf::stateful_actor<group_state>;
 model::NamedTensors slice(const model::NamedTensors& all, const std::vector<size_t>& index);
 // The whole stage's θ (or outer momentum), assembled from its fragments.
 model::NamedTensors whole(const group_state& s, bool momentum);
+// θ and the outer momentum of every fragment into the store (the caller holds its lock).
+void store_theta(group_state& s);
 // Every applied fragment's θ as an `applied` round frame, for a worker new to the stage.
 void send_theta(Self* self, const caf::actor& to);
 // The run's quorum rule (diloco.min_replicas).

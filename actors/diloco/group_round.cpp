@@ -28,6 +28,14 @@ model::NamedTensors whole(const group_state& s, bool momentum) {
   return out;
 }
 
+// θ and the outer momentum of every fragment into the store (its lock held).
+void store_theta(group_state& s) {
+  s.store->theta.clear();
+  s.store->momentum.clear();
+  for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
+  for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+}
+
 // Every applied fragment's θ as an `applied` round frame, for `to` (a worker new to the
 // stage, which ignores a round it already has).
 void send_theta(Self* self, const caf::actor& to) {
@@ -178,10 +186,7 @@ void apply_round(Self* self, uint32_t p) {
   f.last_applied = static_cast<int64_t>(f.round);
   {
     std::lock_guard<std::mutex> lock(s.store->mu);
-    s.store->theta.clear();
-    s.store->momentum.clear();
-    for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
-    for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+    store_theta(s);
     s.store->fragment_applied.resize(s.fragments.size(), -1);
     s.store->fragment_rounds.resize(s.fragments.size());
     s.store->fragment_applied[p] = f.last_applied;

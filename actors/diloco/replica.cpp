@@ -116,11 +116,7 @@ void DilocoReplica::send_round(Self* self, uint64_t step, model::NamedTensors de
   // Kept by every worker in a group mean: sent again to a restarted group.
   pending_ = frame;
   if (mean && comm_->rank() != 0) return;  // the first worker sends the mean
-  for (auto* bytes : {setup_.ctx->bytes.get(), setup_.sent.get()}) {
-    if (!bytes) continue;
-    bytes->add(Traffic::pseudo_gradients, messages::payload_bytes(frame.tensors));
-    bytes->add(Traffic::control, frame.header.size());
-  }
+  count_sent(Traffic::pseudo_gradients, frame);
   transport::send_frame(self, setup_.group, messages::FrameKind::round, std::move(frame));
 }
 

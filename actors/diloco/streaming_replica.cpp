@@ -87,11 +87,7 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::
   }
   auto frame = messages::make_round_frame(rh, std::move(tensors));
   const uint64_t bytes = messages::payload_bytes(frame.tensors);
-  for (auto* counters : {setup_.ctx->bytes.get(), setup_.sent.get()}) {
-    if (!counters) continue;
-    counters->add(Traffic::pseudo_gradients, bytes);
-    counters->add(Traffic::control, frame.header.size());
-  }
+  count_sent(Traffic::pseudo_gradients, frame);
   f.bytes += bytes;
   if (bytes_step_ != step) step_bytes_ = 0;
   bytes_step_ = step;

@@ -26,6 +26,14 @@ void WorkerReplica::set_anchor(model::NamedTensors anchor) {
   for (auto& [name, t] : anchor_) t = t.to(setup_.device).clone();
 }
 
+void WorkerReplica::count_sent(Traffic kind, const messages::Frame& frame) const {
+  for (auto* bytes : {setup_.ctx->bytes.get(), setup_.sent.get()}) {
+    if (!bytes) continue;
+    bytes->add(kind, messages::payload_bytes(frame.tensors));
+    bytes->add(Traffic::control, frame.header.size());
+  }
+}
+
 bool WorkerReplica::ends_warmup(uint64_t step) const {
   const auto k = setup_.ctx->config.diloco.warmup_sync_steps;
   return k > 0 && static_cast<int64_t>(step) == k;
@@ -44,11 +52,7 @@ bool WorkerReplica::start_from_warmup(Self* self, uint64_t step, const model::St
     tensors.push_back(t.to(at::kCPU));  // the group keeps θ in host memory
   }
   auto frame = messages::make_round_frame(h, std::move(tensors));
-  for (auto* bytes : {setup_.ctx->bytes.get(), setup_.sent.get()}) {
-    if (!bytes) continue;
-    bytes->add(Traffic::parameters, messages::payload_bytes(frame.tensors));
-    bytes->add(Traffic::control, frame.header.size());
-  }
+  count_sent(Traffic::parameters, frame);
   warmup_sent_ = frame;
   warmup_step_ = step;
   transport::send_frame(self, setup_.group, messages::FrameKind::round, std::move(frame));

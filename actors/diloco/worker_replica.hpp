@@ -108,6 +108,10 @@ class WorkerReplica {
   std::optional<messages::Frame> warmup_sent_;  // θ(K) to the group, unanswered
   uint64_t warmup_step_ = 0;
 
+  // A round frame this worker sends: its tensors as `kind`, its header as control, in the
+  // process's and the worker's own counts.
+  void count_sent(Traffic kind, const messages::Frame& frame) const;
+
   // A round frame's header, or nullopt (logged) when it does not decode.
   std::optional<messages::RoundHeader> open_answer(const messages::Frame& frame,
                                                    uint32_t worker) const;
