@@ -10,6 +10,7 @@
 # Runs whose directory already holds a final evaluation are kept, so an interrupted bench goes on
 # where it stopped. About 3.7 minutes per 1,600-step run on a 2-core VM, one run at a time.
 # Usage: bench/long_runs.sh [FIRST] [LAST] [STEPS ...]
+#   SWARMRT_BIN: the binary to run (default build/bin/swarmrt).
 #   seeds FIRST..LAST (default 2..11) for every step count below 3,200; the first 3 of them for
 #   3,200 steps and more. STEPS: default 400 1600 3200.
 #   -> table + bench/results/long_runs.json + docs/img/long_runs.png (gap against steps) and
@@ -27,7 +28,7 @@ for n in "${steps_list[@]}"; do
 done
 source scripts/common.sh
 prepare_bench
-bin=build/bin/swarmrt
+bin=${SWARMRT_BIN:-build/bin/swarmrt}  # a copy keeps a long bench apart from rebuilds
 runs=runs/long_runs
 mkdir -p "$runs" docs/img
 seeds_for() {  # the seeds of a step count

@@ -5,6 +5,7 @@
 
 #include "model/config.hpp"
 #include "model/config_rows.hpp"
+#include "model/fragments.hpp"
 
 namespace swarmrt::model {
 namespace config_rows {
@@ -44,6 +45,16 @@ std::string slowdown_list(const std::string& v) {
     if (f < 1 || f > 1000)
       return "factor of worker " + m[1].str() + " must be between 1 and 1000, not " + m[2].str();
     start = end + 1;
+  }
+  return "";
+}
+
+// diloco.inner_steps_schedule: "H:STEPS" phases of whole rounds (model::parse_inner_schedule).
+std::string inner_schedule(const std::string& v) {
+  try {
+    parse_inner_schedule(v);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
   }
   return "";
 }
@@ -151,6 +162,14 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(diloco, warmup_sync_steps, shared, at_least(0),
                      "K: the first K steps average gradients every step (as swarm mode); rounds "
                      "start from theta at step K, < train.steps"),
+      SWARMRT_FIELD(diloco, inner_steps_schedule, shared, any(), inner_schedule,
+                    "H small early: \"H:STEPS,...\" runs STEPS local steps at each H in turn "
+                    "from the warm-up's end, then diloco.inner_steps; empty = H throughout"),
+      SWARMRT_CHOICE(diloco, outer_lr_schedule, shared,
+                     "outer learning rate over the rounds: constant, or cosine from outer_lr at "
+                     "the warm-up's end to outer_min_lr at train.steps"),
+      SWARMRT_NUMBER(diloco, outer_min_lr, shared, at_least(0),
+                     "cosine floor of the outer learning rate, at most diloco.outer_lr"),
       SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
                      "steps between checkpoints, 0 disables"),
       SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
@@ -438,6 +457,17 @@ void validate(const RunConfig& c, const std::string& origin) {
          "must be < diloco.inner_steps / diloco.fragments (" + std::to_string(d.inner_steps) +
              " / " + std::to_string(d.fragments) + "): a fragment's round must land before the " +
              "next fragment's starts, got " + std::to_string(d.overlap_steps));
+  if (d.overlap_steps > 0)  // each row was checked above, so the schedule parses
+    for (const auto& phase : parse_inner_schedule(d.inner_steps_schedule))
+      if (d.overlap_steps * d.fragments >= phase.inner_steps)
+        fail("diloco.inner_steps_schedule",
+             "H = " + std::to_string(phase.inner_steps) +
+                 " is too small for diloco.overlap_steps "
+                 "= " +
+                 std::to_string(d.overlap_steps) + " and diloco.fragments = " +
+                 std::to_string(d.fragments) + ": every H must exceed overlap_steps x fragments, " +
+                 "so that a fragment's round lands before the next fragment's starts");
+  if (d.outer_min_lr > d.outer_lr) fail("diloco.outer_min_lr", "must be in [0, diloco.outer_lr]");
   if (d.eager && d.overlap_steps < 1)
     fail("diloco.eager",
          "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "

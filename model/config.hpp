@@ -197,6 +197,15 @@ struct DilocoConfig {
   // every step as swarm mode does, and the rounds count from θ at step K (anchors and the outer
   // optimizer start there). 0: local steps from the first.
   int64_t warmup_sync_steps = 0;  // K
+  // H small early and growing (DiLoCo's ablations and the scaling-law runs sync more often
+  // while the loss falls fast): "H:STEPS,..." runs STEPS local steps at each H in turn, counted
+  // from the warm-up's end, then diloco.inner_steps for the rest. Empty: H throughout.
+  // Parsed and checked by model::parse_inner_schedule (fragments.hpp).
+  std::string inner_steps_schedule;
+  // The outer learning rate over the rounds: constant, or cosine decay from outer_lr at the
+  // warm-up's end to outer_min_lr at train.steps (model::outer_lr_at).
+  Schedule outer_lr_schedule = Schedule::constant;
+  double outer_min_lr = 0.0;
 
   // Whether `step` (from 1) is one of the warm-up's gradient-synchronized steps.
   bool warming(uint64_t step) const { return static_cast<int64_t>(step) <= warmup_sync_steps; }

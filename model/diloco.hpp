@@ -24,6 +24,9 @@ class OuterNesterov {
   // Applies one outer round to θ and returns θ(t). Every delta must have θ's names and shapes.
   const NamedTensors& step(const std::vector<const NamedTensors*>& deltas);
 
+  // The learning rate of the steps from here on (diloco.outer_lr_schedule).
+  void set_lr(double lr) { lr_ = lr; }
+
   const NamedTensors& theta() const { return theta_; }
   const NamedTensors& momentum() const { return momentum_; }
   void restore(NamedTensors theta, NamedTensors momentum);

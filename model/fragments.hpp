@@ -34,6 +34,30 @@ std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, in
 bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments,
                   int64_t warmup = 0);
 
+// One phase of diloco.inner_steps_schedule: `steps` local steps with H = inner_steps.
+struct InnerPhase {
+  int64_t inner_steps = 0;
+  int64_t steps = 0;
+};
+
+// diloco.inner_steps_schedule's phases ("H:STEPS,...", empty: none). Throws
+// std::invalid_argument naming the entry that is not H:STEPS with H >= 1 and STEPS a positive
+// multiple of H (a phase of whole rounds, so every fragment syncs in it as often as the others).
+std::vector<InnerPhase> parse_inner_schedule(const std::string& spec);
+
+// Fragment p's round schedule under the run's DiLoCo settings: after the warm-up, each phase of
+// diloco.inner_steps_schedule counts from its own start as a run of its H would from step 1,
+// then diloco.inner_steps for the rest. Without a schedule: fragment_due(step, p, H, P, K).
+bool fragment_due(uint64_t step, uint32_t p, const DilocoConfig& d);
+
+// The H in force at `step` (the warm-up's steps take the first phase's).
+int64_t inner_steps_at(uint64_t step, const DilocoConfig& d);
+
+// The outer learning rate of a round started at `step` of a run of `total_steps`:
+// diloco.outer_lr, or its cosine decay to diloco.outer_min_lr from the warm-up's end to the
+// run's last step.
+double outer_lr_at(uint64_t step, const DilocoConfig& d, int64_t total_steps);
+
 // The step offset ⌊p·H/P⌋ of fragment p.
 int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments);
 

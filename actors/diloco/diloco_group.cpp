@@ -151,6 +151,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   // A group mean counts once for every worker in it (they share its tensors).
   for (auto id : who) f.contributions[id] = delta;
   f.final |= h.final;
+  f.step = std::max(f.step, h.step);
   if (maybe_apply(self, p)) return;
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
   if (!f.timer_armed) {

@@ -72,6 +72,7 @@ struct FragmentRounds {
   std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
   bool timer_armed = false;
   bool final = false;            // a contribution of the run's last step: answer with θ(t)
+  uint64_t step = 0;             // the step the round started after: its outer learning rate
   model::NamedTensors residual;  // error feedback of the quantized updates sent
   uint64_t bytes = 0;            // its answers' payload, to every member
   // Eager: the last applied round's mean as the workers decode it, and who was in it; the

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/diloco/group_internal.hpp"
+#include "model/fragments.hpp"
 #include "model/quantize.hpp"
 #include "policy/round_quorum.hpp"
 
@@ -166,6 +167,7 @@ void apply_round(Self* self, uint32_t p) {
     for (const auto& t : tilde) deltas.push_back(&t);
   else
     for (const auto& [id, delta] : f.contributions) deltas.push_back(&delta);
+  f.outer->set_lr(model::outer_lr_at(f.step, d, s.ctx->config.train.steps));
   f.outer->step(deltas);
   if (eager) {
     f.last_mean.clear();
@@ -214,6 +216,7 @@ void apply_round(Self* self, uint32_t p) {
   f.excused.clear();
   f.timer_armed = false;
   f.final = false;
+  f.step = 0;
 }
 
 // A contribution's tensors as float32 pseudo-gradients of fragment f, or why not; `excuse`

@@ -42,8 +42,7 @@ bool DilocoReplica::after_inner_step(Self* self, uint64_t step, model::StageMode
   const auto& cfg = setup_.ctx->config;
   if (ends_warmup(step)) return start_from_warmup(self, step, module);
   const bool due =
-      model::fragment_due(step, 0, cfg.diloco.inner_steps, 1, cfg.diloco.warmup_sync_steps) ||
-      static_cast<int64_t>(step) == cfg.train.steps;
+      model::fragment_due(step, 0, cfg.diloco) || static_cast<int64_t>(step) == cfg.train.steps;
   if (!due) return false;
   auto delta = model::pseudo_gradient(anchor_, *module);
   if (backend_.empty()) {

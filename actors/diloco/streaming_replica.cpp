@@ -83,7 +83,7 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::
       sent.push_back(quantized
                          ? model::decode(tensors[k], d.quantize, d.quant_block, fresh[k].sizes())
                          : tensors[k]);
-    eager_step(p, fresh, sent, module);
+    eager_step(p, step, fresh, sent, module);
   }
   auto frame = messages::make_round_frame(rh, std::move(tensors));
   const uint64_t bytes = messages::payload_bytes(frame.tensors);
@@ -102,7 +102,7 @@ void StreamingReplica::send_round(Self* self, uint32_t p, uint64_t step, model::
   transport::send_frame(self, setup_.group, messages::FrameKind::round, std::move(frame));
 }
 
-void StreamingReplica::eager_step(uint32_t p, const std::vector<at::Tensor>& delta,
+void StreamingReplica::eager_step(uint32_t p, uint64_t step, const std::vector<at::Tensor>& delta,
                                   const std::vector<at::Tensor>& sent, model::StageModel& module) {
   auto& f = fragments_[p];
   const auto& d = setup_.ctx->config.diloco;
@@ -119,7 +119,9 @@ void StreamingReplica::eager_step(uint32_t p, const std::vector<at::Tensor>& del
   const auto tilde = model::eager_delta(
       own, have_mean ? &f.mean : nullptr, f.mean_of.size(), was_in ? &f.own : nullptr,
       static_cast<size_t>(std::max<int64_t>(1, setup_.ctx->config.swarm.workers_per_stage)));
-  model::OuterNesterov outer(anchor, d.outer_lr, d.outer_momentum);
+  // The group steps with the same learning rate: its round started after this step too.
+  model::OuterNesterov outer(anchor, model::outer_lr_at(step, d, setup_.ctx->config.train.steps),
+                             d.outer_momentum);
   if (!f.momentum.empty()) outer.restore(anchor, f.momentum);
   outer.step({&tilde});
   f.momentum = outer.momentum();
@@ -309,8 +311,7 @@ bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::StageM
       hold.insert(p);
   }
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
-    if (!last && !model::fragment_due(step, p, d.inner_steps, d.fragments, d.warmup_sync_steps))
-      continue;
+    if (!last && !model::fragment_due(step, p, d)) continue;
     auto& f = fragments_[p];
     if (f.in_flight) {
       f.sync_after = true;  // the last step: after the round in flight lands

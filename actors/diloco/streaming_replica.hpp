@@ -103,9 +103,9 @@ class StreamingReplica : public WorkerReplica {
     std::vector<uint32_t> mean_of;
   };
 
-  // Eager: the local outer step of fragment p at its round's start (Δ: fresh, on the host;
-  // sent: what the group will decode of it).
-  void eager_step(uint32_t p, const std::vector<at::Tensor>& delta,
+  // Eager: the local outer step of fragment p at its round's start, after `step` (Δ: fresh,
+  // on the host; sent: what the group will decode of it).
+  void eager_step(uint32_t p, uint64_t step, const std::vector<at::Tensor>& delta,
                   const std::vector<at::Tensor>& sent, model::StageModel& module);
   // Eager: an answer's mean, recorded for fragment p's next round.
   void take_mean(uint32_t p, const messages::Frame& frame, const messages::RoundHeader& h);

@@ -6,6 +6,7 @@
 
 #include "actors/common/tensor_list.hpp"
 #include "actors/stage/worker_internal.hpp"
+#include "model/fragments.hpp"
 #include "model/optim.hpp"
 #include "model/threads.hpp"
 #include "supervisors/entitled.hpp"
@@ -43,9 +44,10 @@ void set_up(Self* self, WorkerSetup setup) {
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
                     cfg.transport.comm_timeout_s);
   if (s.setup.ctx->diloco()) {
-    const auto inner_steps = static_cast<uint64_t>(cfg.diloco.inner_steps);
-    auto poison = [faults = &s.faults, inner_steps](uint64_t step, std::vector<at::Tensor>& ts) {
-      if (faults->poisons_round(step, inner_steps)) WorkerFaults::poison(ts);
+    auto poison = [faults = &s.faults, d = &cfg.diloco](uint64_t step,
+                                                        std::vector<at::Tensor>& ts) {
+      const auto h = static_cast<uint64_t>(model::inner_steps_at(step, *d));
+      if (faults->poisons_round(step, h)) WorkerFaults::poison(ts);
     };
     // The replica holds the group's handle from here on and follows its restarts.
     ReplicaSetup rs{s.setup.ctx,   s.setup.id, s.setup.stage,          s.setup.tracker,

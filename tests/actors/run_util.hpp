@@ -1,6 +1,7 @@
 // Small swarm runs on a slice of the Brown text, shared by the runtime and fault tests.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -75,6 +76,20 @@ inline void expect_every_micro_batch_once(const messages::RunReport& r, int64_t 
 inline actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {
   o.progress = false;
   return actors::run_in_process(c, small_corpus(), o);
+}
+
+// A DiLoCo run ends on a round: the stage's two workers hold the same parameters bit for bit,
+// and they are the group's θ after its last round.
+inline void expect_stage_ends_on_the_groups_theta(const actors::RuntimeResult& r, uint32_t stage) {
+  const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
+  const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
+  const auto& theta = r.group_theta.at(stage);
+  ASSERT_EQ(theta.size(), a.size());
+  for (size_t i = 0; i < theta.size(); ++i)
+    EXPECT_TRUE(at::equal(theta[i].second, a[i].second)) << stage << " " << theta[i].first;
 }
 
 // A fresh run of `config` with its run directory at `dir` (metrics.jsonl, checkpoints).

@@ -92,6 +92,31 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(error_of("[diloco]\nwarmup_sync_steps = -1\n").find("diloco.warmup_sync_steps"),
             std::string::npos);
   EXPECT_EQ(error_of("[train]\nsteps = 100\n[diloco]\nwarmup_sync_steps = 99\n"), "");
+  // An H schedule: whole rounds of each H, every H long enough for the overlap's rounds.
+  msg = error_of("[diloco]\ninner_steps_schedule = \"8:20\"\n");
+  EXPECT_NE(msg.find("diloco.inner_steps_schedule: phase '8:20' must run whole rounds"),
+            std::string::npos)
+      << msg;
+  msg = error_of("[diloco]\ninner_steps_schedule = \"8\"\n");
+  EXPECT_NE(msg.find("diloco.inner_steps_schedule: must be H:STEPS entries"), std::string::npos)
+      << msg;
+  msg = error_of(
+      "[diloco]\ninner_steps = 64\nfragments = 4\noverlap_steps = 1\n"
+      "inner_steps_schedule = \"4:64,16:64\"\n");
+  EXPECT_NE(msg.find("diloco.inner_steps_schedule: H = 4 is too small for "
+                     "diloco.overlap_steps = 1 and diloco.fragments = 4"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(error_of("[diloco]\ninner_steps = 64\nfragments = 4\noverlap_steps = 1\n"
+                     "inner_steps_schedule = \"8:64,16:64\"\n"),
+            "");
+  msg = error_of("[diloco]\nouter_lr = 0.5\nouter_min_lr = 0.6\n");
+  EXPECT_NE(msg.find("diloco.outer_min_lr: must be in [0, diloco.outer_lr]"), std::string::npos)
+      << msg;
+  msg = error_of("[diloco]\nouter_lr_schedule = \"linear\"\n");
+  EXPECT_NE(msg.find("diloco.outer_lr_schedule: must be constant or cosine, not 'linear'"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Config, SyntaxErrorHasLine) {

@@ -138,6 +138,82 @@ TEST(Fragments, ScheduleCountsFromTheWarmUpsEnd) {
   EXPECT_TRUE(checkpoint_due(12, 10, d, true));
 }
 
+// diloco.inner_steps_schedule = "4:8,8:16" after a warm-up of 2 steps, then H = 16, P = 2:
+// each phase's rounds fall where a run of its H would put them from step 1, counted from the
+// phase's start (steps 2, 10, 26), so fragment 0 syncs at 6, 10 | 18, 26 | 42, ... and fragment 1
+// (offset ⌊H/2⌋) at 4, 8 | 14, 22 | 34, 50. No round is missed or doubled at a change of H,
+// every round lands before the fragment's next starts (τ = 1 < H/P in every phase), and an empty
+// schedule is the constant-H schedule bit for bit.
+TEST(Fragments, InnerStepsScheduleRunsEachPhaseFromItsStart) {
+  DilocoConfig d;
+  d.inner_steps = 16;
+  d.fragments = 2;
+  d.overlap_steps = 1;
+  d.warmup_sync_steps = 2;
+  d.inner_steps_schedule = "4:8,8:16";
+  std::vector<uint64_t> due0, due1;
+  for (uint64_t t = 1; t <= 60; ++t) {
+    if (fragment_due(t, 0, d)) due0.push_back(t);
+    if (fragment_due(t, 1, d)) due1.push_back(t);
+    EXPECT_FALSE(fragment_due(t, 0, d) && fragment_due(t, 1, d)) << t;
+  }
+  EXPECT_EQ(due0, (std::vector<uint64_t>{6, 10, 18, 26, 42, 58}));
+  EXPECT_EQ(due1, (std::vector<uint64_t>{4, 8, 14, 22, 34, 50}));
+  EXPECT_EQ(inner_steps_at(1, d), 4);  // the warm-up's steps take the first phase's H
+  EXPECT_EQ(inner_steps_at(10, d), 4);
+  EXPECT_EQ(inner_steps_at(11, d), 8);
+  EXPECT_EQ(inner_steps_at(26, d), 8);
+  EXPECT_EQ(inner_steps_at(27, d), 16);
+  // A round started at 10 (fragment 0, the first phase's last) is in flight at 10 only.
+  EXPECT_TRUE(round_in_flight(10, d));
+  EXPECT_FALSE(round_in_flight(11, d));
+  d.inner_steps_schedule.clear();
+  for (uint64_t t = 1; t <= 60; ++t)
+    for (uint32_t p = 0; p < 2; ++p)
+      EXPECT_EQ(fragment_due(t, p, d), fragment_due(t, p, 16, 2, 2)) << t << " " << p;
+  EXPECT_EQ(inner_steps_at(5, d), 16);
+}
+
+// Each entry is H:STEPS with STEPS whole rounds of H; anything else is refused by name.
+TEST(Fragments, InnerStepsScheduleRefusesWhatIsNotWholeRounds) {
+  EXPECT_TRUE(parse_inner_schedule("").empty());
+  const auto phases = parse_inner_schedule("16:256, 32 : 512");
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[1].inner_steps, 32);
+  EXPECT_EQ(phases[1].steps, 512);
+  auto error = [](const std::string& spec) {
+    try {
+      parse_inner_schedule(spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("16:100").find("phase '16:100' must run whole rounds: 100 steps are not a "
+                                 "multiple of H = 16"),
+            std::string::npos)
+      << error("16:100");
+  for (const char* bad : {"16", "0:16", "16:0", "a:16", "16:16,", "-4:8", "16:16;32:32"})
+    EXPECT_NE(error(bad).find("must be H:STEPS entries"), std::string::npos) << bad;
+}
+
+// diloco.outer_lr_schedule = cosine: outer_lr for a round at the warm-up's end, outer_min_lr at
+// the run's last step, their mean halfway; constant: outer_lr throughout.
+TEST(Fragments, OuterLearningRateDecaysFromTheWarmUpsEnd) {
+  DilocoConfig d;
+  d.outer_lr = 0.8;
+  d.outer_min_lr = 0.2;
+  d.warmup_sync_steps = 100;
+  EXPECT_DOUBLE_EQ(outer_lr_at(700, d, 1100), 0.8);  // constant
+  d.outer_lr_schedule = Schedule::cosine;
+  EXPECT_DOUBLE_EQ(outer_lr_at(50, d, 1100), 0.8);
+  EXPECT_DOUBLE_EQ(outer_lr_at(100, d, 1100), 0.8);
+  EXPECT_NEAR(outer_lr_at(600, d, 1100), 0.5, 1e-12);
+  EXPECT_NEAR(outer_lr_at(350, d, 1100), 0.2 + 0.3 * (1 + std::cos(M_PI / 4)), 1e-12);
+  EXPECT_DOUBLE_EQ(outer_lr_at(1100, d, 1100), 0.2);
+  EXPECT_LT(outer_lr_at(601, d, 1100), outer_lr_at(600, d, 1100));
+}
+
 // A periodic checkpoint never lands while a Streaming round is in flight (started at t, merged
 // with step t + τ): it moves to the step the merge lands in, so a run resumed from it repeats
 // nothing half-done. H = 10, P = 2 (fragments due at 5, 10, 15, ...), τ = 2.

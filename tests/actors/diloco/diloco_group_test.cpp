@@ -376,3 +376,35 @@ TEST(DilocoGroup, RoundsStartFromTheWorkersThetaAtTheWarmUpsEnd) {
           [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   a->send_exit(successor, caf::exit_reason::user_shutdown);
 }
+
+// diloco.outer_lr_schedule = cosine over a run of 10 steps (outer_lr 1, floor 0.2, no
+// momentum): a round started after step 5 steps θ by 0.6·Δ̄, one after step 10 by 0.2·Δ̄; the
+// group takes the rate from the round's step, as each eager worker does for its own step.
+TEST(DilocoGroup, EachRoundStepsWithTheOuterRateOfItsStep) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.train.steps = 10;
+  ctx->config.diloco.outer_lr = 1.0;
+  ctx->config.diloco.outer_momentum = 0.0;
+  ctx->config.diloco.outer_lr_schedule = model::Schedule::cosine;
+  ctx->config.diloco.outer_min_lr = 0.2;
+  caf::scoped_actor a{*ts.sys}, b{*ts.sys};
+  auto group = spawn_group(ts, ctx, at::tensor({1.0f, 2.0f}), {&a, &b});
+  a->send(group, round_atom::value, contribution(0, 1, at::tensor({1.0f, 0.0f}), 5));
+  b->send(group, round_atom::value, contribution(0, 2, at::tensor({0.0f, 1.0f}), 5));
+  auto want = at::tensor({1.0f - 0.6f * 0.5f, 2.0f - 0.6f * 0.5f});
+  for (auto* self : {&a, &b}) {
+    auto [h, f] = next_round(*self);
+    EXPECT_EQ(h.status, RoundStatus::applied);
+    EXPECT_TRUE(at::allclose(f.tensors[0], want)) << f.tensors[0];
+  }
+  a->send(group, round_atom::value, contribution(1, 1, at::tensor({1.0f, 1.0f}), 10));
+  b->send(group, round_atom::value, contribution(1, 2, at::tensor({1.0f, 1.0f}), 10));
+  want = want - 0.2f;
+  for (auto* self : {&a, &b}) {
+    auto [h, f] = next_round(*self);
+    EXPECT_EQ(h.round_id, 1u);
+    EXPECT_TRUE(at::allclose(f.tensors[0], want)) << f.tensors[0];
+  }
+  a->send_exit(group, caf::exit_reason::user_shutdown);
+}

@@ -8,9 +8,12 @@
 
 namespace swarmrt::testing {
 
-inline messages::Frame contribution(uint64_t round, uint32_t worker, at::Tensor delta) {
+// `step`: the step the round started after (its outer learning rate's).
+inline messages::Frame contribution(uint64_t round, uint32_t worker, at::Tensor delta,
+                                    uint64_t step = 0) {
   messages::RoundHeader h;
   h.round_id = round;
+  h.step = step;
   h.stage = 0;
   h.contributor = worker;
   h.status = messages::RoundStatus::contribution;

@@ -14,15 +14,6 @@ using namespace swarmrt::testing;
 
 namespace {
 
-// The stage's workers hold the same parameters, bit for bit (a run ends on a round).
-void expect_workers_agree(const actors::RuntimeResult& r, uint32_t stage) {
-  const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
-  const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
-}
-
 enum class Replica { plain, streaming, eager };
 
 model::RunConfig warmup_config(const std::string& mode, int64_t stages, Replica replica) {
@@ -52,15 +43,10 @@ void expect_rounds_after_the_warmup(const actors::RuntimeResult& r, int64_t stag
       EXPECT_EQ(r.fragment_rounds.at(stage)[0], (std::vector<uint64_t>{0, 1})) << stage;
       EXPECT_EQ(r.fragment_rounds.at(stage)[1], (std::vector<uint64_t>{0, 1, 2})) << stage;
     }
-    expect_workers_agree(r, stage);
     // The group's rounds started from θ(4): the last one leaves its θ where the workers are.
     // (Had they started from θ(0), the group's θ would be off by the warm-up's steps; with
     // quantized updates the workers do not notice until one restarts and takes it.)
-    const auto& theta = r.group_theta.at(stage);
-    const auto& params = r.worker_params.at(actors::worker_id(stage, 0));
-    ASSERT_EQ(theta.size(), params.size());
-    for (size_t i = 0; i < theta.size(); ++i)
-      EXPECT_TRUE(at::equal(theta[i].second, params[i].second)) << stage << " " << theta[i].first;
+    expect_stage_ends_on_the_groups_theta(r, stage);
   }
 }
 
