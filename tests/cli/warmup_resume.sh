@@ -2,6 +2,7 @@
 # A DiLoCo run with a synchronous warm-up (diloco.warmup_sync_steps = 6 of 16 steps) resumed
 # from a checkpoint inside the warm-up warms up again to step 6 and then takes local steps; one
 # resumed after it starts its rounds from the checkpoint's group θ and syncs no gradient again.
+# Both resumed runs cross the H schedule's change (H = 4 for steps 7..10, then 8).
 bin=$1 data=$2
 source "$(dirname "$0")/lib.sh"
 small_text_config "$data" <<TOML
@@ -11,7 +12,8 @@ mode = "diloco"
 workers_per_stage = 2
 [diloco]
 warmup_sync_steps = 6
-inner_steps = 4
+inner_steps = 8
+inner_steps_schedule = "4:4"
 fragments = 2
 overlap_steps = 1
 alpha = 0.5
@@ -39,7 +41,8 @@ for line in open(sys.argv[1]):
 }
 local_after "$tmp/run" || fail "a step after the warm-up synced gradients"
 
-# (Checkpoints fall at 4, 9, 13 and 16: one due while a round is in flight waits for its merge.)
+# (Checkpoints fall at 4, 9, 12 and 16: step 8's waits for fragment 1's round, started at 8, to
+# merge.)
 for from in 4 9; do
   cp -r "$tmp/run" "$tmp/run$from"
   for f in "$tmp/run$from"/checkpoints/*.ckpt; do
