@@ -40,6 +40,7 @@ void DilocoReplica::give_state(messages::WorkerState& st) const {
 
 bool DilocoReplica::after_inner_step(Self* self, uint64_t step, model::StageModel& module) {
   const auto& cfg = setup_.ctx->config;
+  say_when_h_changes(step);
   if (ends_warmup(step)) return start_from_warmup(self, step, module);
   const bool due =
       model::fragment_due(step, 0, cfg.diloco) || static_cast<int64_t>(step) == cfg.train.steps;

@@ -298,6 +298,7 @@ void StreamingReplica::settle(Self* self, uint32_t p, model::StageModel& module)
 
 bool StreamingReplica::after_inner_step(Self* self, uint64_t step, model::StageModel& module) {
   const auto& d = setup_.ctx->config.diloco;
+  say_when_h_changes(step);
   if (ends_warmup(step)) return start_from_warmup(self, step, module);
   const bool last = step >= last_step_;
   std::set<uint32_t> hold;

@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "actors/diloco/replica.hpp"
 #include "actors/diloco/streaming_replica.hpp"
+#include "model/fragments.hpp"
 #include "transport/relay.hpp"
 #include "transport/transport.hpp"
 
@@ -37,6 +40,20 @@ void WorkerReplica::count_sent(Traffic kind, const messages::Frame& frame) const
 bool WorkerReplica::ends_warmup(uint64_t step) const {
   const auto k = setup_.ctx->config.diloco.warmup_sync_steps;
   return k > 0 && static_cast<int64_t>(step) == k;
+}
+
+void WorkerReplica::say_when_h_changes(uint64_t step) const {
+  const auto& d = setup_.ctx->config.diloco;
+  if (d.inner_steps_schedule.empty()) return;
+  const auto k = static_cast<uint64_t>(std::max<int64_t>(0, d.warmup_sync_steps));
+  auto say = [&](uint64_t from) {
+    spdlog::info("worker {}: H = {} from step {} (diloco.inner_steps_schedule)", setup_.id,
+                 model::inner_steps_at(from, d), from);
+  };
+  if (k == 0 && step == 1) say(1);
+  if (step == k ||
+      (step > k && model::inner_steps_at(step + 1, d) != model::inner_steps_at(step, d)))
+    say(step + 1);
 }
 
 bool WorkerReplica::start_from_warmup(Self* self, uint64_t step, const model::StageModel& module) {

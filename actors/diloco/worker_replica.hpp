@@ -118,6 +118,9 @@ class WorkerReplica {
   // The synchronous warm-up (diloco.warmup_sync_steps = K > 0) ends after the inner step of
   // step K: every worker holds the same θ(K) (the warm-up averaged its gradients).
   bool ends_warmup(uint64_t step) const;
+  // Logs the H of the steps from step + 1 on where diloco.inner_steps_schedule changes it
+  // (and at the warm-up's end), once a step.
+  void say_when_h_changes(uint64_t step) const;
   // θ(K) becomes the anchor and goes to the group, whose rounds start from it (its outer
   // momentum from zero). The step is held until the group has taken it, so that no worker
   // restarted after step K starts from the group's θ(0). Returns true: the step is held.

@@ -25,6 +25,8 @@ TOML
 unset SWARMRT_SECRET
 "$bin" train -c "$tmp/c.toml" -o "$tmp/run" --sample-tokens 0 >"$tmp/log" 2>&1 || fail "train: $(cat "$tmp/log")"
 grep -q "the synchronous warm-up ended at step 6" "$tmp/log" || fail "no warm-up end: $(cat "$tmp/log")"
+grep -q "H = 4 from step 7" "$tmp/log" && grep -q "H = 8 from step 11" "$tmp/log" ||
+  fail "H did not follow diloco.inner_steps_schedule: $(grep "H = " "$tmp/log")"
 # Fails, naming the step, when a step after the warm-up (a step record following its
 # predecessor's) sent gradients: the records count each kind's bytes cumulatively.
 local_after() {
@@ -53,6 +55,7 @@ for from in 4 9; do
     fail "resume from $from: $(cat "$tmp/log$from")"
   grep -q "resum.* at step $from" "$tmp/log$from" || fail "did not resume at step $from: $(cat "$tmp/log$from")"
   grep -q "final validation loss" "$tmp/log$from" || fail "resume from $from did not finish"
+  grep -q "H = 8 from step 11" "$tmp/log$from" || fail "resumed from $from, H did not change at step 11"
   if [ "$from" -lt 6 ]; then
     grep -q "the synchronous warm-up ended at step 6" "$tmp/log$from" || fail "resumed in the warm-up, it did not end it"
   else
