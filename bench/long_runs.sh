@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Streaming DiLoCo against per-step sync over long runs of the tiny model (docs/streaming.md,
-# "Over long runs"). For each step count and seed it trains three runs on the same tokens:
+# "Over long runs"). For each step count and seed it trains four runs on the same tokens:
 #   sync       configs/long-sync.toml: gradients averaged every step
-#   streaming  configs/long-streaming.toml without its warm-up (diloco.warmup_sync_steps = 0)
-#   warm       configs/long-streaming.toml: the first quarter of the run syncs every step
-#              (the config's 400 of 1,600 steps; the same share at other step counts)
+#   streaming  configs/long-streaming.toml without its warm-up or H schedule: H = 64 throughout
+#   warm       the same after a synced first quarter of the run (diloco.warmup_sync_steps)
+#   sched      configs/long-streaming.toml: the synced first quarter, then H = 16 and H = 32 for
+#              4/25 of the run each (diloco.inner_steps_schedule), then H = 64 (the config's
+#              400 + 256 + 256 of 1,600 steps; the same shares at other step counts)
 # and reports the final validation loss's gap to sync with its 95% interval (Student's t over
 # seeds), the sync bytes of the whole run against sync's, and the warm-up's share of them.
 # Runs whose directory already holds a final evaluation are kept, so an interrupted bench goes on
@@ -14,7 +16,7 @@
 #   seeds FIRST..LAST (default 2..11) for every step count below 3,200; the first 3 of them for
 #   3,200 steps and more. STEPS: default 400 1600 3200.
 #   -> table + bench/results/long_runs.json + docs/img/long_runs.png (gap against steps) and
-#      docs/img/long_runs_curves.png (the three losses of seed FIRST at 1,600 steps)
+#      docs/img/long_runs_curves.png (the four losses of seed FIRST at 1,600 steps)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 first=${1:-2} last=${2:-11}
@@ -37,13 +39,21 @@ seeds_for() {  # the seeds of a step count
 }
 for n in "${steps_list[@]}"; do
   for seed in $(seeds_for "$n"); do
-    for mode in sync streaming warm; do
+    p=$((n * 4 / 25 / 32 * 32))  # the H = 16 and H = 32 phases: whole rounds of 32
+    for mode in sync streaming warm sched; do
       dir="$runs/$n-$seed-$mode"
       if [ -f "$dir/metrics.jsonl" ] && grep -q '"event":"eval"' "$dir/metrics.jsonl"; then continue; fi
       case $mode in
         sync) args=(-c configs/long-sync.toml) ;;
-        streaming) args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=0) ;;
-        warm) args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=$((n / 4))) ;;
+        streaming) args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=0
+                         --set 'diloco.inner_steps_schedule=""') ;;
+        warm) args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=$((n / 4))
+                    --set 'diloco.inner_steps_schedule=""') ;;
+        sched)
+          sched=""
+          [ "$p" -gt 0 ] && sched="16:$p,32:$p"
+          args=(-c configs/long-streaming.toml --set diloco.warmup_sync_steps=$((n / 4))
+                --set "diloco.inner_steps_schedule=\"$sched\"") ;;
       esac
       echo "$n steps, seed $seed: $mode" >&2
       OPENBLAS_NUM_THREADS=1 "$bin" train "${args[@]}" --set train.steps="$n" --set train.seed="$seed" \
@@ -71,49 +81,47 @@ def interval(xs):
     return m, m - half, m + half
 
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
-print(f"{'steps':>6}{'seeds':>6}{'sync':>8}{'streaming':>11}{'gap (95% CI)':>26}"
-      f"{'warm':>8}{'gap (95% CI)':>26}{'bytes ÷':>9}{'warm ÷':>8}{'warm-up share':>14}")
+modes = ["streaming", "warm", "sched"]  # against sync
+print(f"{'steps':>6}{'seeds':>6}{'sync':>8}" + "".join(f"{m:>10}{'gap (95% CI)':>26}" for m in modes)
+      + "".join(f"{m + ' ÷':>12}" for m in modes) + f"{'warm-up share':>15}")
 rows, summary = [], []
 for n in steps_list:
     seeds = list(range(first, min(first + 2, last) + 1)) if n >= 3200 else list(range(first, last + 1))
     per = []
     for seed in seeds:
         r = {"seed": seed}
-        for mode in ["sync", "streaming", "warm"]:
+        for mode in ["sync"] + modes:
             recs = records(n, seed, mode)
             steps = [x for x in recs if x.get("event") == "step"]
             r[mode] = [x["val_loss"] for x in recs if x.get("event") == "eval"][-1]
             r[mode + "_bytes"] = sum(x.get("sync_bytes", 0) for x in steps)
-            if mode == "warm":
-                k = n // 4
-                r["warmup_bytes"] = sum(x.get("sync_bytes", 0) for x in steps if x["step"] <= k)
-        r["gap_streaming"] = r["streaming"] / r["sync"] - 1
-        r["gap_warm"] = r["warm"] / r["sync"] - 1
+            if mode in ("warm", "sched"):
+                r[mode + "_warmup_bytes"] = sum(x.get("sync_bytes", 0) for x in steps if x["step"] <= n // 4)
+        for mode in modes:
+            r["gap_" + mode] = r[mode] / r["sync"] - 1
         per.append(r)
         rows.append({"steps": n, **r})
-    gs, gw = interval([r["gap_streaming"] for r in per]), interval([r["gap_warm"] for r in per])
     sync_b = statistics.mean(r["sync_bytes"] for r in per)
-    ratio_s = sync_b / statistics.mean(r["streaming_bytes"] for r in per)
-    ratio_w = sync_b / statistics.mean(r["warm_bytes"] for r in per)
-    share = statistics.mean(r["warmup_bytes"] / r["warm_bytes"] for r in per)
     s = {"steps": n, "seeds": len(seeds), "warmup_sync_steps": n // 4,
-         "sync": statistics.mean(r["sync"] for r in per),
-         "streaming": statistics.mean(r["streaming"] for r in per),
-         "warm": statistics.mean(r["warm"] for r in per),
-         "gap_streaming": gs, "gap_warm": gw, "bytes_ratio_streaming": ratio_s,
-         "bytes_ratio_warm": ratio_w, "warmup_share_of_bytes": share}
+         "inner_steps_schedule": f"16:{n * 4 // 25 // 32 * 32},32:{n * 4 // 25 // 32 * 32}",
+         "sync": statistics.mean(r["sync"] for r in per)}
+    for mode in modes:
+        s[mode] = statistics.mean(r[mode] for r in per)
+        s["gap_" + mode] = interval([r["gap_" + mode] for r in per])
+        s["bytes_ratio_" + mode] = sync_b / statistics.mean(r[mode + "_bytes"] for r in per)
+    s["warmup_share_of_bytes"] = statistics.mean(r["sched_warmup_bytes"] / r["sched_bytes"] for r in per)
     summary.append(s)
     fmt = lambda g: f"{100 * g[0]:+.2f}% ({100 * g[1]:+.2f} .. {100 * g[2]:+.2f})"
-    print(f"{n:>6}{len(seeds):>6}{s['sync']:>8.4f}{s['streaming']:>11.4f}{fmt(gs):>26}"
-          f"{s['warm']:>8.4f}{fmt(gw):>26}{ratio_s:>8.0f}x{ratio_w:>7.1f}x{100 * share:>13.1f}%")
+    print(f"{n:>6}{len(seeds):>6}{s['sync']:>8.4f}" + "".join(f"{s[m]:>10.4f}{fmt(s['gap_' + m]):>26}" for m in modes)
+          + "".join(f"{s['bytes_ratio_' + m]:>11.1f}x" for m in modes) + f"{100 * s['warmup_share_of_bytes']:>14.1f}%")
 json.dump({"benchmark": "long_runs", "configs": ["configs/long-sync.toml", "configs/long-streaming.toml"],
-           "warmup": "a quarter of the run's steps", "machine": machine, "runs": rows, "summary": summary},
+           "warmup": "a quarter of the run's steps",
+           "schedule": "sched: H = 16, then 32, for 4/25 of the run each (whole rounds of 32) after the warm-up",
+           "machine": machine, "runs": rows, "summary": summary},
           open("bench/results/long_runs.json", "w"), indent=1)
 with open(f"{runs}/gaps.dat", "w") as f:
     for s in summary:
-        f.write(f"{s['steps']} {100 * s['gap_streaming'][0]} {100 * s['gap_streaming'][1]} "
-                f"{100 * s['gap_streaming'][2]} {100 * s['gap_warm'][0]} {100 * s['gap_warm'][1]} "
-                f"{100 * s['gap_warm'][2]}\n")
+        f.write(f"{s['steps']} " + " ".join(f"{100 * v}" for m in modes for v in s["gap_" + m]) + "\n")
 print("wrote bench/results/long_runs.json")
 PY
 gnuplot <<EOF
@@ -126,13 +134,15 @@ set logscale x 2
 set xtics (400, 800, 1600, 3200)
 set grid
 set key top left
-plot "$runs/gaps.dat" using 1:2:3:4 with yerrorlines lw 2 title "no warm-up", \
+plot "$runs/gaps.dat" using 1:2:3:4 with yerrorlines lw 2 title "H = 64 throughout", \
      "$runs/gaps.dat" using 1:5:6:7 with yerrorlines lw 2 title "first quarter synced every step", \
+     "$runs/gaps.dat" using 1:8:9:10 with yerrorlines lw 2 title "the same, then H = 16 and 32 (4/25 of the run each)", \
      0 with lines lc rgb "gray" notitle
 EOF
 if [ -d "$runs/1600-$first-sync" ]; then
   "$bin" plot "$runs/1600-$first-sync" "$runs/1600-$first-streaming" "$runs/1600-$first-warm" \
+    "$runs/1600-$first-sched" \
     --out docs/img/long_runs_curves.png --width 1100 --height 900 \
-    --title "1,600 steps, seed $first: per-step sync, Streaming DiLoCo, the same after a 400-step synced warm-up"
+    --title "1,600 steps, seed $first: per-step sync; Streaming DiLoCo; after a 400-step synced warm-up; and then H = 16, 32"
 fi
 echo "wrote docs/img/long_runs.png"

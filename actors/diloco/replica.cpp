@@ -146,6 +146,11 @@ bool DilocoReplica::on_round(Self* self, const messages::Frame& frame, model::St
     }
     return true;
   }
+  // θ of a round before the pending one is not its answer: a group restarted meanwhile sends
+  // every member θ of the last round it applied, and the pending contribution, sent to it
+  // again, brings θ of this round when it is applied. Taken as the answer, it would send the
+  // worker back a round and release its step with the round still open.
+  if (h.status == messages::RoundStatus::applied && h.round_id < round_) return true;
   pending_.reset();
   if (h.status == messages::RoundStatus::rejected) {
     // The step is still done, so the tracker must not wait for this worker. A round that was

@@ -12,6 +12,7 @@
 #include "actors/diloco/streaming_replica.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
+#include "replica_driver.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -23,39 +24,9 @@ using swarmrt::testing::micro_run;
 using swarmrt::testing::route_deterministically;
 using swarmrt::testing::run;
 
-using inner_atom = caf::atom_constant<caf::atom("inner")>;
-
-// A worker reduced to its replica: `inner` adds 0.01 to every parameter (the inner step)
-// and then runs the replica's after-inner-step; round frames go to the replica.
-struct driver_state {
-  actors::StreamingReplica replica;
-  model::StageModel module{nullptr};
-  static inline const char* name = "streaming_driver";
-};
-
-caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::ContextPtr ctx,
-                     caf::actor group, caf::actor tracker) {
-  auto& s = self->state;
-  const auto& cfg = ctx->config;
-  s.module = model::make_stage_model(cfg.model, model::StageSpec{0, 1}, 1);
-  s.replica.configure({ctx, 7, 0, tracker, group, at::Device(at::kCPU), {}, nullptr, nullptr},
-                      s.module);  // θ(t−1) from the module's parameters
-  return {
-      [=](inner_atom, uint64_t step) {
-        auto& s = self->state;
-        {
-          at::NoGradGuard no_grad;
-          for (auto& p : s.module->parameters()) p.add_(0.01);
-        }
-        return s.replica.after_inner_step(self, step, s.module);
-      },
-      [=](round_atom, const messages::Frame& f) {
-        auto& s = self->state;
-        s.replica.on_round(self, f, s.module, false, 0, [](const messages::WorkerState&) {});
-      },
-      [=](params_atom) { return actors::to_list(model::parameters_of(*self->state.module), true); },
-  };
-}
+using driver_state = swarmrt::testing::replica_driver_state<actors::StreamingReplica>;
+using swarmrt::testing::driver;
+using swarmrt::testing::inner_atom;
 
 model::RunConfig streaming_config(int64_t P, int64_t tau, double alpha, model::Quantize q) {
   auto c = micro_run("diloco", 1, 1, 1000);
@@ -78,31 +49,9 @@ messages::Frame answer(const messages::RoundHeader& c, const messages::Frame& f,
   return messages::make_round_frame(h, std::move(theta));
 }
 
-std::pair<messages::RoundHeader, messages::Frame> next_contribution(caf::scoped_actor& group) {
-  std::pair<messages::RoundHeader, messages::Frame> out;
-  group->receive(
-      [&](round_atom, const messages::Frame& f) {
-        out = {messages::open_round_frame(f), f};
-      },
-      caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no contribution"; });
-  return out;
-}
-
-bool inner(caf::scoped_actor& self, const caf::actor& worker, uint64_t step) {
-  bool held = false;
-  self->request(worker, std::chrono::seconds(10), inner_atom::value, step)
-      .receive([&](bool h) { held = h; },
-               [&](const caf::error& e) { ADD_FAILURE() << to_string(e); });
-  return held;
-}
-
-model::NamedTensors params_of(caf::scoped_actor& self, const caf::actor& worker) {
-  model::NamedTensors out;
-  self->request(worker, std::chrono::seconds(10), params_atom::value)
-      .receive([&](const messages::TensorList& l) { out = actors::to_named(l); },
-               [&](const caf::error& e) { ADD_FAILURE() << to_string(e); });
-  return out;
-}
+using swarmrt::testing::inner;
+using swarmrt::testing::next_contribution;
+using swarmrt::testing::params_of;
 
 // A 12-step run of 2 stages of 2 workers with P = 2, H = 4 (int4): every micro-batch once, each
 // stage's group applied fragment 0's rounds at steps 4, 8 and 12 (the last) and fragment 1's at
@@ -134,8 +83,9 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
   auto ctx = std::make_shared<actors::SwarmContext>();
   ctx->config = streaming_config(2, 2, 0.5, model::Quantize::none);
   caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
-  auto worker = ts.sys->spawn(driver, actors::ContextPtr(ctx), caf::actor_cast<caf::actor>(group),
-                              caf::actor_cast<caf::actor>(tracker));
+  auto worker =
+      ts.sys->spawn(driver<actors::StreamingReplica>, actors::ContextPtr(ctx),
+                    caf::actor_cast<caf::actor>(group), caf::actor_cast<caf::actor>(tracker));
   const auto init = params_of(self, worker);
   const auto frag = model::assign_fragments(
       [&] {
@@ -212,8 +162,9 @@ TEST(StreamingReplica, EagerStepsAtTheRoundStartAndTheMeanFeedsTheNext) {
   model::validate(ctx->config, "test");
   const double eta = ctx->config.diloco.outer_lr, mu = ctx->config.diloco.outer_momentum;
   caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
-  auto worker = ts.sys->spawn(driver, actors::ContextPtr(ctx), caf::actor_cast<caf::actor>(group),
-                              caf::actor_cast<caf::actor>(tracker));
+  auto worker =
+      ts.sys->spawn(driver<actors::StreamingReplica>, actors::ContextPtr(ctx),
+                    caf::actor_cast<caf::actor>(group), caf::actor_cast<caf::actor>(tracker));
   const auto init = params_of(self, worker);
   for (uint64_t t = 1; t <= 7; ++t) EXPECT_FALSE(inner(self, worker, t));
   EXPECT_FALSE(inner(self, worker, 8));  // the eager step needs no answer
@@ -263,8 +214,9 @@ TEST(StreamingReplica, RoundBytesEqualTheEncodingsCount) {
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = streaming_config(2, 0, 0.0, q);
     caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
-    auto worker = ts.sys->spawn(driver, actors::ContextPtr(ctx), caf::actor_cast<caf::actor>(group),
-                                caf::actor_cast<caf::actor>(tracker));
+    auto worker =
+        ts.sys->spawn(driver<actors::StreamingReplica>, actors::ContextPtr(ctx),
+                      caf::actor_cast<caf::actor>(group), caf::actor_cast<caf::actor>(tracker));
     std::map<std::string, int64_t> numel;
     for (const auto& [name, t] : params_of(self, worker)) numel[name] = t.numel();
     for (uint64_t t = 1; t <= 3; ++t) EXPECT_FALSE(inner(self, worker, t));
