@@ -127,7 +127,7 @@ PY
 gnuplot <<EOF
 set terminal pngcairo size 1000,650 font "sans,11"
 set output "docs/img/long_runs.png"
-set title "Streaming DiLoCo (H = 64, P = 4, tau = 1, fp4) against per-step sync, tiny model, 2 workers"
+set title "Streaming DiLoCo (P = 4, tau = 1, fp4) against per-step sync, tiny model, 2 workers"
 set xlabel "steps of the run (2048 tokens each)"
 set ylabel "final validation loss above per-step sync (%)"
 set logscale x 2
