@@ -461,12 +461,11 @@ void validate(const RunConfig& c, const std::string& origin) {
     for (const auto& phase : parse_inner_schedule(d.inner_steps_schedule))
       if (d.overlap_steps * d.fragments >= phase.inner_steps)
         fail("diloco.inner_steps_schedule",
-             "H = " + std::to_string(phase.inner_steps) +
-                 " is too small for diloco.overlap_steps "
-                 "= " +
-                 std::to_string(d.overlap_steps) + " and diloco.fragments = " +
-                 std::to_string(d.fragments) + ": every H must exceed overlap_steps x fragments, " +
-                 "so that a fragment's round lands before the next fragment's starts");
+             "H = " + std::to_string(phase.inner_steps) + " is too small for " +
+                 "diloco.overlap_steps = " + std::to_string(d.overlap_steps) +
+                 " and diloco.fragments = " + std::to_string(d.fragments) +
+                 ": every H must exceed overlap_steps x fragments, so that a fragment's round "
+                 "lands before the next fragment's starts");
   if (d.outer_min_lr > d.outer_lr) fail("diloco.outer_min_lr", "must be in [0, diloco.outer_lr]");
   if (d.eager && d.overlap_steps < 1)
     fail("diloco.eager",
