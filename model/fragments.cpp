@@ -31,11 +31,7 @@ int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments) {
   return static_cast<int64_t>(p) * inner_steps / fragments;
 }
 
-bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments,
-                  int64_t warmup) {
-  const auto k = static_cast<uint64_t>(std::max<int64_t>(0, warmup));
-  if (step <= k) return false;
-  step -= k;
+bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments) {
   const auto offset = static_cast<uint64_t>(fragment_offset(p, inner_steps, fragments));
   return step >= 1 && step >= offset && (step - offset) % static_cast<uint64_t>(inner_steps) == 0;
 }

@@ -28,11 +28,10 @@ namespace swarmrt::model {
 std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
                                        FragmentPattern pattern);
 
-// Whether fragment p of P starts a round after the inner step of `step` (steps count from 1).
-// After a synchronous warm-up of `warmup` steps the schedule counts from its end: the rounds
-// fall where they would in a run whose step 1 is step warmup + 1.
-bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments,
-                  int64_t warmup = 0);
+// Whether fragment p of P starts a round after the inner step of `step` (steps count from 1)
+// when every step has the same H and none is a warm-up's (the run's own schedule, with both:
+// the overload below).
+bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments);
 
 // One phase of diloco.inner_steps_schedule: `steps` local steps with H = inner_steps.
 struct InnerPhase {
@@ -45,9 +44,10 @@ struct InnerPhase {
 // multiple of H (a phase of whole rounds, so every fragment syncs in it as often as the others).
 std::vector<InnerPhase> parse_inner_schedule(const std::string& spec);
 
-// Fragment p's round schedule under the run's DiLoCo settings: after the warm-up, each phase of
-// diloco.inner_steps_schedule counts from its own start as a run of its H would from step 1,
-// then diloco.inner_steps for the rest. Without a schedule: fragment_due(step, p, H, P, K).
+// Fragment p's round schedule under the run's DiLoCo settings: none in a synchronous warm-up of
+// K steps; after it, each phase of diloco.inner_steps_schedule counts from its own start as a
+// run of its H would from step 1, then diloco.inner_steps for the rest. Without a schedule:
+// fragment_due(step − K, p, H, P) after step K.
 bool fragment_due(uint64_t step, uint32_t p, const DilocoConfig& d);
 
 // The H in force at `step` (the warm-up's steps take the first phase's).

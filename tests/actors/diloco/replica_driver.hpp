@@ -53,6 +53,16 @@ caf::behavior driver(caf::stateful_actor<replica_driver_state<Replica>>* self,
   };
 }
 
+// The group's answer to contribution `c`: θ_global = `value` everywhere (θ itself, not an
+// update), of round `c.round_id`.
+inline messages::Frame answer(const messages::RoundHeader& c, float value) {
+  messages::RoundHeader h = c;
+  h.status = messages::RoundStatus::applied;
+  std::vector<at::Tensor> theta;
+  for (const auto& m : c.tensors) theta.push_back(at::full(m.shape, value));
+  return messages::make_round_frame(h, std::move(theta));
+}
+
 inline std::pair<messages::RoundHeader, messages::Frame> next_contribution(
     caf::scoped_actor& group) {
   std::pair<messages::RoundHeader, messages::Frame> out;

@@ -14,16 +14,6 @@ using namespace swarmrt::testing;
 
 namespace {
 
-// The group's `applied` frame of round `round`: θ = `value` everywhere, in the shapes of `c`.
-messages::Frame applied(const messages::RoundHeader& c, uint64_t round, float value) {
-  messages::RoundHeader h = c;
-  h.round_id = round;
-  h.status = messages::RoundStatus::applied;
-  std::vector<at::Tensor> theta;
-  for (const auto& m : c.tensors) theta.push_back(at::full(m.shape, value));
-  return messages::make_round_frame(h, std::move(theta));
-}
-
 // Whether the tracker has heard that the held step is applied (what it has is all in: it was
 // sent before the driver's answer the caller waited for).
 bool heard_applied(caf::scoped_actor& tracker) {
@@ -54,7 +44,7 @@ TEST(DilocoReplica, ASuccessorsThetaOfAnEarlierRoundIsNotThePendingRoundsAnswer)
   EXPECT_TRUE(inner(self, worker, 2));
   auto [r0, f0] = next_contribution(group);
   EXPECT_EQ(r0.round_id, 0u);
-  self->send(worker, round_atom::value, applied(r0, 0, 1.0f));
+  self->send(worker, round_atom::value, answer(r0, 1.0f));
   (void)params_of(self, worker);
   EXPECT_TRUE(heard_applied(tracker));
 
@@ -62,13 +52,13 @@ TEST(DilocoReplica, ASuccessorsThetaOfAnEarlierRoundIsNotThePendingRoundsAnswer)
   EXPECT_TRUE(inner(self, worker, 4));
   auto [r1, f1] = next_contribution(group);
   EXPECT_EQ(r1.round_id, 1u);
-  self->send(worker, round_atom::value, applied(r0, 0, 5.0f));  // the successor's θ(0)
+  self->send(worker, round_atom::value, answer(r0, 5.0f));  // the successor's θ(0)
   const auto local = params_of(self, worker);
   EXPECT_FALSE(heard_applied(tracker));
   for (const auto& [name, t] : local)  // θ(0) + two inner steps, not the successor's θ(0)
     EXPECT_TRUE(at::allclose(t, at::full_like(t, 1.02f))) << name;
 
-  self->send(worker, round_atom::value, applied(r1, 1, 3.0f));
+  self->send(worker, round_atom::value, answer(r1, 3.0f));
   const auto after = params_of(self, worker);
   EXPECT_TRUE(heard_applied(tracker));
   for (const auto& [name, t] : after) EXPECT_TRUE(at::equal(t, at::full_like(t, 3.0f))) << name;

@@ -39,15 +39,7 @@ model::RunConfig streaming_config(int64_t P, int64_t tau, double alpha, model::Q
   return c;
 }
 
-// The group's answer to a contribution: θ_global = `value` everywhere (θ itself, not an update).
-messages::Frame answer(const messages::RoundHeader& c, const messages::Frame& f, float value) {
-  messages::RoundHeader h = c;
-  h.status = messages::RoundStatus::applied;
-  std::vector<at::Tensor> theta;
-  for (const auto& m : c.tensors) theta.push_back(at::full(m.shape, value));
-  (void)f;
-  return messages::make_round_frame(h, std::move(theta));
-}
+using swarmrt::testing::answer;
 
 using swarmrt::testing::inner;
 using swarmrt::testing::next_contribution;
@@ -103,7 +95,7 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
   EXPECT_EQ(h.round_id, 0u);
   // Δ = θ(0) − θ(4) = −0.04 everywhere in fragment 1.
   for (const auto& t : f.tensors) EXPECT_TRUE(at::allclose(t, at::full_like(t, -0.04), 0, 1e-6));
-  group->send(worker, round_atom::value, answer(h, f, 1.0f));
+  group->send(worker, round_atom::value, answer(h, 1.0f));
 
   EXPECT_FALSE(inner(self, worker, 5));
   auto p5 = params_of(self, worker);
@@ -130,7 +122,7 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
   tracker->receive([&](applied_atom, uint64_t, uint32_t,
                        const messages::ProcessBytes&) { ADD_FAILURE() << "released early"; },
                    caf::after(std::chrono::milliseconds(200)) >> [] {});
-  group->send(worker, round_atom::value, answer(h0, f0, -2.0f));
+  group->send(worker, round_atom::value, answer(h0, -2.0f));
   tracker->receive(
       [&](applied_atom, uint64_t step, uint32_t id, const messages::ProcessBytes& sent) {
         EXPECT_EQ(step, 10u);
