@@ -85,8 +85,9 @@ assert text.count("swarmrt_actor_mailbox{name=\"stage") >= 4, text
 assert 'swarmrt_node_up{node="node0"} 1' in text
 assert text.count('swarmrt_worker_samples_per_second{name="stage') >= 4, text
 
-# Scraped again two seconds later: every counter is as large as before, the tokens and the
-# workers' messages have grown.
+# Scraped again once a step has closed since (polled every half second, at most 60 s: a loaded
+# machine, a round or an evaluation can hold a step longer than a fixed wait): every counter is
+# as large as before, the tokens and the workers' messages have grown.
 def samples(text):
     counters = {l.split()[2] for l in text.splitlines() if l.startswith("# TYPE ") and l.split()[3] == "counter"}
     out = {}
@@ -96,8 +97,12 @@ def samples(text):
             out[key] = (key.split("{")[0] in counters, float(value))
     return out
 first = samples(text)
-time.sleep(2)
-second = samples(call("/metrics", token=token)[1])
+deadline = time.monotonic() + 60
+while True:
+    time.sleep(0.5)
+    second = samples(call("/metrics", token=token)[1])
+    if second["swarmrt_tokens_total"][1] > first["swarmrt_tokens_total"][1] or time.monotonic() > deadline:
+        break
 assert any(c for c, _ in first.values()), "no counter in /metrics"
 for key, (counter, value) in first.items():
     if counter and key in second:
