@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with CUDA, builds swarmrt against that machine's CUDA LibTorch and
 # trains configs/tiny.toml for 50 steps on one worker (`swarm` 1x1: `single` trains in the
-# process of `swarmrt train`, which has no device option), in `pp` (2 stages) and in
-# `diloco-swarm` (2x2), every worker on cuda:0 (a coordinator and one node, over 127.0.0.1);
-# then the same three runs on the CPU, and `gpt2-small` on one GPU worker for 20 steps. It
-# prints a table: tokens/s (median step after the 5th), the GPU's peak memory in use during the
-# run (nvidia-smi, the CUDA context included), and each run's last training and validation
-# loss beside the CPU run's. The GPU runs compute in GPU_CHECK_PRECISION (bf16; fp16 also runs
-# there, with its loss scaler), the CPU runs in fp32 (a CPU without AVX-512 BF16 runs bf16 far
-# slower, bench/precision.sh).
+# process of `swarmrt train`, which has no device option), in `pp` (2 stages), in
+# `diloco-swarm` (2x2) and `llama-tiny` in `pp`, every worker on cuda:0 (a coordinator and one
+# node, over 127.0.0.1); then the same four runs on the CPU, and `gpt2-small` on one GPU worker
+# for 20 steps. It prints a table: tokens/s (median step after the 5th), the GPU's peak memory
+# in use during the run (nvidia-smi, the CUDA context included), and each run's last training
+# and validation loss beside the CPU run's. The GPU runs compute in GPU_CHECK_PRECISION (bf16;
+# fp16 also runs there, with its loss scaler), the CPU runs in fp32 (a CPU without AVX-512 BF16
+# runs bf16 far slower, bench/precision.sh).
 # On a machine without CUDA it says so and exits 0.
 #
 # Usage: scripts/gpu_check.sh [DEBS_DIR]
@@ -111,8 +111,9 @@ run() {
   local coord=$!
   pids+=("$coord")
   local port=""
+  # The log appears when the backgrounded coordinator's shell opens it, maybe after the first look.
   for _ in $(seq 1 300); do
-    port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$runs/$name.coord.log")
+    port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$runs/$name.coord.log" 2>/dev/null)
     [ -n "$port" ] && break
     sleep 0.1
   done
@@ -152,13 +153,15 @@ gpu_run() {
   kill "$sampler" 2>/dev/null
 }
 
-modes=(one-worker pp diloco-swarm)
+modes=(one-worker pp diloco-swarm llama-pp)
 declare -A settings=(
   [one-worker]="--set swarm.mode=swarm --set swarm.stages=1 --set swarm.workers_per_stage=1"
   [pp]="--set swarm.mode=pp --set swarm.stages=2 --set swarm.workers_per_stage=1"
   [diloco-swarm]="--set swarm.mode=diloco-swarm --set diloco.inner_steps=10"
+  # The Llama block (RMSNorm, rotary positions, SwiGLU) at the tiny size, in a pipeline.
+  [llama-pp]="--set model.preset=llama-tiny --set swarm.mode=pp --set swarm.stages=2 --set swarm.workers_per_stage=1"
 )
-declare -A workers=([one-worker]=1 [pp]=2 [diloco-swarm]=4)
+declare -A workers=([one-worker]=1 [pp]=2 [diloco-swarm]=4 [llama-pp]=2)
 echo "== on cuda:0, one run after another"
 for m in "${modes[@]}"; do
   # shellcheck disable=SC2086
@@ -167,7 +170,7 @@ done
 # A real size (124M parameters, context 1024, 16k tokens a step): the GPU only.
 gpu_run gpu-gpt2-small cuda:0 1 ${settings[one-worker]} --set model.preset=gpt2-small \
   --set train.precision="$precision" --set train.steps=20 --set train.eval_every=20 --set train.eval_batches=2
-echo "== on the CPU, the three at once"
+echo "== on the CPU, all at once"
 for m in "${modes[@]}"; do
   # shellcheck disable=SC2086
   run "cpu-$m" cpu "${workers[$m]}" ${settings[$m]} &
@@ -193,7 +196,7 @@ def load(name):
             "peak_gpu_mib": peak}
 rows = []
 print(f"{'mode':14s} {'device':7s} {'steps':>5s} {'tokens/s':>10s} {'peak GPU MiB':>12s} {'loss':>8s} {'val loss':>8s}")
-for mode in ("one-worker", "pp", "diloco-swarm", "gpt2-small"):
+for mode in ("one-worker", "pp", "diloco-swarm", "llama-pp", "gpt2-small"):
     for dev in ("gpu", "cpu") if mode != "gpt2-small" else ("gpu",):
         r = load(f"{dev}-{mode}")
         if r is None:
