@@ -5,7 +5,8 @@
 # gradients back between the stages, from the swarm's byte counters; the token ids and targets,
 # int64, are taken out) against none, and the final validation loss against none's on the same
 # seed (mean, 95% interval).
-# Usage: [STEPS=300] [ENCODINGS="none int8 int4"] bench/hops.sh [FIRST] [LAST]
+# REUSE=1 keeps a run whose folder already ends in an evaluation (to add seeds to a table).
+# Usage: [STEPS=300] [ENCODINGS="none int8 int4 int5/3"] [REUSE=1] bench/hops.sh [FIRST] [LAST]
 #   -> table + bench/results/hops.json (300 steps) or hops_STEPS.json
 source "$(dirname "$0")/lib.sh"
 first=${1:-1} last=${2:-3}
@@ -14,12 +15,16 @@ first=${1:-1} last=${2:-3}
 prepare_bench
 bin=${SWARMRT_BIN:-build/bin/swarmrt}  # a copy keeps a long run apart from rebuilds
 steps=${STEPS:-300}
-encodings=${ENCODINGS:-none int8 int4}
+encodings=${ENCODINGS:-none int8 int4 int5/3}
 out=runs/bench_hops_$steps
 mkdir -p "$out"
 for seed in $(seq "$first" "$last"); do
   for e in $encodings; do
-    name=$seed-$e
+    name=$seed-${e//\//-}  # int5/3 -> int5-3
+    if [ "${REUSE:-0}" = 1 ] && grep -q '"event":"eval"' "$out/$name/metrics.jsonl" 2>/dev/null; then
+      echo "seed $seed $e: kept" >&2
+      continue
+    fi
     echo "seed $seed $e" >&2
     "$bin" train -c configs/tiny.toml --set swarm.mode=pp --set swarm.stages=2 \
       --set swarm.workers_per_stage=1 --set swarm.hop_encoding="$e" --set train.steps="$steps" \
@@ -34,7 +39,7 @@ machine, out = json.loads(sys.argv[1]), sys.argv[2]
 first, last, encodings, steps = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
 result = "bench/results/hops.json" if steps == 300 else f"bench/results/hops_{steps}.json"
 def load(seed, e):
-    recs = [json.loads(l) for l in open(f"{out}/{seed}-{e}/metrics.jsonl") if l.strip()]
+    recs = [json.loads(l) for l in open(f"{out}/{seed}-{e.replace('/', '-')}/metrics.jsonl") if l.strip()]
     st = [r for r in recs if r.get("event") == "step"]
     ev = [r for r in recs if r.get("event") == "eval"][-1]
     b = st[-1]["bytes"]

@@ -131,9 +131,10 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(swarm, loaders, shared, at_least(1), "data loader actors (disjoint shards)"),
       SWARMRT_CHOICE(swarm, hop_encoding, shared,
                      "activations and input gradients between stages: none (the compute dtype), "
-                     "bf16, int8 (blockwise) or int4 (Hadamard-rotated blocks)"),
+                     "bf16, int8 (blockwise), int4 (Hadamard-rotated blocks, gradients rounded "
+                     "stochastically) or int5/3 (as int4, 5 bits forward and 3 back)"),
       SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
-                     "values per scale of int8 and int4 hops, a power of two"),
+                     "values per scale of int8, int4 and int5/3 hops, a power of two"),
       SWARMRT_NUMBER(diloco, inner_steps, shared, at_least(1),
                      "H: inner steps between outer rounds"),
       SWARMRT_NUMBER(diloco, outer_lr, shared, above(0), "outer Nesterov learning rate"),
@@ -330,7 +331,7 @@ const std::vector<std::string>& names<LossScale>() {
 }
 template <>
 const std::vector<std::string>& names<HopEncoding>() {
-  static const std::vector<std::string> n = {"none", "bf16", "int8", "int4"};
+  static const std::vector<std::string> n = {"none", "bf16", "int8", "int4", "int5/3"};
   return n;
 }
 template <>

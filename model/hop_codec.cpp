@@ -16,6 +16,13 @@ at::Tensor rotate(const at::Tensor& flat, int64_t block) {
   return at::matmul(padded.view({nb, block}), hadamard(block));
 }
 
+// The width of the rotated codes, by encoding and direction (0: not a rotated encoding).
+int rotated_bits(HopEncoding e, HopDirection d) {
+  if (e == HopEncoding::int4) return 4;
+  if (e == HopEncoding::int5_3) return d == HopDirection::forward ? 5 : 3;
+  return 0;
+}
+
 }  // namespace
 
 at::Tensor hadamard(int64_t n) {
@@ -33,6 +40,7 @@ at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute) {
       return at::kBFloat16;
     case HopEncoding::int8:
     case HopEncoding::int4:
+    case HopEncoding::int5_3:
       return at::kByte;
     case HopEncoding::none:
       break;
@@ -40,7 +48,8 @@ at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute) {
   return compute;
 }
 
-at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block) {
+at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block, HopDirection d,
+                      uint64_t seed) {
   at::NoGradGuard no_grad;
   switch (e) {
     case HopEncoding::none:
@@ -49,15 +58,18 @@ at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block) {
       return x.to(at::kBFloat16);
     case HopEncoding::int8:
       return encode(x, Quantize::int8, block);
-    case HopEncoding::int4: {
+    case HopEncoding::int4:
+    case HopEncoding::int5_3: {
       auto rotated = rotate(x.detach().to(at::kCPU, at::kFloat).reshape({-1}), block);
-      return encode(rotated, Quantize::int4, block);
+      std::optional<uint64_t> stochastic;
+      if (d == HopDirection::backward) stochastic = seed;
+      return encode_bits(rotated, rotated_bits(e, d), block, stochastic);
     }
   }
   return x;
 }
 
-at::Tensor decode_hop(const at::Tensor& device_wire, HopEncoding e, int64_t block,
+at::Tensor decode_hop(const at::Tensor& device_wire, HopEncoding e, int64_t block, HopDirection d,
                       at::IntArrayRef shape, at::ScalarType dtype) {
   at::NoGradGuard no_grad;
   const auto wire = device_wire.to(at::kCPU);
@@ -76,9 +88,10 @@ at::Tensor decode_hop(const at::Tensor& device_wire, HopEncoding e, int64_t bloc
       return wire.reshape(shape).to(dtype);
     case HopEncoding::int8:
       return decode(wire, Quantize::int8, block, shape).to(dtype);
-    case HopEncoding::int4: {
+    case HopEncoding::int4:
+    case HopEncoding::int5_3: {
       const int64_t nb = (n + block - 1) / block;
-      auto rotated = decode(wire, Quantize::int4, block, {nb, block});
+      auto rotated = decode_bits(wire, rotated_bits(e, d), block, {nb, block});
       return at::matmul(rotated, hadamard(block))
           .reshape({-1})
           .narrow(0, 0, n)

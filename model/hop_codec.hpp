@@ -4,11 +4,20 @@
 //   none   the compute dtype itself (fp32 or bf16, train.precision): bit for bit
 //   bf16   bfloat16                                  |x − x̂| ≤ 2⁻⁸|x|
 //   int8   blockwise int8 (model/quantize.hpp)       |x − x̂| ≤ m/254 per value, m the block's max
-//   int4   a Hadamard rotation of each block, then blockwise int4, rotated back on arrival:
-//          ‖x − x̂‖₂ ≤ √block · m′/14 per block, m′ the rotated block's max
+//   int4   a Hadamard rotation of each block, then 4-bit uniform codes (model/quantize.hpp),
+//          rotated back on arrival: ‖x − x̂‖₂ ≤ √block · m′/14 per block forward, m′ the
+//          rotated block's max; backward rounds stochastically: ‖x − x̂‖₂ < √block · m′/7
+//   int5/3 the same rotation, 5 bits forward (‖x − x̂‖₂ ≤ √block · m′/30) and 3 bits backward,
+//          stochastic (‖x − x̂‖₂ < √block · m′/3): int4's bytes, spent where they count
 // The rotation (an orthonormal Walsh–Hadamard matrix, its own inverse) spreads an outlier over
 // its block, so m′ is near the block's RMS instead of its largest value: 4 bits then keep the
 // many small values that plain int4 rounds to zero (TAH-Quant's idea).
+// Why gradients round stochastically: rounding to nearest errs the same way for the same
+// value, and that bias enters every step's gradient, so it adds up over a long run; a
+// stochastic rounding is right in expectation, and its noise averages out like the batch's.
+// Hidden states forward are noise the next stage sees once, not a sum: there a smaller error
+// counts, which is why int5/3 moves a bit from the gradients to the hidden states. What each
+// cost over 800 steps is in docs/hops.md.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,13 +28,18 @@
 
 namespace swarmrt::model {
 
-// The wire form of a hidden state or its gradient `x` (any shape, the compute dtype).
-at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block);
+// Which way a hop goes: hidden states forward, their gradients backward.
+enum class HopDirection { forward, backward };
+
+// The wire form of a hidden state or its gradient `x` (any shape, the compute dtype). `seed`
+// draws the stochastic rounding of gradients: the same seed, the same wire.
+at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block, HopDirection d,
+                      uint64_t seed);
 
 // x̂ of `shape` in `dtype` (the compute dtype), on the CPU. Throws std::invalid_argument naming
-// the problem when `wire` is not what the encoding writes for that shape.
-at::Tensor decode_hop(const at::Tensor& wire, HopEncoding e, int64_t block, at::IntArrayRef shape,
-                      at::ScalarType dtype);
+// the problem when `wire` is not what the encoding writes for that shape and direction.
+at::Tensor decode_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopDirection d,
+                      at::IntArrayRef shape, at::ScalarType dtype);
 
 // The dtype of the wire tensor an encoding writes (for `none`: the compute dtype).
 at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute);

@@ -1,5 +1,7 @@
 #include "model/quantize.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -15,10 +17,6 @@ int64_t blocks_of(int64_t n, int64_t block) {
   return (n + block - 1) / block;
 }
 
-bool four_bit(Quantize q) {
-  return q == Quantize::int4 || q == Quantize::fp4;
-}
-
 // The largest code magnitude: x/m is scaled to it.
 double top(Quantize q) {
   switch (q) {
@@ -31,6 +29,101 @@ double top(Quantize q) {
     default:
       return 1;
   }
+}
+
+// The largest code of a uniform code of `bits`: 2^(bits−1) − 1 (127 for int8, 7 for int4).
+double levels(int bits) {
+  return (1 << (bits - 1)) - 1;
+}
+
+void check_bits(int bits) {
+  if (bits < 2 || bits > 8)
+    throw std::invalid_argument("uniform codes take 2 to 8 bits, not " + std::to_string(bits));
+}
+
+// Blocks of x in double with their largest magnitudes m, and x scaled so that m is `top`.
+struct Scaled {
+  int64_t n = 0, nb = 0;
+  at::Tensor m;       // [nb]: NaN or Inf where the block holds one
+  at::Tensor values;  // [nb, block]: x·top/m (zeros where m is 0 or not finite)
+};
+Scaled scale_blocks(const at::Tensor& x, int64_t block, double top) {
+  const auto source = x.detach().to(at::kCPU);
+  Scaled s;
+  s.n = source.numel(), s.nb = blocks_of(s.n, block);
+  auto padded = at::zeros({s.nb * block}, at::kDouble);
+  padded.narrow(0, 0, s.n).copy_(source.reshape({-1}));
+  auto blocks = padded.view({s.nb, block});
+  // m per block; a NaN anywhere in a block makes its m NaN, which the receiver refuses.
+  s.m = blocks.abs().amax(1);
+  s.m.masked_fill_(blocks.isnan().any(1), std::nan(""));
+  const auto usable = at::isfinite(s.m).logical_and(s.m > 0);
+  s.values = blocks * at::where(usable, top / s.m, at::zeros_like(s.m)).unsqueeze(1);
+  return s;
+}
+
+// n codes of `bits` each (uint8), packed little-endian: 8 codes fill `bits` bytes, the first
+// code in the lowest bits (for 4 bits: two a byte, the first in the low nibble).
+at::Tensor pack(const at::Tensor& codes, int bits) {
+  if (bits == 8) return codes.contiguous();
+  const int64_t n = codes.numel(), groups = (n + 7) / 8;
+  auto padded = at::zeros({groups * 8}, at::kLong);
+  padded.narrow(0, 0, n).copy_(codes.reshape({-1}));
+  const auto shifts = at::arange(8, at::kLong) * bits;
+  const auto words = padded.view({groups, 8}).bitwise_left_shift(shifts).sum(1, false, at::kLong);
+  const auto bytes = words.unsqueeze(1)
+                         .bitwise_right_shift(at::arange(bits, at::kLong) * 8)
+                         .bitwise_and(255)
+                         .to(at::kByte)
+                         .reshape({-1});
+  return bytes.narrow(0, 0, (n * bits + 7) / 8).contiguous();
+}
+at::Tensor unpack(const at::Tensor& bytes, int bits, int64_t n) {
+  if (bits == 8) return bytes.to(at::kLong);
+  const int64_t groups = (n + 7) / 8;
+  auto padded = at::zeros({groups * bits}, at::kLong);
+  padded.narrow(0, 0, bytes.numel()).copy_(bytes);
+  const auto words =
+      padded.view({groups, bits}).bitwise_left_shift(at::arange(bits, at::kLong) * 8).sum(1);
+  return words.unsqueeze(1)
+      .bitwise_right_shift(at::arange(8, at::kLong) * bits)
+      .bitwise_and((1 << bits) - 1)
+      .reshape({-1})
+      .narrow(0, 0, n);
+}
+
+// The wire: the blocks' m as float32, then the codes.
+at::Tensor wire_of(const at::Tensor& m, const at::Tensor& codes, int64_t nb) {
+  auto wire = at::empty({4 * nb + codes.numel()}, at::kByte);
+  auto scales = m.to(at::kFloat).contiguous();
+  auto* out = wire.data_ptr<uint8_t>();
+  std::memcpy(out, scales.data_ptr(), 4 * nb);
+  std::memcpy(out + 4 * nb, codes.contiguous().data_ptr(), codes.numel());
+  return wire;
+}
+
+// The blocks' m from a wire whose size has been checked; refuses NaN, Inf or negative ones.
+at::Tensor scales_of(const at::Tensor& bytes, int64_t nb) {
+  auto m = at::empty({nb}, at::kFloat);
+  std::memcpy(m.data_ptr(), bytes.data_ptr(), 4 * nb);
+  if (!at::isfinite(m).all().item<bool>() || m.lt(0).any().item<bool>())
+    throw std::invalid_argument("a block scale is NaN, Inf or negative");
+  return m;
+}
+
+// values (x/m·top, n of them, double) back to float32 x̂ of `shape`, refusing non-finite ones.
+at::Tensor rescale(const at::Tensor& values, const at::Tensor& m, double top, int64_t n,
+                   int64_t block, at::IntArrayRef shape) {
+  const int64_t nb = m.numel();
+  auto padded = at::zeros({nb * block}, at::kDouble);
+  padded.narrow(0, 0, n).copy_(values);
+  auto out = (padded.view({nb, block}) * (m.to(at::kDouble) / top).unsqueeze(1))
+                 .reshape({-1})
+                 .narrow(0, 0, n)
+                 .to(at::kFloat);
+  if (!at::isfinite(out).all().item<bool>())
+    throw std::invalid_argument("decoded values are not finite");
+  return out.reshape(shape);
 }
 
 uint64_t code_bytes(int64_t n, Quantize q) {
@@ -70,58 +163,76 @@ double error_bound(double x, double m, Quantize q) {
   return 0;
 }
 
+uint64_t bits_bytes(int64_t numel, int bits, int64_t block) {
+  check_bits(bits);
+  return 4 * static_cast<uint64_t>(blocks_of(numel, block)) +
+         (static_cast<uint64_t>(numel) * bits + 7) / 8;
+}
+
+at::Tensor encode_bits(const at::Tensor& x, int bits, int64_t block,
+                       std::optional<uint64_t> stochastic_seed) {
+  at::NoGradGuard no_grad;
+  check_bits(bits);
+  const double top = levels(bits);
+  auto s = scale_blocks(x, block, top);
+  auto v = s.values.reshape({-1}).narrow(0, 0, s.n);
+  if (stochastic_seed) {
+    // ⌊v + u⌋ rounds up with probability v − ⌊v⌋: x̂ is x in expectation.
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(*stochastic_seed);
+    v = (v + at::rand(v.sizes(), gen, at::kDouble)).floor();
+  } else {
+    v = v.round();
+  }
+  const auto codes = (v.clamp(-top, top) + (top + 1)).to(at::kByte);
+  return wire_of(s.m, pack(codes, bits), s.nb);
+}
+
+at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntArrayRef shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  const auto expected = bits_bytes(n, bits, block);
+  if (wire.scalar_type() != at::kByte || wire.dim() != 1 ||
+      static_cast<uint64_t>(wire.numel()) != expected)
+    throw std::invalid_argument("expected " + std::to_string(expected) + " encoded bytes, got " +
+                                std::to_string(wire.numel()));
+  const int64_t nb = blocks_of(n, block);
+  const auto bytes = wire.contiguous();
+  const auto m = scales_of(bytes, nb);
+  const double top = levels(bits);
+  const auto codes = unpack(bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb), bits, n);
+  return rescale((codes - static_cast<int64_t>(top + 1)).to(at::kDouble), m, top, n, block, shape);
+}
+
 at::Tensor encode(const at::Tensor& x, Quantize q, int64_t block) {
   at::NoGradGuard no_grad;
-  const auto source = x.detach().to(at::kCPU);
-  if (q == Quantize::none) return source.to(at::kFloat).contiguous();
-  const int64_t n = source.numel(), nb = blocks_of(n, block);
-  auto padded = at::zeros({nb * block}, at::kDouble);
-  padded.narrow(0, 0, n).copy_(source.reshape({-1}));
-  auto blocks = padded.view({nb, block});
-  // m per block; a NaN anywhere in a block makes its m NaN, which the receiver refuses.
-  auto m = blocks.abs().amax(1);
-  m.masked_fill_(blocks.isnan().any(1), std::nan(""));
-  const auto usable = at::isfinite(m).logical_and(m > 0);
-  auto scaled = blocks * at::where(usable, top(q) / m, at::zeros_like(m)).unsqueeze(1);
-
-  at::Tensor codes;  // one uint8 code per value, n of them
   switch (q) {
-    case Quantize::fp16: {
-      auto half = scaled.reshape({-1}).narrow(0, 0, n).to(at::kHalf).contiguous();
-      codes = at::empty({static_cast<int64_t>(code_bytes(n, q))}, at::kByte);
-      std::memcpy(codes.data_ptr(), half.data_ptr(), codes.numel());
-      break;
-    }
+    case Quantize::none:
+      return x.detach().to(at::kCPU).to(at::kFloat).contiguous();
     case Quantize::int8:
-      codes = (scaled.round().clamp(-127, 127) + 128).reshape({-1}).narrow(0, 0, n).to(at::kByte);
-      break;
+      return encode_bits(x, 8, block);
     case Quantize::int4:
-      codes = (scaled.round().clamp(-7, 7) + 8).reshape({-1}).narrow(0, 0, n).to(at::kByte);
-      break;
+      return encode_bits(x, 4, block);
+    case Quantize::fp16: {
+      auto s = scale_blocks(x, block, top(q));
+      auto half = s.values.reshape({-1}).narrow(0, 0, s.n).to(at::kHalf).contiguous();
+      auto codes = at::empty({static_cast<int64_t>(code_bytes(s.n, q))}, at::kByte);
+      std::memcpy(codes.data_ptr(), half.data_ptr(), codes.numel());
+      return wire_of(s.m, codes, s.nb);
+    }
     case Quantize::fp4: {
-      auto flat = scaled.reshape({-1}).narrow(0, 0, n);
+      auto s = scale_blocks(x, block, top(q));
+      auto flat = s.values.reshape({-1}).narrow(0, 0, s.n);
       auto grid = at::tensor(std::vector<double>(kFp4Grid, kFp4Grid + 8), at::kDouble);
       auto nearest = (flat.abs().unsqueeze(1) - grid.unsqueeze(0)).abs().argmin(1);
-      codes = (nearest + flat.lt(0).to(at::kLong) * 8).to(at::kByte);
-      break;
+      return wire_of(s.m, pack(nearest + flat.lt(0).to(at::kLong) * 8, 4), s.nb);
     }
-    case Quantize::none:
-      break;
   }
-  if (four_bit(q)) {
-    if (n % 2) codes = at::cat({codes, at::zeros({1}, at::kByte)});
-    auto pairs = codes.view({-1, 2});
-    codes = (pairs.select(1, 0) + pairs.select(1, 1) * 16).to(at::kByte).contiguous();
-  }
-  auto wire = at::empty({static_cast<int64_t>(encoded_bytes(n, q, block))}, at::kByte);
-  auto scales = m.to(at::kFloat).contiguous();
-  auto* out = wire.data_ptr<uint8_t>();
-  std::memcpy(out, scales.data_ptr(), 4 * nb);
-  std::memcpy(out + 4 * nb, codes.contiguous().data_ptr(), codes.numel());
-  return wire;
+  throw std::invalid_argument("unknown quantization");
 }
 
 at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArrayRef shape) {
+  if (q == Quantize::int8) return decode_bits(wire, 8, block, shape);
+  if (q == Quantize::int4) return decode_bits(wire, 4, block, shape);
   int64_t n = 1;
   for (auto d : shape) n *= d;
   const auto expected = encoded_bytes(n, q, block);
@@ -136,39 +247,20 @@ at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArra
                                 std::to_string(wire.numel()));
   const int64_t nb = blocks_of(n, block);
   const auto bytes = wire.contiguous();
-  auto m = at::empty({nb}, at::kFloat);
-  std::memcpy(m.data_ptr(), bytes.data_ptr(), 4 * nb);
-  if (!at::isfinite(m).all().item<bool>() || m.lt(0).any().item<bool>())
-    throw std::invalid_argument("a block scale is NaN, Inf or negative");
-  auto codes = bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb);
+  const auto m = scales_of(bytes, nb);
+  const auto codes = bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb);
   at::Tensor values;  // x/m·top, n of them, in double
   if (q == Quantize::fp16) {
     auto half = at::empty({n}, at::kHalf);
     std::memcpy(half.data_ptr(), codes.data_ptr(), 2 * n);
     values = half.to(at::kDouble);
-  } else {
-    if (four_bit(q))
-      codes = at::stack({codes.bitwise_and(15), codes.bitwise_right_shift(4)}, 1)
-                  .reshape({-1})
-                  .narrow(0, 0, n);
-    const auto c = codes.to(at::kLong);
-    if (q == Quantize::int8) values = (c - 128).to(at::kDouble);
-    if (q == Quantize::int4) values = (c - 8).to(at::kDouble);
-    if (q == Quantize::fp4) {
-      auto grid = at::tensor(std::vector<double>(kFp4Grid, kFp4Grid + 8), at::kDouble);
-      values = grid.index_select(0, c.bitwise_and(7)) *
-               at::where(c.ge(8), at::full_like(c, -1), at::ones_like(c)).to(at::kDouble);
-    }
+  } else {  // fp4
+    const auto c = unpack(codes, 4, n);
+    auto grid = at::tensor(std::vector<double>(kFp4Grid, kFp4Grid + 8), at::kDouble);
+    values = grid.index_select(0, c.bitwise_and(7)) *
+             at::where(c.ge(8), at::full_like(c, -1), at::ones_like(c)).to(at::kDouble);
   }
-  auto padded = at::zeros({nb * block}, at::kDouble);
-  padded.narrow(0, 0, n).copy_(values);
-  auto out = (padded.view({nb, block}) * (m.to(at::kDouble) / top(q)).unsqueeze(1))
-                 .reshape({-1})
-                 .narrow(0, 0, n)
-                 .to(at::kFloat);
-  if (!at::isfinite(out).all().item<bool>())
-    throw std::invalid_argument("decoded values are not finite");
-  return out.reshape(shape);
+  return rescale(values, m, top(q), n, block, shape);
 }
 
 }  // namespace swarmrt::model

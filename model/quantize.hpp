@@ -21,6 +21,7 @@
 
 #include <ATen/ATen.h>
 #include <cstdint>
+#include <optional>
 
 #include "model/config.hpp"
 
@@ -40,5 +41,16 @@ uint64_t encoded_bytes(int64_t numel, Quantize q, int64_t block);
 // The largest |x − x̂| the encoding allows for a value of magnitude `x` in a block whose
 // largest magnitude is `m` (the bounds above, float32 rounding included).
 double error_bound(double x, double m, Quantize q);
+
+// Uniform codes of any width from 2 to 8 bits (the hop encodings use 3, 4 and 5; int8 and int4
+// above are 8 and 4, byte for byte): code = round(L·x/m) + L + 1 with L = 2^(bits−1) − 1,
+// x̂ = (code − L − 1)·m/L, |x − x̂| ≤ m/2L; 8 codes fill `bits` bytes, little-endian, the
+// first code in the lowest bits. With a stochastic seed, code = ⌊L·x/m + u⌋ + L + 1 with u
+// uniform in [0, 1) from a generator seeded with it: x̂ is then x in expectation (no rounding
+// bias that adds up over many steps), |x − x̂| < m/L, and the same seed gives the same wire.
+at::Tensor encode_bits(const at::Tensor& x, int bits, int64_t block,
+                       std::optional<uint64_t> stochastic_seed = std::nullopt);
+at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntArrayRef shape);
+uint64_t bits_bytes(int64_t numel, int bits, int64_t block);
 
 }  // namespace swarmrt::model

@@ -46,6 +46,25 @@ void measure(worker_state& s, int64_t samples, double seconds) {
   if (auto r = s.rate.value()) inspect::report_rate(*r);
 }
 
+// Gradients go backward; hidden states of training and evaluation go forward.
+model::HopDirection hop_direction(const MicroBatchHeader& h) {
+  return h.direction == Direction::backward ? model::HopDirection::backward
+                                            : model::HopDirection::forward;
+}
+
+// The stochastic rounding of a hop's gradient, drawn from the run's seed and where the hop is
+// in the run (step, micro-batch, attempt, stage), so a run rounds the same way every time.
+uint64_t rounding_seed(int64_t run_seed, const MicroBatchHeader& h) {
+  uint64_t z = static_cast<uint64_t>(run_seed);
+  for (uint64_t v : {h.step, uint64_t{h.micro_batch}, uint64_t{h.attempt}, uint64_t{h.stage}}) {
+    z = (z ^ v) + 0x9e3779b97f4a7c15ull;  // splitmix64's mix of each in turn
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+  }
+  return z;
+}
+
 bool is_last(const worker_state& s) {
   return static_cast<int64_t>(s.setup.stage) == s.setup.ctx->stages() - 1;
 }
@@ -85,7 +104,8 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   if (s.faults.drop_hop() || transport::cut_off(to)) return;
   // Hidden states and their gradients in the run's hop encoding (none: as they are).
   const auto& swarm = s.setup.ctx->config.swarm;
-  ts[0] = model::encode_hop(ts[0], swarm.hop_encoding, swarm.hop_block);
+  ts[0] = model::encode_hop(ts[0], swarm.hop_encoding, swarm.hop_block, hop_direction(h),
+                            rounding_seed(s.setup.ctx->config.train.seed, h));
   h.hop_encoding = static_cast<uint8_t>(swarm.hop_encoding);
   const auto payload = messages::payload_bytes(ts);
   auto frame = messages::make_frame(std::move(h), std::move(ts));
@@ -249,8 +269,8 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   if (swarm.hop_encoding != model::HopEncoding::none) {
     try {
       const auto& out = it->second.output;
-      ts[0] = model::decode_hop(ts[0], swarm.hop_encoding, swarm.hop_block, out.sizes(),
-                                out.scalar_type())
+      ts[0] = model::decode_hop(ts[0], swarm.hop_encoding, swarm.hop_block,
+                                model::HopDirection::backward, out.sizes(), out.scalar_type())
                   .to(s.device);
     } catch (const std::invalid_argument& e) {
       ++s.rejected;

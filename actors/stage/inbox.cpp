@@ -85,6 +85,7 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
         s.setup.stage > 0) {
       try {
         ts[0] = model::decode_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
+                                  model::HopDirection::forward,
                                   {ts[1].size(0), ts[1].size(1), cfg.model.n_embd},
                                   model::compute_dtype(cfg.train.precision));
       } catch (const std::invalid_argument& e) {

@@ -129,7 +129,8 @@ TEST(StageWorker, RefusesHopsWhosePayloadDisagreesWithTheirEncoding) {
   auto h = eval_header();
   auto ids = at::randint(0, 256, {2, 16}, at::kLong);
   auto hidden = at::randn({2, 16, 32});
-  auto wire = model::encode_hop(hidden, model::HopEncoding::int8, 128);
+  auto wire =
+      model::encode_hop(hidden, model::HopEncoding::int8, 128, model::HopDirection::forward, 0);
   auto unencoded = messages::make_frame(h, {hidden, ids});  // header: encoding none
   h.hop_encoding = static_cast<uint8_t>(model::HopEncoding::int8);
   expect_only_the_last_served(ctx,
