@@ -45,7 +45,7 @@ void check_bits(int bits) {
 struct Scaled {
   int64_t n = 0, nb = 0;
   at::Tensor m;       // [nb]: NaN or Inf where the block holds one
-  at::Tensor values;  // [nb, block]: x·top/m (zeros where m is 0 or not finite)
+  at::Tensor values;  // [nb, block]: x·top/m (zeros where m is 0; NaN where m is)
 };
 Scaled scale_blocks(const at::Tensor& x, int64_t block, double top) {
   const auto source = x.detach().to(at::kCPU);
