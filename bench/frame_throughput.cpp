@@ -4,7 +4,7 @@
 // four frames in flight and count a frame when the receiver acknowledges it; the CAF receiver
 // rebuilds the tensors from the chunks, the TCP receiver only reads the bytes.
 // Usage: bench_frame_throughput SIZE_MIB FRAMES bulk|bulk-tls|caf|comm|tcp   -> one JSON line
-//   bulk: swarmrt's frame link (ids over CAF, bytes on a TCP link of their own; the default
+//   bulk: swarmrt's frame link (bytes on a TCP link of their own, no CAF message; the default
 //   between processes), plaintext after the credential handshake; bulk-tls: the same inside
 //   TLS 1.3 (transport.encrypt = "on"); caf: the same chunks inside CAF messages; comm: the tensors
 //   on a TCP communicator link (transport.links = "comm"; acknowledged on the link, headers not
@@ -72,15 +72,22 @@ void credential() {
 struct receiver_state {
   transport::ChunkReceiver chunks;
   int left = 0;
+  caf::actor sender;  // who to acknowledge frames on the link to (they name no sender)
 };
 
 caf::behavior receiver(caf::stateful_actor<receiver_state>* self, int frames) {
   self->state.left = frames;
+  transport::take_frames_directly(self);
   auto ack = [=](const messages::Frame& f, const caf::actor& to) {
-    self->send(to, done_atom::value, static_cast<uint64_t>(f.tensors.at(0).numel()));
+    self->send(to ? to : self->state.sender, done_atom::value,
+               static_cast<uint64_t>(f.tensors.at(0).numel()));
     if (--self->state.left == 0) self->quit();
   };
   return {
+      [=](join_atom) {
+        self->state.sender = caf::actor_cast<caf::actor>(self->current_sender());
+        return true;
+      },
       [=](chunk_atom, const std::vector<uint8_t>& chunk) {
         auto done = self->state.chunks.add(chunk, "bench receiver");
         if (done) ack(done->frame, caf::actor_cast<caf::actor>(self->current_sender()));
@@ -216,8 +223,8 @@ Server start_server(const char* self_path, const std::string& kind, int frames) 
           space == std::string::npos ? std::string() : text.substr(space + 1)};
 }
 
-// `bulk`: frames on swarmrt's own TCP link, CAF carrying only their ids; otherwise as chunks
-// inside CAF messages.
+// `bulk`: frames on swarmrt's own TCP link (micro-batch frames, delivered by the link's reader
+// thread); otherwise as chunks inside CAF messages.
 double run_caf(const char* self_path, const at::Tensor& t, int frames, bool bulk) {
   auto [pid, port, endpoint] = start_server(self_path, "caf", frames + 1);
   caf::actor_system_config cfg;
@@ -235,6 +242,9 @@ double run_caf(const char* self_path, const at::Tensor& t, int frames, bool bulk
   transport::BulkTransport link;
   if (bulk) transport::register_endpoint(remote->node(), endpoint);
   transport::Transport& via = bulk ? static_cast<transport::Transport&>(link) : chunks;
+  // Micro-batch frames on the link name no sender: the receiver learns whom to acknowledge.
+  self->request(*remote, caf::infinite, join_atom::value)
+      .receive([](bool) {}, [](const caf::error&) { std::exit(1); });
   auto send = [&] { via.send(self.ptr(), *remote, messages::FrameKind::microbatch, frame); };
   auto ack = [&] { self->receive([](done_atom, uint64_t) {}); };
   const double secs = windowed_seconds(frames, send, ack);

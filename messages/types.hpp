@@ -157,12 +157,6 @@ struct HopReport {
   caf::actor_addr to;
   double age_s = 0;
 };
-// The hop reports a worker gathered while it had messages waiting, oldest first (hop_atom).
-// One message instead of one per hop: between processes each is a control-plane message
-// through TLS with a wake-up at both ends.
-struct HopReports {
-  std::vector<HopReport> reports;
-};
 // A worker took step `step` (applied_atom), and what every actor of its process has sent so
 // far, by kind in actors::Traffic's order: the coordinator adds other processes' reports to
 // its own counters for the swarm's totals. `process` is empty in the coordinator's process.
@@ -176,6 +170,16 @@ struct DoneReport {
   uint32_t micro_batch = 0;
   uint32_t attempt = 0;
   uint32_t worker = 0;  // the stage-0 worker that finished it
+};
+// What a worker tells the tracker of its micro-batches, gathered, oldest first (hop_atom): the
+// hop reports of its backlog, and a loss (the last stage) or a completion (stage 0) with the
+// reports before it, taken in that order as if each had come alone (loss_atom, done_atom).
+// One message instead of one per report: between processes each is a control-plane message
+// through TLS with a wake-up at both ends.
+struct HopReports {
+  std::vector<HopReport> reports;
+  std::vector<LossReport> losses;
+  std::vector<DoneReport> done;
 };
 // A worker's squared gradient norm and the samples it accumulated in the step (norm_atom):
 // the tracker clips with the swarm-wide norm and checks that every sample was counted once.
@@ -313,7 +317,7 @@ typename Inspector::result_type inspect(Inspector& f, HopReport& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, HopReports& x) {
-  return f(caf::meta::type_name("swarmrt::HopReports"), x.reports);
+  return f(caf::meta::type_name("swarmrt::HopReports"), x.reports, x.losses, x.done);
 }
 
 template <class Inspector>

@@ -20,65 +20,15 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "transport/buffer_pool.hpp"
+#include "transport/bulk_inbox.hpp"
 #include "transport/channel.hpp"
 #include "transport/credential.hpp"
 
 namespace swarmrt::transport {
 namespace {
-
-// ---- the inbox: payloads and the actors waiting for them -------------------------------
-struct Entry {
-  std::optional<BulkDelivery> delivery;  // the bytes have come (or were refused)
-  caf::actor waiter;                     // an actor has the CAF message and waits
-  caf::actor sender;
-  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
-};
-
-struct Inbox {
-  std::mutex mutex;
-  std::unordered_map<uint64_t, Entry> entries;
-  std::chrono::steady_clock::time_point swept = std::chrono::steady_clock::now();
-};
-Inbox& inbox() {
-  static Inbox* i = new Inbox;  // never destroyed: reader threads may outlive main
-  return *i;
-}
-
-// Half of a frame whose other half never came (a sender that died between its bytes and its
-// CAF message, or the other way round) expires: the inbox stays bounded, and the micro-batch
-// it belonged to is re-run by the tracker's timeout like any lost hop. Called with the lock.
-constexpr auto kEntryTtl = std::chrono::seconds(120);
-constexpr size_t kMaxEntries = 4096;
-void sweep(Inbox& in) {
-  const auto now = std::chrono::steady_clock::now();
-  if (now - in.swept < std::chrono::seconds(5) && in.entries.size() < kMaxEntries) return;
-  in.swept = now;
-  const auto ttl = in.entries.size() < kMaxEntries ? kEntryTtl : std::chrono::seconds(5);
-  size_t expired = 0;
-  for (auto it = in.entries.begin(); it != in.entries.end();)
-    if (now - it->second.since > ttl) {
-      it = in.entries.erase(it);
-      ++expired;
-    } else {
-      ++it;
-    }
-  if (expired > 0) spdlog::warn("frame link: {} half-arrived frame(s) expired unclaimed", expired);
-}
-
-void arrived(uint64_t id, BulkDelivery d) {
-  auto& in = inbox();
-  caf::actor wake;
-  {
-    std::lock_guard<std::mutex> lock(in.mutex);
-    sweep(in);
-    auto& e = in.entries[id];
-    e.delivery = std::move(d);
-    wake = e.waiter;
-  }
-  if (wake) caf::anon_send(wake, bulk_ready_atom::value, id);
-}
 
 // ---- the listening end --------------------------------------------------------------------
 struct Server {
@@ -121,16 +71,23 @@ void serve_connection(int fd) {
   Channel channel(fd, false, kHandshake);
   --g_handshaking;
   if (!channel.ok()) return log_refusal(channel.error());
-  uint8_t head[messages::kChunkPrefix];
+  // A message's envelope (kEnvelope bytes) comes before its first chunk's prefix.
+  uint8_t head[kEnvelope + messages::kChunkPrefix];
   std::shared_ptr<uint8_t> buffer;
   messages::ChunkPrefix current;
   uint64_t received = 0;
+  Envelope direct;  // the current message's receiver, when the link names it
   for (;;) {
-    if (!channel.read_all(head, sizeof(head))) break;
+    const size_t envelope = buffer ? 0 : kEnvelope;
+    if (!channel.read_all(head + kEnvelope - envelope, envelope + messages::kChunkPrefix)) break;
+    if (envelope > 0) {
+      std::memcpy(&direct.actor, head, 8);
+      std::memcpy(&direct.node, head + 8, 8);
+    }
     messages::ChunkPrefix c;
     std::string why;
     try {
-      c = messages::parse_chunk_prefix(head);
+      c = messages::parse_chunk_prefix(head + kEnvelope);
     } catch (const messages::DecodeError& e) {
       why = e.what();
     }
@@ -152,7 +109,7 @@ void serve_connection(int fd) {
     }
     if (!why.empty()) {
       spdlog::warn("bulk link refused a chunk: {}; closing the link", why);
-      arrived(c.message_id, BulkDelivery{{}, {}, {}, why});
+      arrived(c.message_id, BulkDelivery{{}, {}, {}, why}, direct);
       break;
     }
     if (c.index == 0) {
@@ -164,16 +121,16 @@ void serve_connection(int fd) {
     received += c.length;
     if (c.index + 1 < c.count) continue;
     if (received != current.total) {
-      arrived(c.message_id, BulkDelivery{{}, {}, {}, "chunks end before the message does"});
+      arrived(c.message_id, BulkDelivery{{}, {}, {}, "chunks end before the message does"}, direct);
       break;
     }
     try {
       auto done = messages::decode_message(buffer.get(), static_cast<size_t>(current.total),
                                            std::static_pointer_cast<void>(buffer));
-      arrived(c.message_id, BulkDelivery{done.kind, std::move(done.frame), {}, {}});
+      arrived(c.message_id, BulkDelivery{done.kind, std::move(done.frame), {}, {}}, direct);
     } catch (const messages::DecodeError& e) {
       spdlog::warn("bulk link refused a message: {}", e.what());
-      arrived(c.message_id, BulkDelivery{{}, {}, {}, e.what()});
+      arrived(c.message_id, BulkDelivery{{}, {}, {}, e.what()}, direct);
     }
     buffer.reset();
   }
@@ -211,7 +168,34 @@ bool paced_write(Channel& channel, const void* buf, size_t n,
   return true;
 }
 
-// Writes each chunk's prefix and then its slices straight from the tensors' memory.
+// Every byte of a message in order: each chunk's prefix and then its slices, straight from the
+// header's and the tensors' memory.
+std::vector<iovec> message_iovecs(const messages::ChunkPlan& plan) {
+  std::vector<iovec> iov;
+  for (const auto& c : plan.chunks) {
+    iov.push_back({const_cast<uint8_t*>(c.prefix.data()), c.prefix.size()});
+    for (const auto& slice : c.slices)
+      if (slice.size > 0) iov.push_back({const_cast<uint8_t*>(slice.data), slice.size});
+  }
+  return iov;
+}
+
+// A message in one vectored write, or slice by slice behind the pacing of a capped link.
+bool write_message(Channel& channel, const messages::ChunkPlan& plan,
+                   std::chrono::steady_clock::time_point& free_at) {
+  if (g_link_bytes_per_s.load() <= 0) {
+    const auto iov = message_iovecs(plan);
+    return channel.write_all(iov.data(), static_cast<int>(iov.size()));
+  }
+  for (const auto& c : plan.chunks) {
+    bool ok = paced_write(channel, c.prefix.data(), c.prefix.size(), free_at);
+    for (const auto& slice : c.slices)
+      ok = ok && paced_write(channel, slice.data, slice.size, free_at);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
   auto free_at = std::chrono::steady_clock::now();
   for (;;) {
@@ -224,16 +208,11 @@ void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
     }
     if (const auto delay = g_link_delay_us.load(); delay > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
-    for (const auto& c : plan->chunks) {
-      bool ok = paced_write(*link->channel, c.prefix.data(), c.prefix.size(), free_at);
-      for (const auto& slice : c.slices)
-        ok = ok && paced_write(*link->channel, slice.data, slice.size, free_at);
-      if (!ok) {
-        spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
-        std::lock_guard<std::mutex> lock(link->mutex);
-        link->broken = true;
-        return;
-      }
+    if (!write_message(*link->channel, *plan, free_at)) {
+      spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
+      std::lock_guard<std::mutex> lock(link->mutex);
+      link->broken = true;
+      return;
     }
   }
 }
@@ -446,40 +425,22 @@ void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages:
   if (kind == messages::FrameKind::round)
     for (auto& t : frame.tensors) t = t.clone();
   auto plan = messages::plan_chunks(frame, kind, id);
+  // A micro-batch frame names its receiver in its envelope and the receiving link's reader
+  // delivers it (the frame says where it came from: its route); a round frame is announced
+  // over CAF, so its receiver knows who to answer.
+  const bool direct = kind == messages::FrameKind::microbatch;
+  const Envelope to_actor = direct ? Envelope{to.id(), node_fingerprint(to.node())} : Envelope{};
+  auto& head = plan->chunks.front().prefix;
+  head.insert(head.begin(), kEnvelope, 0);
+  std::memcpy(head.data(), &to_actor.actor, 8);
+  std::memcpy(head.data() + 8, &to_actor.node, 8);
+  plan->chunks.front().bytes += kEnvelope;
   {
     std::lock_guard<std::mutex> lock(link->mutex);
     link->queue.push_back(std::move(plan));
   }
   link->ready.notify_one();
-  caf::unsafe_send_as(self, to, bulk_atom::value, id);
-}
-
-std::optional<BulkDelivery> claim_bulk(caf::local_actor* self, uint64_t id) {
-  auto& in = inbox();
-  std::lock_guard<std::mutex> lock(in.mutex);
-  sweep(in);
-  auto& e = in.entries[id];
-  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-  if (e.delivery) {
-    auto d = std::move(*e.delivery);
-    d.sender = sender;
-    in.entries.erase(id);
-    return d;
-  }
-  e.waiter = caf::actor_cast<caf::actor>(self);
-  e.sender = sender;
-  return std::nullopt;
-}
-
-std::optional<BulkDelivery> take_bulk(uint64_t id) {
-  auto& in = inbox();
-  std::lock_guard<std::mutex> lock(in.mutex);
-  auto it = in.entries.find(id);
-  if (it == in.entries.end() || !it->second.delivery) return std::nullopt;
-  auto d = std::move(*it->second.delivery);
-  d.sender = it->second.sender;
-  in.entries.erase(it);
-  return d;
+  if (!direct) caf::unsafe_send_as(self, to, bulk_atom::value, id);
 }
 
 }  // namespace swarmrt::transport

@@ -1,8 +1,15 @@
 // Frames between processes over a plain TCP connection beside CAF's: the tensor bytes of a
 // frame (in the same checked chunk format as ChunkTransport) go over a socket this process
-// keeps per peer process, written by its own thread; CAF carries only (bulk_atom, id) from the
-// sending actor, so the receiver still knows who sent it and CAF's I/O thread never copies the
-// tensors. Whichever of the two arrives first waits for the other in this process's inbox.
+// keeps per peer process, written by its own thread, so CAF's I/O thread never copies the
+// tensors.
+//
+// A micro-batch frame travels on the link alone: its envelope names the receiving actor, and
+// the link's reader thread tells that actor (bulk_ready_atom, id) once the bytes are in — no
+// CAF message per hop, whose cost (a TLS record and a wake-up of the middleman at both ends)
+// was most of what a pipeline across processes lost against one process. Its sender is in the
+// frame (the micro-batch's route). A round frame is announced over CAF as (bulk_atom, id) from
+// the sending actor, so the DiLoCo group knows whom to answer; whichever of the two arrives
+// first waits for the other in this process's inbox.
 //
 // Every process that receives frames runs one BulkServer; its endpoint travels with the
 // membership (Member::endpoint) and the join reply, and senders pick this transport for a peer
@@ -60,13 +67,20 @@ class BulkTransport final : public Transport {
             messages::Frame frame) override;
 };
 
-// What a receiving actor gets: the frame and the actor that sent it, or why it was refused.
+// What a receiving actor gets: the frame and the actor that sent it (none for a micro-batch
+// frame), or why it was refused.
 struct BulkDelivery {
   messages::FrameKind kind = messages::FrameKind::microbatch;
   messages::Frame frame;
   caf::actor sender;
   std::string error;
 };
+
+// An actor that takes micro-batch frames calls this once: frames the link names it for are
+// delivered to it until it ends (a frame for an actor that has ended is read and dropped).
+void take_frames_directly(caf::local_actor* self);
+// Frames this process dropped because the actor they named had ended, for tests and logs.
+uint64_t dropped_frames();
 
 // For (bulk_atom, id): the frame if its bytes are here, otherwise the inbox sends
 // (bulk_ready_atom, id) to `self` when they come.

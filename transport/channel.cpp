@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "transport/cluster_tls.hpp"
 #include "transport/credential.hpp"
@@ -179,6 +181,43 @@ bool Channel::write_all(const void* buf, size_t n) {
     n -= static_cast<size_t>(r);
   }
   return !ssl_ || BIO_flush(SSL_get_wbio(static_cast<SSL*>(ssl_))) == 1;
+}
+
+bool Channel::write_all(const iovec* iov, int n) {
+  if (ssl_) {
+    for (int i = 0; i < n; ++i) {
+      const auto* p = static_cast<const char*>(iov[i].iov_base);
+      for (size_t left = iov[i].iov_len; left > 0;) {
+        const int part = static_cast<int>(std::min<size_t>(left, INT_MAX));
+        const int r = SSL_write(static_cast<SSL*>(ssl_), p, part);
+        if (r <= 0) return false;
+        p += r;
+        left -= static_cast<size_t>(r);
+      }
+    }
+    return BIO_flush(SSL_get_wbio(static_cast<SSL*>(ssl_))) == 1;
+  }
+  std::vector<iovec> rest(iov, iov + n);
+  size_t first = 0;
+  while (first < rest.size()) {
+    msghdr m{};
+    m.msg_iov = rest.data() + first;
+    m.msg_iovlen = std::min<size_t>(rest.size() - first, IOV_MAX);
+    const ssize_t r = ::sendmsg(fd_, &m, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    // Skip what was written: whole buffers, then into the one it stopped in.
+    for (auto left = static_cast<size_t>(r); left > 0;) {
+      auto& v = rest[first];
+      const size_t take = std::min(left, v.iov_len);
+      v.iov_base = static_cast<char*>(v.iov_base) + take;
+      v.iov_len -= take;
+      left -= take;
+      if (v.iov_len == 0) ++first;
+    }
+    while (first < rest.size() && rest[first].iov_len == 0) ++first;
+  }
+  return true;
 }
 
 void Channel::set_read_timeout(std::chrono::milliseconds t) {

@@ -8,6 +8,8 @@
 // and encryption would only cost CPU.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -40,6 +42,9 @@ class Channel {
   // Exactly n bytes, or false (the connection ended or broke, or a read timed out). Blocking.
   bool read_all(void* buf, size_t n);
   bool write_all(const void* buf, size_t n);
+  // The n buffers in order, as write_all would write them one after another, in as few
+  // system calls as the socket takes (and one flush inside TLS).
+  bool write_all(const iovec* iov, int n);
   // Ends the connection for both directions (another thread's blocked read returns).
   void shutdown();
 

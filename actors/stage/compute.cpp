@@ -24,7 +24,8 @@ using messages::MicroBatchHeader;
 
 void flush_hop_reports(Self* self) {
   auto& s = self->state;
-  if (s.hop_times.empty()) return;
+  auto& batch = s.hop_reports;
+  if (batch.reports.empty() && batch.losses.empty() && batch.done.empty()) return;
   const auto now = worker_state::Clock::now();
   for (size_t i = 0; i < s.hop_times.size(); ++i)
     s.hop_reports.reports[i].age_s = std::chrono::duration<double>(now - s.hop_times[i]).count();
@@ -71,12 +72,13 @@ bool is_last(const worker_state& s) {
 
 // Tells the tracker that this worker took one hop of a training micro-batch (it starts
 // computing it) or handed it on to `to`: how the tracker tells a micro-batch that a live
-// worker is at work on from a lost one (policy/hop_deadline.hpp). Reports wait for a
-// flush_atom the worker sends itself behind the messages already in its mailbox, so a busy
-// worker sends those of its backlog as one message and an idle one sends each at once; a
-// take goes at once when the hop may be long or the window has passed (report_at_once).
-// Across processes each message costs a TLS write and a wake-up at both ends: one per hop
-// took 6% of a 2-process pipeline's tokens/s (docs/results.md).
+// worker is at work on from a lost one (policy/hop_deadline.hpp). Reports go with the
+// worker's next loss or completion (a micro-batch's last stage and stage 0 send one per
+// micro-batch), and otherwise at a flush_atom the worker sends itself a window after the
+// first waiting one (policy::report_window_s); a take goes at once when the hop may be long
+// or the window has passed since the last batch (report_at_once). Across processes each
+// message costs a TLS write and a wake-up at both ends: one per hop took 6% of a 2-process
+// pipeline's tokens/s, and a flush at every empty mailbox still 1-2% (docs/results.md).
 void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::actor_addr& to) {
   auto& s = self->state;
   if (h.direction == Direction::eval || !s.setup.tracker) return;
@@ -92,7 +94,13 @@ void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::a
                                s.setup.ctx->config.supervision.microbatch_timeout_s))
       return flush_hop_reports(self);
   }
-  if (s.hop_times.size() == 1) self->send(self, flush_atom::value);
+  if (!s.flush_due) {
+    s.flush_due = true;
+    self->delayed_send(self,
+                       model::as_duration(policy::report_window_s(
+                           s.setup.ctx->config.supervision.microbatch_timeout_s)),
+                       flush_atom::value);
+  }
 }
 
 void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
@@ -175,8 +183,8 @@ void finish_backward(Self* self, const MicroBatchHeader& h, const torch::Tensor&
                      const caf::actor& upstream) {
   auto& s = self->state;
   if (s.setup.stage == 0) {
-    self->send(s.setup.tracker, done_atom::value,
-               messages::DoneReport{h.step, h.micro_batch, h.attempt, s.setup.id});
+    s.hop_reports.done.push_back({h.step, h.micro_batch, h.attempt, s.setup.id});
+    flush_hop_reports(self);  // with the reports before it, as one message
     return;
   }
   MicroBatchHeader up = h;
@@ -236,9 +244,9 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     if (h.micro_batch == 0 && static_cast<int64_t>(h.step) == ctx.config.chaos.overflow_at_step)
       seeded = model::overflowed(seeded);
     auto input_grad = backward(self, h, seeded, {}, input);
-    self->send(
-        s.setup.tracker, loss_atom::value,
-        messages::LossReport{h.step, h.micro_batch, h.attempt, loss.item<double>(), h.route});
+    s.hop_reports.losses.push_back(
+        {h.step, h.micro_batch, h.attempt, loss.item<double>(), h.route});
+    flush_hop_reports(self);  // with the reports before it, as one message
     s.faults.slow_down(started);
     measure(s, h.samples, seconds_since(started));
     finish_backward(self, h, input_grad, upstream);

@@ -68,6 +68,28 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
                                   : h.direction == Direction::backward ? "backward"
                                                                        : "eval",
                                   h.step, h.micro_batch, h.attempt));
+  // A forward hop that came on a frame link names no sender: the last worker of its route
+  // sent it, and the input gradient goes back to it.
+  caf::actor from = upstream;
+  if (!from && h.direction == Direction::forward && s.setup.stage > 0) {
+    if (h.route.empty()) {
+      ++s.rejected;
+      spdlog::warn("worker {} rejected a forward hop with an empty route", s.setup.id);
+      return;
+    }
+    auto sender = s.by_id.find(h.route.back());
+    if (sender == s.by_id.end()) {
+      constexpr size_t kMaxUnrouted = 32;  // held frames hold their tensors
+      if (s.unrouted.size() == kMaxUnrouted) {
+        ++s.rejected;  // its micro-batch is re-run after the tracker's timeout
+        spdlog::warn("worker {} dropped a hop from unknown worker {}", s.setup.id, h.route.back());
+        s.unrouted.pop_front();
+      }
+      s.unrouted.push_back(frame);
+      return;
+    }
+    from = sender->second;
+  }
   if (h.direction != Direction::eval) {
     auto cancelled = s.min_attempt.find({h.step, h.micro_batch});
     if (cancelled != s.min_attempt.end() && h.attempt < cancelled->second) {
@@ -98,7 +120,7 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     for (auto& t : ts) t = t.to(s.device);
     switch (h.direction) {
       case Direction::forward:
-        on_forward(self, std::move(h), std::move(ts), upstream);
+        on_forward(self, std::move(h), std::move(ts), from);
         break;
       case Direction::backward:
         on_backward(self, h, std::move(ts));
@@ -126,6 +148,12 @@ void deliver(Self* self, messages::FrameKind kind, const Frame& frame, const caf
   const bool taken =
       s.replica && s.replica->on_round(self, frame, s.module, !s.inflight.empty(), s.step, reload);
   if (!taken) ++s.rejected;
+}
+
+void take_unrouted(Self* self) {
+  auto& s = self->state;
+  auto waiting = std::exchange(s.unrouted, {});
+  for (const auto& frame : waiting) on_hop(self, frame, caf::actor());
 }
 
 void on_chunk(Self* self, const std::vector<uint8_t>& chunk, const caf::actor& sender) {

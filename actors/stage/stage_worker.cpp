@@ -111,8 +111,12 @@ caf::message_handler hop_handlers(Self* self) {
             if (member.handle) s.next_ids.push_back(member.id);
         s.next.set_members(s.next_ids);
         flush_outbox(self);
+        take_unrouted(self);
       },
-      [=](flush_atom) { flush_hop_reports(self); },
+      [=](flush_atom) {
+        self->state.flush_due = false;
+        flush_hop_reports(self);
+      },
       [=](frame_atom, const Frame& frame) {
         deliver(self, messages::FrameKind::microbatch, frame,
                 caf::actor_cast<caf::actor>(self->current_sender()));
@@ -277,6 +281,7 @@ caf::message_handler console_handlers(Self* self) {
 
 caf::behavior stage_worker(Self* self, WorkerSetup setup) {
   set_up(self, std::move(setup));
+  transport::take_frames_directly(self);
   return caf::behavior(hop_handlers(self)
                            .or_else(step_handlers(self))
                            .or_else(diloco_handlers(self))

@@ -74,9 +74,13 @@ struct worker_state {
   std::vector<uint32_t> next_ids;
   std::map<Key, InFlight> inflight;
   std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
+  // Forward hops from another process whose sender (the last of their route) this worker
+  // does not know yet: its membership is on the way. Taken when it comes.
+  std::deque<messages::Frame> unrouted;
   // Hop reports not yet sent to the tracker, each with when its hop happened (compute.cpp).
   messages::HopReports hop_reports;
   std::vector<Clock::time_point> hop_times;  // when each of them happened
+  bool flush_due = false;                    // a flush_atom is on its way (one at a time)
   Clock::time_point reports_sent;            // when they were last sent
   transport::ChunkReceiver chunks;           // frames from other processes
   PeerLinks links;                           // communicator links to workers in other processes

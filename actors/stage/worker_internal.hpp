@@ -36,5 +36,7 @@ void on_chunk(Self* self, const std::vector<uint8_t>& chunk, const caf::actor& s
 void on_comm_hop(Self* self, uint64_t link, uint8_t kind, const std::vector<uint8_t>& header,
                  const caf::actor& sender);
 void on_bulk(Self* self, const transport::BulkDelivery& d);
+// Forward hops parked until membership named their sender (worker_state::unrouted).
+void take_unrouted(Self* self);
 
 }  // namespace swarmrt::actors::worker

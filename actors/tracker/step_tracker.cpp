@@ -151,8 +151,12 @@ caf::message_handler membership_handlers(Self* self) {
         ask_group(self, stage, std::move(promise), tries);
       },
       [=](ask_members_atom) { return self->state.members; },
+      // A worker's reports: its hops, then its loss or completion as if each came alone (the
+      // phase in force handles them; a handler may move to the next phase).
       [=](hop_atom, const messages::HopReports& batch) {
         for (const auto& r : batch.reports) take_hop(self, r);
+        for (const auto& r : batch.losses) handle_now(self, loss_atom::value, r);
+        for (const auto& r : batch.done) handle_now(self, done_atom::value, r);
       },
       // A worker lost in a step leaves it at once; what the step needed from it the phase
       // re-runs or stops waiting for.

@@ -14,6 +14,7 @@
 #include <caf/io/all.hpp>
 #include <cstring>
 
+#include "../actors/actor_test_util.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "actors/stage/stage_worker.hpp"
 #include "messages/frame.hpp"
@@ -32,15 +33,7 @@ namespace {
 // detached actor's thread outlives a test until the last reference to the actor is gone, and
 // with two actor systems in one process the middleman may hold one past the test's end.
 
-struct NetSystem {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  NetSystem() {
-    actors::configure_actor_system(cfg);
-    cfg.load<caf::io::middleman>();
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-};
+using swarmrt::testing::NetSystem;
 
 messages::Frame eval_frame(const at::Tensor& ids, uint32_t index) {
   messages::MicroBatchHeader h;
