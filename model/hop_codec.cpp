@@ -1,6 +1,8 @@
 #include "model/hop_codec.hpp"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "model/quantize.hpp"
@@ -28,10 +30,17 @@ int rotated_bits(HopEncoding e, HopDirection d) {
 at::Tensor hadamard(int64_t n) {
   if (n < 1 || (n & (n - 1)) != 0)
     throw std::invalid_argument("a Hadamard matrix needs a power of two, not " + std::to_string(n));
+  // Built once per size: every 4-bit hop rotates with it, in both directions.
+  static std::mutex mutex;
+  static std::map<int64_t, at::Tensor> built;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& cached = built[n];
+  if (cached.defined()) return cached;
   // Sylvester's construction: H₂ₖ = [[Hₖ, Hₖ], [Hₖ, −Hₖ]], scaled by 1/√n to be orthonormal.
   auto h = at::ones({1, 1}, at::kFloat);
   while (h.size(0) < n) h = at::cat({at::cat({h, h}, 1), at::cat({h, -h}, 1)}, 0);
-  return h / std::sqrt(static_cast<double>(n));
+  cached = h / std::sqrt(static_cast<double>(n));
+  return cached;
 }
 
 at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute) {

@@ -44,7 +44,8 @@ at::Tensor decode_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopD
 // The dtype of the wire tensor an encoding writes (for `none`: the compute dtype).
 at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute);
 
-// The orthonormal Walsh–Hadamard matrix of size n (a power of two): H = Hᵀ = H⁻¹.
+// The orthonormal Walsh–Hadamard matrix of size n (a power of two): H = Hᵀ = H⁻¹. Built once
+// per size and shared: read it, never write to it.
 at::Tensor hadamard(int64_t n);
 
 }  // namespace swarmrt::model

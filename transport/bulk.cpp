@@ -242,7 +242,13 @@ int connect_to(const std::string& endpoint) {
 struct Links {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<Link>> by_endpoint;
-  std::map<caf::node_id, std::string> endpoints;
+  // Where each node's frame link listens, and its envelope fingerprint (computed once: a
+  // frame's envelope needs it on every send).
+  struct Peer {
+    std::string endpoint;
+    uint64_t fingerprint = 0;
+  };
+  std::map<caf::node_id, Peer> peers;
 };
 Links& links() {
   static Links* l = new Links;
@@ -394,21 +400,31 @@ void register_endpoint(const caf::node_id& node, const std::string& endpoint) {
   if (endpoint.empty()) return;
   auto& ls = links();
   std::lock_guard<std::mutex> lock(ls.mutex);
-  ls.endpoints[node] = endpoint;
+  auto& peer = ls.peers[node];
+  if (peer.fingerprint == 0) peer.fingerprint = node_fingerprint(node);
+  peer.endpoint = endpoint;
 }
 
-std::optional<std::string> endpoint_of(const caf::node_id& node) {
+namespace {
+std::optional<Links::Peer> peer_of(const caf::node_id& node) {
   auto& ls = links();
   std::lock_guard<std::mutex> lock(ls.mutex);
-  auto it = ls.endpoints.find(node);
-  if (it == ls.endpoints.end()) return std::nullopt;
+  auto it = ls.peers.find(node);
+  if (it == ls.peers.end()) return std::nullopt;
   return it->second;
+}
+}  // namespace
+
+std::optional<std::string> endpoint_of(const caf::node_id& node) {
+  auto peer = peer_of(node);
+  if (!peer) return std::nullopt;
+  return peer->endpoint;
 }
 
 void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
                          messages::Frame frame) {
-  auto endpoint = endpoint_of(to.node());
-  auto link = endpoint ? link_to(*endpoint) : nullptr;
+  const auto peer = peer_of(to.node());
+  auto link = peer ? link_to(peer->endpoint) : nullptr;
   bool usable = false;
   if (link) {
     std::lock_guard<std::mutex> lock(link->mutex);
@@ -429,7 +445,7 @@ void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages:
   // delivers it (the frame says where it came from: its route); a round frame is announced
   // over CAF, so its receiver knows who to answer.
   const bool direct = kind == messages::FrameKind::microbatch;
-  const Envelope to_actor = direct ? Envelope{to.id(), node_fingerprint(to.node())} : Envelope{};
+  const Envelope to_actor = direct ? Envelope{to.id(), peer->fingerprint} : Envelope{};
   auto& head = plan->chunks.front().prefix;
   head.insert(head.begin(), kEnvelope, 0);
   std::memcpy(head.data(), &to_actor.actor, 8);

@@ -168,19 +168,8 @@ bool Channel::read_all(void* buf, size_t n) {
 }
 
 bool Channel::write_all(const void* buf, size_t n) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const int part = static_cast<int>(std::min<size_t>(n, INT_MAX));
-    const ssize_t r = ssl_ ? SSL_write(static_cast<SSL*>(ssl_), p, part)
-                           : ::send(fd_, p, static_cast<size_t>(part), MSG_NOSIGNAL);
-    if (r <= 0) {
-      if (!ssl_ && r < 0 && errno == EINTR) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return !ssl_ || BIO_flush(SSL_get_wbio(static_cast<SSL*>(ssl_))) == 1;
+  iovec one{const_cast<void*>(buf), n};
+  return write_all(&one, 1);
 }
 
 bool Channel::write_all(const iovec* iov, int n) {
