@@ -19,7 +19,7 @@ set_args=(--set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm
 on_fail() { for f in "$tmp"/*-a.log "$tmp"/*-b.log; do echo "--- $f:"; tail -8 "$f"; done; }
 # run NAME [SETTINGS...]: two replicas of run NAME and one node; waits for the run's end.
 run() {
-  local name=$1 id pa pb n r
+  local name=$1 id pa pb n r a
   shift
   id=$(printf '%016x' $((RANDOM * 32768 + RANDOM + 1)))
   pa=$(free_port) pb=$(free_port)
@@ -28,7 +28,7 @@ run() {
       --etcd "$etcd_url" --lease-ttl-s 2 --run-id "$id" "${set_args[@]}" "$@" \
       >"$tmp/$name-${r%%:*}.log" 2>&1 &
     pids+=($!)
-    [ "${r%%:*}" = a ] && { wait_log "$tmp/$name-a.log" "leading run" 30 || fail "$name: no leader"; }
+    [ "${r%%:*}" = a ] && { a=$!; wait_log "$tmp/$name-a.log" "leading run" 30 || fail "$name: no leader"; }
   done
   local b=$!
   "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id "$id" --workers 2 --name n \
@@ -37,6 +37,9 @@ run() {
   pids+=("$n")
   wait_exit "$n" 300 || fail "$name: the node still runs after 300 s"
   wait "$n" || fail "$name: the node exited with $?"
+  # Both replicas, the leader too: it prints the run's last line after its nodes have stopped
+  # (the standby can end first, once the run is recorded as completed).
+  wait_exit "$a" 30
   wait_exit "$b" 30
 }
 run plain
