@@ -185,7 +185,8 @@ MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& co
                                   const std::shared_ptr<actors::SwarmContext>& ctx,
                                   const CoordinatorInputs& in, const std::string& endpoint,
                                   caf::actor& forward_kills,
-                                  std::function<nlohmann::json()> coordinators) {
+                                  std::function<nlohmann::json()> coordinators,
+                                  std::function<std::vector<std::string>()> replicas) {
   const auto& config = in.config;
   actors::DirectorySetup ds;
   ds.ctx = ctx;
@@ -198,6 +199,7 @@ MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& co
   ds.groups = core.groups;
   ds.sink = core.sink;
   ds.roster = core.roster;
+  ds.replicas = std::move(replicas);
   // The console's entry: a console asks the directory for it, then sends it commands.
   actors::InspectorSetup is;
   is.roster = core.roster;
@@ -438,16 +440,19 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     // `ctl nodes` lists the coordinator replicas: as etcd has them, or this one alone.
     std::function<nlohmann::json()> coordinators;
     auto bound = std::make_shared<std::atomic<uint16_t>>(0);  // the port once listening
-    if (leading.replicas)
+    // Where nodes look for the next leader: every replica etcd lists (none without --etcd).
+    std::function<std::vector<std::string>()> replicas;
+    if (leading.replicas) {
       coordinators = [view = leading.replicas] { return view->rows(); };
-    else
+      replicas = [view = leading.replicas] { return replica_addresses(view->rows()); };
+    } else
       coordinators = [row = lone_coordinator_row(args.listen), bound, host = in.listen.host] {
         auto r = row;
         if (*bound != 0) r["address"] = host + ":" + std::to_string(bound->load());
         return nlohmann::json::array({r});
       };
-    const auto m =
-        spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills, std::move(coordinators));
+    const auto m = spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills,
+                                    std::move(coordinators), std::move(replicas));
     {
       std::lock_guard<std::mutex> lock(targets.mu);
       targets.directory = m.directory;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,37 @@ nlohmann::json lone_coordinator_row(const std::string& address) {
           {"pid", static_cast<int64_t>(getpid())},
           {"host", host_name()},
           {"address", address}};
+}
+
+std::vector<std::string> replica_addresses(const nlohmann::json& rows) {
+  std::vector<std::string> out;
+  if (!rows.is_array()) return out;
+  for (const auto& r : rows) {
+    if (!r.is_object() || !r.contains("address") || !r["address"].is_string()) continue;
+    HostPort at;
+    try {
+      at = parse_host_port(r["address"].get<std::string>(), true);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (at.port == 0) continue;
+    if (at.host == "0.0.0.0" || at.host == "::" || at.host.empty()) {
+      at.host = r.value("host", "");
+      if (at.host.empty()) continue;
+    }
+    auto text = at.host + ":" + std::to_string(at.port);
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
+  }
+  return out;
+}
+
+std::vector<std::string> replica_addresses_in(leader::Etcd& etcd, uint64_t run_id) {
+  auto rows = nlohmann::json::array();
+  for (const auto& [key, kv] : etcd.get_prefix(run_key(run_id, "replicas/"))) {
+    auto r = nlohmann::json::parse(kv.value, nullptr, false);
+    if (r.is_object()) rows.push_back(std::move(r));
+  }
+  return replica_addresses(rows);
 }
 
 ReplicaView::ReplicaView(leader::Etcd etcd, std::string prefix, std::string leader_who,

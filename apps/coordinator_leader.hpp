@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/net.hpp"
 #include "leader/leadership.hpp"
@@ -76,6 +77,13 @@ struct Leading {
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
                          const std::string& secret, const std::string& address,
                          const std::function<bool()>& give_up);
+// HOST:PORT of each replica in `rows` (ReplicaView::rows, or etcd's replica keys as they
+// are): where a node may find the next leader. A replica that listens on a wildcard address
+// is named by its host; one without a fixed port is left out.
+std::vector<std::string> replica_addresses(const nlohmann::json& rows);
+// The replicas' addresses of run `run_id` as etcd lists them now (for a node given --etcd).
+// Throws on an etcd error.
+std::vector<std::string> replica_addresses_in(leader::Etcd& etcd, uint64_t run_id);
 // This coordinator's row of `ctl nodes` when it has no replicas (role "only").
 nlohmann::json lone_coordinator_row(const std::string& address);
 // From now on the run directory is written only under the lease; when it lapses this process

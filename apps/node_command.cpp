@@ -1,7 +1,7 @@
-// swarmrt node --join HOST:PORT [--workers N] [--device cpu|cuda:K] [--config FILE]
-// Joins a coordinator, is assigned a stage per worker, runs those stage workers, and stops when
-// the coordinator says so, when it cannot be reached again within --connect-timeout-s after
-// its link was lost, or on SIGINT/SIGTERM.
+// swarmrt node --join HOST:PORT[,...] | --etcd URL --run-id ID [--workers N] [--device cpu|cuda:K]
+// [--config FILE] Joins a coordinator, is assigned a stage per worker, runs those stage workers,
+// and stops when the coordinator says so, when it cannot be reached again within
+// --connect-timeout-s after its link was lost, or on SIGINT/SIGTERM.
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 #include <unistd.h>
@@ -17,7 +17,9 @@
 #include "actors/membership/node_agent.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
+#include "apps/coordinator_leader.hpp"
 #include "apps/net.hpp"
+#include "apps/node_process.hpp"
 #include "inspect/probe.hpp"
 #include "messages/device.hpp"
 #include "messages/run_id.hpp"
@@ -32,30 +34,7 @@
 namespace swarmrt::apps {
 namespace {
 using namespace swarmrt::atoms;
-
-struct NodeArgs {
-  std::string join;
-  uint32_t workers = 1;
-  std::string device = "cpu";
-  std::string config;
-  std::vector<std::string> overrides;
-  std::string name;
-  std::string listen = "127.0.0.1";
-  double connect_timeout_s = 30;
-  std::string run_id;       // hex; empty: join whatever run the coordinator runs
-  std::string console;      // HOST:PORT of a console port on this node; empty: none
-  double stop_grace_s = 0;  // after SIGTERM/SIGUSR1, serve this long for the coordinator's stop
-  NetOptions net;
-};
-
-// What a console finds on a node's console port: the coordinator's inspector, which it then
-// reaches through this node's connection (BASP routes it), so `swarmrt ctl NODE_HOST:PORT`
-// sees and commands the whole swarm as through the coordinator's port. The port outlives an
-// attachment: each new one puts the coordinator's inspector of the day here.
-struct DoorTarget {
-  std::mutex mu;
-  caf::actor inspector;
-};
+using namespace swarmrt::apps::node;
 
 caf::behavior console_door(caf::event_based_actor*, std::shared_ptr<DoorTarget> target) {
   return {[=](inspector_atom) {
@@ -78,13 +57,6 @@ std::string device_problem(const std::string& device) {
   if (k >= n) return "this machine has " + std::to_string(n) + " CUDA device(s)";
   return "";
 }
-
-// What the signal handler reaches: the actor system and the node agent it sends stop to.
-struct SignalTargets {
-  std::mutex mu;
-  caf::actor_system* system = nullptr;
-  caf::actor agent;
-};
 
 std::function<void(int)> on_signal(const NodeArgs& args, SignalTargets& t) {
   return [&args, &t](int sig) {
@@ -117,7 +89,12 @@ int read_request(const NodeArgs& args, std::vector<HostPort>& coords, HostPort& 
   try {
     // Several addresses: the coordinator replicas of one run (coordinator --etcd); the one
     // that leads is the one that listens.
-    for (size_t at = 0; at <= args.join.size();) {
+    if (args.join.empty() && args.etcd.empty())
+      throw std::invalid_argument("give --join HOST:PORT (the coordinator) or --etcd URL");
+    if (!args.etcd.empty() && args.run_id.empty())
+      throw std::invalid_argument(
+          "--etcd needs --run-id: the run's replicas are listed in etcd under it");
+    for (size_t at = 0; !args.join.empty() && at <= args.join.size();) {
       auto comma = args.join.find(',', at);
       if (comma == std::string::npos) comma = args.join.size();
       coords.push_back(parse_host_port(args.join.substr(at, comma - at), false));
@@ -161,35 +138,6 @@ int read_request(const NodeArgs& args, std::vector<HostPort>& coords, HostPort& 
   return 0;
 }
 
-// The coordinator's directory (it may still be starting: retried until --connect-timeout-s);
-// an invalid handle, with the reason logged and `code` set, when there is none.
-caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,
-                           const StopSignals& signals, int& code) {
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
-  const auto reached = reach_coordinator(
-      sys, coord, deadline, true, [&] { return signals.fired(); },
-      [&] {
-        spdlog::warn(
-            "the control-plane handshake with {} took longer than one heartbeat interval "
-            "({} ms) and was dropped; trying again (on a slow link, raise --heartbeat-ms)",
-            args.join, args.net.heartbeat_ms);
-      });
-  if (reached.refused) {
-    spdlog::error(
-        "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
-        "hold the same cluster credential (wrong secret, or a certificate of another "
-        "cluster); CAF said: {}",
-        args.join, reached.error);
-    code = 3;
-  } else if (!reached.directory) {
-    spdlog::error("cannot reach the coordinator at {}: {}", args.join, reached.error);
-    code = 1;
-  }
-  return reached.directory;
-}
-
 // The node's workers, one supervisor per stage served (it restarts a dead worker with the
 // same id and tells the directory, which announces the new handle), its chaos actor and its
 // agent.
@@ -228,29 +176,6 @@ caf::actor spawn_node(caf::actor_system& sys, const NodeArgs& args, const actors
   roster->put("agent", "agent", agent);
   return agent;
 }
-
-// What outlives one attachment to a coordinator: the process's actor system and signals, its
-// names registry, frame link and console port, and the bytes its earlier workers sent.
-struct NodeProcess {
-  NodeProcess(caf::actor_system& sys, const NodeArgs& args, SignalTargets& targets,
-              const StopSignals& signals)
-      : sys(sys), args(args), targets(targets), signals(signals) {}
-  caf::actor_system& sys;
-  const NodeArgs& args;
-  SignalTargets& targets;
-  const StopSignals& signals;
-  std::vector<HostPort> coords;
-  HostPort console_at;
-  messages::JoinRequest request;
-  std::shared_ptr<supervisors::Roster> roster = std::make_shared<supervisors::Roster>();
-  std::string bulk;  // this process's frame link, started at the first join that uses one
-  std::shared_ptr<DoorTarget> door_target = std::make_shared<DoorTarget>();
-  caf::actor door;
-  nlohmann::json sent = nlohmann::json::object();  // bytes of attachments that ended, by kind
-  std::string name;
-  size_t used = 0;       // the --join address of the coordinator attached to
-  size_t first_try = 0;  // where the next search starts
-};
 
 // --console: a port of this node's own through which a console reaches the whole swarm (the
 // coordinator's inspector behind it), opened at the first attachment; every attachment puts
@@ -309,7 +234,10 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   messages::JoinReply reply;
   std::string refusal;
   bool refused = false;
-  self->request(dir, std::chrono::seconds(30), join_atom::value, p.request)
+  // Through a watcher of the directory: a coordinator that dies before it answers ends the
+  // join at once, where CAF would wait out the request's 30 s.
+  self->request(join_watcher(sys, dir, std::chrono::seconds(30)), caf::infinite, join_atom::value,
+                p.request)
       .receive([&](const messages::JoinReply& r) { reply = r; },
                [&](const caf::error& e) {
                  refusal = sys.render(e);
@@ -318,7 +246,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
                  refused = e == caf::sec::invalid_argument;
                });
   if (refused) {
-    spdlog::error("the coordinator at {} refused this node: {}", p.args.join, refusal);
+    spdlog::error("the coordinator at {} refused this node: {}", text(p.coords[p.used]), refusal);
     return {3, false, false};
   }
   if (!refusal.empty()) {
@@ -326,6 +254,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
                  p.request.node_name, refusal);
     return {1, true, false};
   }
+  learn(p, reply.replicas, "the coordinator");
   auto ctx = std::make_shared<actors::SwarmContext>();
   try {
     ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
@@ -362,6 +291,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   p.roster->put("inspector", "inspector", inspector);
   actors::NodeAgentSetup setup;
   setup.name = p.request.node_name;
+  setup.on_replicas = keep_listed(p);
   auto agent = spawn_node(sys, p.args, ctx, reply, dir, bulk, p.roster, setup);
   {
     std::lock_guard<std::mutex> lock(p.targets.mu);
@@ -369,7 +299,8 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
     p.targets.system = &sys;
   }
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
-               setup.workers.size(), p.args.join, bulk.empty() ? "none (over CAF)" : bulk);
+               setup.workers.size(), text(p.coords[p.used]),
+               bulk.empty() ? "none (over CAF)" : bulk);
   update_console_door(p, dir);
   self->monitor(agent);
   bool failed = false;
@@ -393,60 +324,6 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   for (const auto& [kind, bytes] : sent.items())
     p.sent[kind] = p.sent.value(kind, 0.0) + bytes.get<double>();
   return {failed ? 1 : 0, *setup.lost, true};
-}
-
-// The coordinator's directory at any of the --join addresses: at the start when there are
-// several (replicas, of which only the leader listens), and after the coordinator's link
-// became unreachable (the partition healed, a standby took over, a coordinator resumed on its
-// address). Each address is tried in turn, with backoff, until --connect-timeout-s; null when
-// none answered or a signal came.
-caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline) {
-  auto wait = std::chrono::milliseconds(200);
-  std::string last;
-  caf::scoped_actor self{p.sys};
-  for (;;) {
-    for (size_t i = 0; i < p.coords.size(); ++i) {
-      // From the address after the one that failed last: a frozen leader is asked last.
-      const size_t k = (p.first_try + i) % p.coords.size();
-      const auto& at = p.coords[k];
-      const auto where = at.host + ":" + std::to_string(at.port);
-      // The port first, with a bounded connect: behind a link that drops packets, CAF's own
-      // connect would wait for the kernel's SYN timeout, minutes past the deadline.
-      if (!tcp_port_open(at.host, at.port)) {
-        last = where + ": nothing listens there (or the link is down)";
-        continue;
-      }
-      // A refusal is retried too: this node held the credential a moment ago, and CAF refuses
-      // a second connection while the coordinator still holds the first one. A frozen process
-      // accepts the connection but never answers: bounded per address.
-      const auto reached = reach_coordinator(
-          p.sys, at, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5)),
-          false, [&] { return p.signals.fired(); }, nullptr);
-      if (!reached.directory) {
-        last = where + ": " + reached.error;
-        continue;
-      }
-      // CAF may hand back the handle it knew for that address without a new handshake: the
-      // directory must answer before the node joins it (a frozen leader's does not).
-      bool alive = false;
-      self->request(reached.directory, std::chrono::seconds(3), inspector_atom::value)
-          .receive([&](const caf::actor&) { alive = true; }, [&](const caf::error&) {});
-      if (alive) {
-        p.used = k;
-        return reached.directory;
-      }
-      last = where + ": its directory did not answer (a frozen coordinator?)";
-    }
-    if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
-    std::this_thread::sleep_for(wait);
-    // A closed port costs one loopback or LAN round trip to find: the backoff stays short,
-    // so a node attaches within half a second of a new leader listening.
-    wait = std::min(wait * 2, std::chrono::milliseconds(500));
-  }
-  if (!p.signals.fired())
-    spdlog::error("node '{}': no coordinator at {} answered within --connect-timeout-s ({} s): {}",
-                  p.name, p.args.join, p.args.connect_timeout_s, last);
-  return {};
 }
 
 // The named steps of a node's life: read the command line, reach the coordinator, attach
@@ -482,10 +359,19 @@ int run_node(const NodeArgs& args) {
   p.console_at = console_at;
   p.request = request;
   p.name = request.node_name;
+  if (!args.etcd.empty()) {
+    try {
+      p.etcd = std::make_unique<leader::Etcd>(
+          args.etcd, etcd_tls(args.etcd, args.etcd_tls, request.secret, p.etcd_files.files));
+    } catch (const std::exception& e) {
+      spdlog::error("--etcd {}: {}", args.etcd, e.what());
+      return 2;
+    }
+  }
   int code = 0;
   const auto connect_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
-  caf::actor dir = coords.size() == 1
+  caf::actor dir = coords.size() == 1 && !p.etcd
                        ? reach_directory(sys, args, coords.front(), signals, code)
                        : find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);
   if (!dir) return code != 0 ? code : 1;
@@ -501,7 +387,7 @@ int run_node(const NodeArgs& args) {
     if (!ended.lost || signals.fired()) break;
     if (ended.joined) lost_since = std::chrono::steady_clock::now();
     p.first_try = (p.used + 1) % p.coords.size();
-    spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, args.join,
+    spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, known(p),
                  args.connect_timeout_s);
     dir = find_coordinator(p, lost_since + connect_timeout);
     if (!dir) {
@@ -529,8 +415,16 @@ void add_node_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("node", "join a coordinator and serve stage workers");
   cmd->add_option("--join", args->join,
                   "the coordinator's HOST:PORT, or its replicas' HOST:PORT,HOST:PORT,... "
-                  "(coordinator --etcd): the node attaches to the one that leads")
-      ->required();
+                  "(coordinator --etcd): the node attaches to the one that leads, and learns "
+                  "the run's other replicas from it");
+  cmd->add_option("--etcd", args->etcd,
+                  "the run's etcd (http[s]://HOST:PORT, comma-separated; with --run-id): the "
+                  "node finds the coordinator replicas listed there, at the start and whenever "
+                  "it looks for a new leader (with or without --join)");
+  cmd->add_option("--etcd-ca", args->etcd_tls.ca,
+                  "PEM CA of https etcd members (default: the cluster CA from the secret)");
+  cmd->add_option("--etcd-cert", args->etcd_tls.cert, "PEM client certificate for https etcd");
+  cmd->add_option("--etcd-key", args->etcd_tls.key, "PEM key of --etcd-cert");
   cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

@@ -33,11 +33,13 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;             // ask fo
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;         // a metrics.jsonl record
 using chunk_atom = caf::atom_constant<caf::atom("chunk")>;             // a frame chunk from afar
 using join_atom = caf::atom_constant<caf::atom("join")>;               // node -> coordinator
-using workers_atom = caf::atom_constant<caf::atom("workers")>;         // node: my workers are up
-using ready_atom = caf::atom_constant<caf::atom("ready")>;             // wait for a full swarm
-using stop_atom = caf::atom_constant<caf::atom("stop")>;               // stop this node / swarm
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;           // tracker: drop old attempts
-using state_atom = caf::atom_constant<caf::atom("state")>;  // () -> WorkerState: your own state
+// node -> directory: () -> vector<string>, the HOST:PORT of every coordinator replica of the run
+using replicas_atom = caf::atom_constant<caf::atom("replicas")>;
+using workers_atom = caf::atom_constant<caf::atom("workers")>;  // node: my workers are up
+using ready_atom = caf::atom_constant<caf::atom("ready")>;      // wait for a full swarm
+using stop_atom = caf::atom_constant<caf::atom("stop")>;        // stop this node / swarm
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;    // tracker: drop old attempts
+using state_atom = caf::atom_constant<caf::atom("state")>;      // () -> WorkerState: your own state
 // (StateRequest) -> WorkerState: the state a new worker starts from, asked of the tracker.
 using start_state_atom = caf::atom_constant<caf::atom("startstate")>;
 using restarted_atom = caf::atom_constant<caf::atom("restarted")>;  // supervisor: new handle
@@ -92,6 +94,8 @@ using eval_timer_atom = caf::atom_constant<caf::atom("evaltimer")>;
 using round_timer_atom = caf::atom_constant<caf::atom("roundtimer")>;
 // Stage worker: no answer from the group on a round's all-reduce within transport.comm_timeout_s.
 using go_timer_atom = caf::atom_constant<caf::atom("gotimer")>;
+// Node agent: ask the directory for the coordinator replicas' addresses again.
+using replicas_timer_atom = caf::atom_constant<caf::atom("reptimer")>;
 // Chaos control: the next fault of its schedule.
 using chaos_timer_atom = caf::atom_constant<caf::atom("chaostimer")>;
 // Step tracker: ask stage k's DiLoCo group for a worker's state again (its supervisor is

@@ -67,6 +67,9 @@ struct JoinReply {
   std::vector<caf::actor> averagers;  // per stage; invalid where the mode has none
   std::vector<caf::actor> groups;     // per stage; invalid where the mode has none
   std::string endpoint;               // the coordinator's bulk frame link; empty: over CAF
+  // HOST:PORT of every coordinator replica of the run (coordinator --etcd): where the node
+  // looks for the next leader when this one is lost; empty: this coordinator alone
+  std::vector<std::string> replicas;
 };
 
 // A stage worker's state, as a restarted or joining worker takes it from a live peer, its
@@ -275,7 +278,7 @@ typename Inspector::result_type inspect(Inspector& f, ConsoleRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
   return f(caf::meta::type_name("swarmrt::JoinReply"), x.config_toml, x.run_id, x.node_index,
-           x.worker_ids, x.stages, x.tracker, x.averagers, x.groups, x.endpoint);
+           x.worker_ids, x.stages, x.tracker, x.averagers, x.groups, x.endpoint, x.replicas);
 }
 
 template <class Inspector>

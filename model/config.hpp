@@ -28,7 +28,7 @@ enum class Schedule { constant, cosine };
 enum class WiringPolicy { throughput, uniform };
 enum class Links { automatic, comm, frames };
 enum class Encrypt { automatic, on, off };
-enum class KillPhase { start, reduce, apply, save, eval };
+enum class KillPhase { start, reduce, apply, save, eval, join };
 enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
 // data.format: UTF-8 text read as bytes, or token shards in llm.c's .bin layout (tokens/).
@@ -249,7 +249,8 @@ struct ChaosConfig {
   std::string kill;
   int64_t kill_at_step = 0;  // once, in this step; 0: never
   // Where in that step: "start" (as it starts dispatching), "reduce" (every micro-batch has
-  // completed) or "apply" (the workers are told to take the optimizer step).
+  // completed) or "apply" (the workers are told to take the optimizer step), ...; "join": as
+  // the directory takes the first node's join from that step on, before it answers.
   KillPhase kill_at_phase = KillPhase::start;
   double kill_every_s = 0;  // repeatedly, every this many seconds; 0: never
   int64_t kill_limit = 0;   // at most this many kills by kill_every_s; 0: no limit

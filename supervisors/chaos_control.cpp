@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -114,6 +115,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
       [=](step_atom, uint64_t step, const std::string& phase) {
         auto& s = self->state;
         const auto& c = s.setup.config;
+        s.last_step = std::max(s.last_step, step);
         // Once: a restarted tracker that reaches the same point again is not killed again.
         if (!c.kill.empty() && c.kill_at_step > 0 && !s.killed_at_step &&
             step == static_cast<uint64_t>(c.kill_at_step) &&
@@ -122,6 +124,25 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
           kill(self, c.kill,
                "chaos.kill_at_step = " + std::to_string(step) + ", " + phase + " of the step");
         }
+      },
+      // The directory, before it answers a join (kill_at_phase = "join"): answered once the
+      // kill, if due, is done (a coordinator killed here answers nothing).
+      [=](join_atom) -> bool {
+        auto& s = self->state;
+        if (!from_this_process(self)) {
+          rejected(self, "chaos control", "join");
+          return false;
+        }
+        const auto& c = s.setup.config;
+        if (c.kill.empty() || c.kill_at_step <= 0 || s.killed_at_step ||
+            c.kill_at_phase != model::KillPhase::join ||
+            s.last_step < static_cast<uint64_t>(c.kill_at_step))
+          return true;
+        s.killed_at_step = true;
+        kill(self, c.kill,
+             "chaos.kill_at_step = " + std::to_string(c.kill_at_step) +
+                 ", join: a node joins in step " + std::to_string(s.last_step));
+        return true;
       },
       [=](chaos_timer_atom) {
         auto& s = self->state;

@@ -38,6 +38,7 @@ struct chaos_state {
   uint64_t kills = 0;
   uint64_t timed = 0;
   bool killed_at_step = false;  // chaos.kill_at_step fired
+  uint64_t last_step = 0;       // the newest step the tracker told of
   static inline const char* name = "chaos";
 };
 

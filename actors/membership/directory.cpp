@@ -95,6 +95,7 @@ messages::JoinReply admit(Self* self, const messages::JoinRequest& r,
   reply.averagers = s.setup.averagers;
   reply.groups = s.setup.groups;
   reply.endpoint = s.setup.endpoint;
+  if (s.setup.replicas) reply.replicas = s.setup.replicas();
   std::string ids;
   for (size_t i = 0; i < reply.worker_ids.size(); ++i)
     ids += fmt::format("{}{} (stage {})", i ? ", " : "", reply.worker_ids[i], reply.stages[i]);
@@ -163,6 +164,31 @@ void set_up_directory(Self* self, DirectorySetup setup) {
   });
 }
 
+// Answers an admitted join with its workers' stages: where the balancer places them in a
+// running swarm (when there is one), else evenly (the stage with the fewest workers first).
+void place(Self* self, const messages::JoinRequest& r, caf::response_promise promise) {
+  auto& s = self->state;
+  caf::actor balancer;
+  if (s.full && s.setup.ctx->config.balancer.enabled && s.setup.roster)
+    if (auto b = s.setup.roster->find("balancer")) balancer = *b;
+  if (!balancer) {
+    promise.deliver(admit(self, r, fewest_first(s, r.workers), ""));
+    return;
+  }
+  const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+  self->request(balancer, timeout, place_atom::value, r.workers)
+      .then(
+          [=](const std::vector<uint32_t>& stages) mutable {
+            auto& s = self->state;
+            const bool placed = stages.size() == r.workers;
+            promise.deliver(admit(self, r, placed ? stages : fewest_first(s, r.workers),
+                                  placed ? " where the balancer placed them" : ""));
+          },
+          [=](const caf::error&) mutable {
+            promise.deliver(admit(self, r, fewest_first(self->state, r.workers), ""));
+          });
+}
+
 // Joins, workers up, restarts, and who asks for the membership or the swarm's fullness.
 caf::message_handler membership_handlers(Self* self) {
   return {
@@ -171,26 +197,26 @@ caf::message_handler membership_handlers(Self* self) {
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
         if (const auto& sender = self->current_sender()) s.joined.insert(sender->node());
-        // A node that joins a running swarm with a balancer serves where the pipeline needs
-        // it most; before the run starts (and without a balancer) stages fill evenly.
-        caf::actor balancer;
-        if (s.full && s.setup.ctx->config.balancer.enabled && s.setup.roster)
-          if (auto b = s.setup.roster->find("balancer")) balancer = *b;
-        if (!balancer) return admit(self, r, fewest_first(s, r.workers), "");
         auto promise = self->make_response_promise<messages::JoinReply>();
-        const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
-        self->request(balancer, timeout, place_atom::value, r.workers)
-            .then(
-                [=](const std::vector<uint32_t>& stages) mutable {
-                  auto& s = self->state;
-                  const bool placed = stages.size() == r.workers;
-                  promise.deliver(admit(self, r, placed ? stages : fewest_first(s, r.workers),
-                                        placed ? " where the balancer placed them" : ""));
-                },
-                [=](const caf::error&) mutable {
-                  promise.deliver(admit(self, r, fewest_first(self->state, r.workers), ""));
-                });
+        // chaos.kill_at_phase = "join": this process may die here, with the join unanswered.
+        const auto& chaos = s.setup.ctx->config.chaos;
+        std::optional<caf::actor> control;
+        if (s.full && !chaos.kill.empty() && chaos.kill_at_phase == model::KillPhase::join &&
+            s.setup.roster)
+          control = s.setup.roster->find("chaos");
+        if (!control) {
+          place(self, r, promise);
+          return promise;
+        }
+        self->request(*control, model::as_duration(s.setup.ctx->config.supervision.query_timeout_s),
+                      join_atom::value)
+            .then([=](bool) mutable { place(self, r, promise); },
+                  [=](const caf::error&) mutable { place(self, r, promise); });
         return promise;
+      },
+      [=](replicas_atom) {
+        auto& s = self->state;
+        return s.setup.replicas ? s.setup.replicas() : std::vector<std::string>{};
       },
       [=](workers_atom, const std::string& node_name, uint32_t node_index,
           const std::vector<messages::Member>& workers) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -36,6 +37,10 @@ struct DirectorySetup {
   // and marks it gone; it hands a console the coordinator's inspector (inspector_atom).
   std::shared_ptr<NodeBook> nodes = std::make_shared<NodeBook>();
   caf::actor inspector;
+  // HOST:PORT of the run's coordinator replicas as etcd lists them now (apps: coordinator
+  // --etcd); unset: this coordinator alone. A node is told them at its join and asks again
+  // (replicas_atom), so it can find the next leader on its own.
+  std::function<std::vector<std::string>()> replicas;
 };
 
 struct directory_state {

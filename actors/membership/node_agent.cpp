@@ -23,6 +23,18 @@ void stop(Self* self, const std::string& why) {
     self->quit(caf::exit_reason::normal);
 }
 
+// Asks the directory for the replicas' addresses; the answer goes to on_replicas, and the
+// next ask is due replicas_every_s later.
+void ask_replicas(Self* self) {
+  auto& s = self->state;
+  if (!s.setup.on_replicas) return;
+  const auto every = model::as_duration(s.setup.replicas_every_s);
+  self->request(s.setup.directory, every, replicas_atom::value)
+      .then([=](const std::vector<std::string>& at) { self->state.setup.on_replicas(at); },
+            [](const caf::error&) {});  // a coordinator lost is noticed by its monitor
+  self->delayed_send(self, every, replicas_timer_atom::value);
+}
+
 }  // namespace
 
 caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
@@ -47,7 +59,11 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
       }
   });
   self->send(s.setup.directory, workers_atom::value, s.setup.name, s.setup.index, s.setup.workers);
+  ask_replicas(self);
   return {
+      [=](replicas_timer_atom) {
+        if (self->current_sender() == self->address()) ask_replicas(self);
+      },
       // Fault injection the coordinator forwards here (see chaos_control).
       [=](kill_atom, const std::string& target) {
         auto& s = self->state;

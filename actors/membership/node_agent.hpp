@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <caf/all.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ struct NodeAgentSetup {
   // A balancer's move: how long the stages' supervisors may take to answer
   // (supervision.reply_timeout_s; each asks its worker for at most query_timeout_s).
   double move_timeout_s = 30;
+  // Told the coordinator replicas' addresses (HOST:PORT) every `replicas_every_s` while the
+  // node serves: a replica started after the join is where the node may find the next
+  // leader. Unset: not asked.
+  std::function<void(const std::vector<std::string>&)> on_replicas;
+  double replicas_every_s = 2;
   // Set when the agent stopped because the coordinator's link became unreachable.
   std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
 };

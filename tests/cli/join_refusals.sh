@@ -24,6 +24,13 @@ grep -q -- "--secret is refused" "$tmp/cl.log" || fail "node message: $(cat "$tm
 "$bin" node --join 127.0.0.1:1 --secret-file "$tmp/none" >"$tmp/cl.log" 2>&1
 [ $? = 2 ] || fail "a missing secret file must exit 2"
 grep -q "secret file $tmp/none: No such file" "$tmp/cl.log" || fail "message: $(cat "$tmp/cl.log")"
+# Nowhere to look for a coordinator, or an etcd without the run to look for in it.
+"$bin" node --secret-file "$tmp/none" >"$tmp/cl.log" 2>&1
+[ $? = 2 ] || fail "a node without --join or --etcd must exit 2"
+grep -q "give --join HOST:PORT (the coordinator) or --etcd URL" "$tmp/cl.log" || fail "message: $(cat "$tmp/cl.log")"
+"$bin" node --etcd http://127.0.0.1:1 >"$tmp/cl.log" 2>&1
+[ $? = 2 ] || fail "node --etcd without --run-id must exit 2"
+grep -q -- "--etcd needs --run-id" "$tmp/cl.log" || fail "message: $(cat "$tmp/cl.log")"
 env -u SWARMRT_SECRET "$bin" node --join 127.0.0.1:1 >"$tmp/cl.log" 2>&1
 [ $? = 2 ] || fail "a node without a secret must exit 2"
 grep -q "no cluster secret" "$tmp/cl.log" || fail "message: $(cat "$tmp/cl.log")"

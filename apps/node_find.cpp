@@ -1,0 +1,195 @@
+// How a node finds a coordinator to attach to (see node_process.hpp).
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <thread>
+
+#include "apps/coordinator_leader.hpp"
+#include "apps/node_process.hpp"
+
+namespace swarmrt::apps::node {
+using namespace swarmrt::atoms;
+
+std::string text(const HostPort& at) {
+  return at.host + ":" + std::to_string(at.port);
+}
+
+std::string known(const NodeProcess& p) {
+  std::string out;
+  for (const auto& at : p.coords) out += (out.empty() ? "" : ", ") + text(at);
+  return out.empty() ? "no address yet" : out;
+}
+
+void learn(NodeProcess& p, const std::vector<std::string>& addresses, const char* from) {
+  std::string added;
+  for (const auto& a : addresses) {
+    HostPort at;
+    try {
+      at = parse_host_port(a, false);
+    } catch (const std::exception&) {
+      continue;
+    }
+    bool seen = false;
+    for (const auto& c : p.coords) seen = seen || (c.host == at.host && c.port == at.port);
+    if (seen) continue;
+    p.coords.push_back(at);
+    added += (added.empty() ? "" : ", ") + text(at);
+  }
+  {
+    std::lock_guard<std::mutex> lock(p.listed->mu);
+    for (const auto& at : p.coords)
+      if (std::find(p.listed->at.begin(), p.listed->at.end(), text(at)) == p.listed->at.end())
+        p.listed->at.push_back(text(at));
+  }
+  if (!added.empty() && from)
+    spdlog::info("node '{}': coordinator replica(s) {} learned from {}", p.name, added, from);
+}
+
+std::function<void(const std::vector<std::string>&)> keep_listed(const NodeProcess& p) {
+  return [listed = p.listed, name = p.name](const std::vector<std::string>& at) {
+    std::string added;
+    std::lock_guard<std::mutex> lock(listed->mu);
+    for (const auto& a : at)
+      if (std::find(listed->at.begin(), listed->at.end(), a) == listed->at.end()) {
+        listed->at.push_back(a);
+        added += (added.empty() ? "" : ", ") + a;
+      }
+    if (!added.empty())
+      spdlog::info("node '{}': coordinator replica(s) {} learned from the coordinator", name,
+                   added);
+  };
+}
+
+caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
+                        std::chrono::seconds timeout) {
+  return sys.spawn([dir, timeout](caf::event_based_actor* self) -> caf::behavior {
+    auto promise = std::make_shared<caf::response_promise>();
+    self->monitor(dir);
+    self->set_down_handler([=](const caf::down_msg&) {
+      if (promise->pending()) promise->deliver(caf::make_error(caf::sec::request_receiver_down));
+      self->quit();
+    });
+    return {
+        [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
+          *promise = self->make_response_promise<messages::JoinReply>();
+          self->request(dir, timeout, join_atom::value, r)
+              .then(
+                  [=](const messages::JoinReply& reply) {
+                    promise->deliver(reply);
+                    self->quit();
+                  },
+                  [=](const caf::error& e) {
+                    if (promise->pending()) promise->deliver(e);
+                    self->quit();
+                  });
+          return *promise;
+        },
+    };
+  });
+}
+
+namespace {
+
+// What the last coordinator and etcd list now.
+void learn_replicas(NodeProcess& p) {
+  std::vector<std::string> listed;
+  {
+    std::lock_guard<std::mutex> lock(p.listed->mu);
+    listed = p.listed->at;
+  }
+  learn(p, listed, nullptr);  // said when they were listed
+  if (!p.etcd) return;
+  try {
+    learn(p, replica_addresses_in(*p.etcd, p.request.run_id), "etcd");
+    p.etcd_failed = false;
+  } catch (const std::exception& e) {
+    if (!p.etcd_failed) spdlog::warn("node '{}': etcd at {}: {}", p.name, p.args.etcd, e.what());
+    p.etcd_failed = true;
+  }
+}
+
+}  // namespace
+
+caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,
+                           const StopSignals& signals, int& code) {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
+  const auto reached = reach_coordinator(
+      sys, coord, deadline, true, [&] { return signals.fired(); },
+      [&] {
+        spdlog::warn(
+            "the control-plane handshake with {} took longer than one heartbeat interval "
+            "({} ms) and was dropped; trying again (on a slow link, raise --heartbeat-ms)",
+            args.join, args.net.heartbeat_ms);
+      });
+  if (reached.refused) {
+    spdlog::error(
+        "the coordinator at {} refused this node: the TLS handshake failed, the two do not "
+        "hold the same cluster credential (wrong secret, or a certificate of another "
+        "cluster); CAF said: {}",
+        args.join, reached.error);
+    code = 3;
+  } else if (!reached.directory) {
+    spdlog::error("cannot reach the coordinator at {}: {}", args.join, reached.error);
+    code = 1;
+  }
+  return reached.directory;
+}
+
+// The coordinator's directory at any of the --join addresses: at the start when there are
+// several (replicas, of which only the leader listens), and after the coordinator's link
+// became unreachable (the partition healed, a standby took over, a coordinator resumed on its
+// address). Each address is tried in turn, with backoff, until --connect-timeout-s; null when
+// none answered or a signal came.
+caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline) {
+  auto wait = std::chrono::milliseconds(200);
+  std::string last;
+  caf::scoped_actor self{p.sys};
+  for (;;) {
+    learn_replicas(p);
+    for (size_t i = 0; i < p.coords.size(); ++i) {
+      // From the address after the one that failed last: a frozen leader is asked last.
+      const size_t k = (p.first_try + i) % p.coords.size();
+      const auto& at = p.coords[k];
+      const auto where = at.host + ":" + std::to_string(at.port);
+      // The port first, with a bounded connect: behind a link that drops packets, CAF's own
+      // connect would wait for the kernel's SYN timeout, minutes past the deadline.
+      if (!tcp_port_open(at.host, at.port)) {
+        last = where + ": nothing listens there (or the link is down)";
+        continue;
+      }
+      // A refusal is retried too: this node held the credential a moment ago, and CAF refuses
+      // a second connection while the coordinator still holds the first one. A frozen process
+      // accepts the connection but never answers: bounded per address.
+      const auto reached = reach_coordinator(
+          p.sys, at, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5)),
+          false, [&] { return p.signals.fired(); }, nullptr);
+      if (!reached.directory) {
+        last = where + ": " + reached.error;
+        continue;
+      }
+      // CAF may hand back the handle it knew for that address without a new handshake: the
+      // directory must answer before the node joins it (a frozen leader's does not).
+      bool alive = false;
+      self->request(reached.directory, std::chrono::seconds(3), inspector_atom::value)
+          .receive([&](const caf::actor&) { alive = true; }, [&](const caf::error&) {});
+      if (alive) {
+        p.used = k;
+        return reached.directory;
+      }
+      last = where + ": its directory did not answer (a frozen coordinator?)";
+    }
+    if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
+    std::this_thread::sleep_for(wait);
+    // A closed port costs one loopback or LAN round trip to find: the backoff stays short,
+    // so a node attaches within half a second of a new leader listening.
+    wait = std::min(wait * 2, std::chrono::milliseconds(500));
+  }
+  if (!p.signals.fired())
+    spdlog::error("node '{}': no coordinator at {} answered within --connect-timeout-s ({} s): {}",
+                  p.name, known(p), p.args.connect_timeout_s,
+                  last.empty() ? "no address known" : last);
+  return {};
+}
+
+}  // namespace swarmrt::apps::node

@@ -1,0 +1,112 @@
+// The parts of a `swarmrt node` process that outlive one attachment to a coordinator, and how
+// it finds a coordinator: at the --join addresses, at the replicas the coordinator it served
+// listed, and at those etcd lists (--etcd).
+#pragma once
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/net.hpp"
+#include "leader/etcd.hpp"
+#include "messages/types.hpp"
+#include "supervisors/roster.hpp"
+
+namespace swarmrt::apps::node {
+
+struct NodeArgs {
+  std::string join;
+  uint32_t workers = 1;
+  std::string device = "cpu";
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string name;
+  std::string listen = "127.0.0.1";
+  double connect_timeout_s = 30;
+  std::string run_id;       // hex; empty: join whatever run the coordinator runs
+  std::string console;      // HOST:PORT of a console port on this node; empty: none
+  double stop_grace_s = 0;  // after SIGTERM/SIGUSR1, serve this long for the coordinator's stop
+  std::string etcd;         // the run's etcd: where the coordinator replicas are listed
+  leader::EtcdTls etcd_tls;
+  NetOptions net;
+};
+
+// What a console finds on a node's console port: the coordinator's inspector, which it then
+// reaches through this node's connection (BASP routes it), so `swarmrt ctl NODE_HOST:PORT`
+// sees and commands the whole swarm as through the coordinator's port. The port outlives an
+// attachment: each new one puts the coordinator's inspector of the day here.
+struct DoorTarget {
+  std::mutex mu;
+  caf::actor inspector;
+};
+
+// What the signal handler reaches: the actor system and the node agent it sends stop to.
+struct SignalTargets {
+  std::mutex mu;
+  caf::actor_system* system = nullptr;
+  caf::actor agent;
+};
+
+// What outlives one attachment to a coordinator: the process's actor system and signals, its
+// names registry, frame link and console port, and the bytes its earlier workers sent.
+struct NodeProcess {
+  NodeProcess(caf::actor_system& sys, const NodeArgs& args, SignalTargets& targets,
+              const StopSignals& signals)
+      : sys(sys), args(args), targets(targets), signals(signals) {}
+  caf::actor_system& sys;
+  const NodeArgs& args;
+  SignalTargets& targets;
+  const StopSignals& signals;
+  std::vector<HostPort> coords;
+  HostPort console_at;
+  messages::JoinRequest request;
+  std::shared_ptr<supervisors::Roster> roster = std::make_shared<supervisors::Roster>();
+  std::string bulk;  // this process's frame link, started at the first join that uses one
+  std::shared_ptr<DoorTarget> door_target = std::make_shared<DoorTarget>();
+  caf::actor door;
+  nlohmann::json sent = nlohmann::json::object();  // bytes of attachments that ended, by kind
+  std::string name;
+  size_t used = 0;       // the index in `coords` of the coordinator attached to
+  size_t first_try = 0;  // where the next search starts
+  // --etcd: where the run's replicas are listed (with the certificates it is shown, if any).
+  std::unique_ptr<leader::Etcd> etcd;
+  TlsFilesGuard etcd_files;
+  bool etcd_failed = false;  // its failure was logged
+  // Every replica address the node knows of: those the coordinators listed (their agents'
+  // threads add them) and the node's own `coords` (the main thread adds them; it moves the
+  // others into `coords` when it looks for a coordinator).
+  struct Listed {
+    std::mutex mu;
+    std::vector<std::string> at;
+  };
+  std::shared_ptr<Listed> listed = std::make_shared<Listed>();
+};
+
+// "HOST:PORT".
+std::string text(const HostPort& at);
+// Every address the node looks for a coordinator at, for its messages.
+std::string known(const NodeProcess& p);
+// What an attachment's agent does with the replicas its coordinator lists: keeps the new ones
+// for the next search, and says which.
+std::function<void(const std::vector<std::string>&)> keep_listed(const NodeProcess& p);
+// Adds the addresses not known yet to those the node tries (after the others: the --join
+// order stands), and says which, naming `from` (null: says nothing).
+void learn(NodeProcess& p, const std::vector<std::string>& addresses, const char* from);
+// The coordinator's directory at the only --join address (it may still be starting: retried
+// until --connect-timeout-s); an invalid handle, with the reason logged and `code` set, when
+// there is none.
+caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,
+                           const StopSignals& signals, int& code);
+// An actor that passes one join request on to `dir` and its answer back, or the error
+// request_receiver_down as soon as `dir` is gone, then ends.
+caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
+                        std::chrono::seconds timeout);
+// The coordinator's directory at any address the node knows (see find_coordinator in the .cpp).
+caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace swarmrt::apps::node
