@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <openssl/evp.h>
 
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 namespace swarmrt::leader {
@@ -74,7 +75,23 @@ std::string failure_text(httplib::Error e, bool https) {
 
 }  // namespace
 
-Etcd::Etcd(const std::string& urls, EtcdTls tls) : tls_(std::move(tls)) {
+struct Etcd::Connections {
+  std::mutex mu;
+  std::vector<std::unique_ptr<httplib::Client>> clients;  // by member; null: not open
+};
+
+Etcd::Etcd(const Etcd& o)
+    : urls_(o.urls_), tls_(o.tls_), next_(o.next_), conn_(std::make_unique<Connections>()) {}
+Etcd& Etcd::operator=(const Etcd& o) {
+  if (this != &o) *this = Etcd(o);
+  return *this;
+}
+Etcd::Etcd(Etcd&& o) noexcept = default;
+Etcd& Etcd::operator=(Etcd&& o) noexcept = default;
+Etcd::~Etcd() = default;
+
+Etcd::Etcd(const std::string& urls, EtcdTls tls)
+    : tls_(std::move(tls)), conn_(std::make_unique<Connections>()) {
   size_t at = 0;
   while (at <= urls.size()) {
     auto comma = urls.find(',', at);
@@ -93,18 +110,26 @@ Etcd::Etcd(const std::string& urls, EtcdTls tls) : tls_(std::move(tls)) {
 }
 
 std::string Etcd::post(const std::string& path, const std::string& body) {
+  std::lock_guard<std::mutex> lock(conn_->mu);
+  auto& clients = conn_->clients;
+  clients.resize(urls_.size());
   std::string failures;
   for (size_t i = 0; i < urls_.size(); ++i) {
     const size_t k = (next_ + i) % urls_.size();
-    httplib::Client client(urls_[k], tls_.cert, tls_.key);
-    client.set_connection_timeout(2, 0);
-    client.set_read_timeout(3, 0);
-    client.set_write_timeout(3, 0);
-    if (!tls_.ca.empty()) client.set_ca_cert_path(tls_.ca.c_str());
-    auto res = client.Post(path, body, "application/json");
+    auto& client = clients[k];
+    if (!client) {
+      client = std::make_unique<httplib::Client>(urls_[k], tls_.cert, tls_.key);
+      client->set_connection_timeout(2, 0);
+      client->set_read_timeout(3, 0);
+      client->set_write_timeout(3, 0);
+      client->set_keep_alive(true);
+      if (!tls_.ca.empty()) client->set_ca_cert_path(tls_.ca.c_str());
+    }
+    auto res = client->Post(path, body, "application/json");
     if (!res) {
       failures +=
           "; " + urls_[k] + ": " + failure_text(res.error(), urls_[k].rfind("https://", 0) == 0);
+      client.reset();  // the next call to this member opens a new connection
       continue;
     }
     if (res->status != 200) {

@@ -2,10 +2,13 @@
 // (POST /v3/kv/*, /v3/lease/*; keys and values base64 in JSON). Every call is bounded (2 s to
 // connect, 3 s to answer) and tries the cluster's members in turn, so one member down costs
 // one timeout, not the call. A call no member answers throws EtcdError naming each member's
-// failure.
+// failure. The connection to a member is kept open between calls (a standby asks every
+// 250 ms: one TLS handshake per call would be most of its cost) and opened again after a
+// failure; calls from several threads on one object take turns.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -34,6 +37,12 @@ class Etcd {
  public:
   // "http://HOST:PORT[,...]" or https; throws std::invalid_argument naming a malformed URL.
   explicit Etcd(const std::string& urls, EtcdTls tls = {});
+  // A copy talks to the same members over connections of its own.
+  Etcd(const Etcd& o);
+  Etcd& operator=(const Etcd& o);
+  Etcd(Etcd&& o) noexcept;
+  Etcd& operator=(Etcd&& o) noexcept;
+  ~Etcd();
 
   int64_t grant(int64_t ttl_s);
   // The lease's remaining TTL in seconds after renewing it; 0 when it has expired.
@@ -59,7 +68,9 @@ class Etcd {
   std::string post(const std::string& path, const std::string& body);
   std::vector<std::string> urls_;
   EtcdTls tls_;
-  size_t next_ = 0;  // the member that answered last is asked first
+  size_t next_ = 0;    // the member that answered last is asked first
+  struct Connections;  // one open client per member, and the mutex calls take turns on
+  std::unique_ptr<Connections> conn_;
 };
 
 }  // namespace swarmrt::leader
