@@ -14,10 +14,14 @@ rounds=${1:-2} seconds=${2:-20}
 bins=${BINS:-build/bin/swarmrt}
 export SWARMRT_SECRET=bench-standby-cpu
 unset SWARMRT_SECRET_FILE
-out=$(mktemp) tmp=$(mktemp -d)
+out=$(mktemp) tmp=${KEEP_TMP:-$(mktemp -d)}
 pids=()
-stop_all() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; pids=(); }
-trap 'stop_all; rm -rf "$tmp" "$out"' EXIT
+# Started with `disown`: their ends are not reported.
+stop_all() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  pids=()
+}
+trap 'stop_all; [ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"; rm -f "$out"' EXIT
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 cpu_s() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 wait_for() { # FILE PATTERN
@@ -25,17 +29,19 @@ wait_for() { # FILE PATTERN
   echo "not seen in $1: $2" >&2; tail -5 "$1" >&2; exit 1
 }
 build/bin/swarmrt tls --out "$tmp/tls" --host 127.0.0.1 >/dev/null
-one_run() { # BIN ROUND
-  local bin=$1 r=$2 d="$tmp/r$2" client peer
+one_run() { # BIN ROUND INDEX
+  local bin=$1 r=$2 d="$tmp/r$2-b$3" client peer
   client=$(port) peer=$(port)
   mkdir -p "$d"
   etcd --name e1 --data-dir "$d/etcd" --listen-client-urls "https://127.0.0.1:$client" \
     --advertise-client-urls "https://127.0.0.1:$client" --listen-peer-urls "https://127.0.0.1:$peer" \
     --initial-advertise-peer-urls "https://127.0.0.1:$peer" --initial-cluster "e1=https://127.0.0.1:$peer" \
     --client-cert-auth --trusted-ca-file "$tmp/tls/ca.pem" --cert-file "$tmp/tls/cert.pem" \
-    --key-file "$tmp/tls/key.pem" >"$d/etcd.log" 2>&1 &
+    --key-file "$tmp/tls/key.pem" --peer-client-cert-auth --peer-trusted-ca-file "$tmp/tls/ca.pem" \
+    --peer-cert-file "$tmp/tls/cert.pem" --peer-key-file "$tmp/tls/key.pem" >"$d/etcd.log" 2>&1 &
   local etcd=$!
   pids+=($etcd)
+  disown
   wait_for "$d/etcd.log" "ready to serve client requests"
   local pid=()
   for n in a b; do
@@ -43,6 +49,7 @@ one_run() { # BIN ROUND
       --etcd "https://127.0.0.1:$client" --run-id 00000000000000bb >"$d/$n.log" 2>&1 &
     pid+=($!)
     pids+=($!)
+    disown
     wait_for "$d/$n.log" "leading run\|standby for run"
   done
   sleep 2
@@ -57,7 +64,11 @@ one_run() { # BIN ROUND
     "$r" "$bin" "$seconds" "$b0" "$b1" "$e0" "$e1" >>"$out"
 }
 for r in $(seq "$rounds"); do
-  for b in $bins; do one_run "$b" "$r"; done
+  i=0
+  for b in $bins; do
+    i=$((i + 1))
+    one_run "$b" "$r" "$i"
+  done
 done
 summarize "$out" <<'PY'
 bins = list(dict.fromkeys(r["bin"] for r in runs))
