@@ -2,7 +2,8 @@
 // the run's leader key in etcd before it touches the run directory; the one that holds it
 // trains, the others wait as standbys. A standby that wins after an earlier leader (its lease
 // lapsed: killed, frozen, cut off) continues that leader's run from its newest checkpoint in
-// the shared run directory, and the nodes, which know every replica's address, attach to it.
+// the shared run directory, and the nodes, which know or learn every replica's address (the
+// --join list, the leader's replica lists, etcd), attach to it.
 // Keys, under /swarmrt/runs/RUN_ID/: leader (the holder, under its lease), config (the run's
 // fingerprint: a replica of another config is refused), epochs (the last leader's epoch: a
 // run was started), done (the run ended on purpose: no standby continues it).
