@@ -88,7 +88,7 @@ std::vector<std::string> replica_addresses(const nlohmann::json& rows) {
       at.host = r.value("host", "");
       if (at.host.empty()) continue;
     }
-    auto text = at.host + ":" + std::to_string(at.port);
+    auto text = host_port_text(at);
     if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
   }
   return out;

@@ -20,6 +20,10 @@
 
 namespace swarmrt::apps {
 
+std::string host_port_text(const HostPort& at) {
+  return at.host + ":" + std::to_string(at.port);
+}
+
 HostPort parse_host_port(const std::string& text, bool allow_zero) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())

@@ -28,6 +28,8 @@ struct HostPort {
 };
 // "HOST:PORT" (port 0 allowed where `allow_zero`); throws std::invalid_argument with the reason.
 HostPort parse_host_port(const std::string& text, bool allow_zero);
+// "HOST:PORT", as parse_host_port reads it.
+std::string host_port_text(const HostPort& at);
 bool is_loopback(const std::string& host);
 // Whether a TCP connection to host:port opens within a second (then closed at once).
 bool tcp_port_open(const std::string& host, uint16_t port);

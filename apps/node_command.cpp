@@ -246,7 +246,8 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
                  refused = e == caf::sec::invalid_argument;
                });
   if (refused) {
-    spdlog::error("the coordinator at {} refused this node: {}", text(p.coords[p.used]), refusal);
+    spdlog::error("the coordinator at {} refused this node: {}", host_port_text(p.coords[p.used]),
+                  refusal);
     return {3, false, false};
   }
   if (!refusal.empty()) {
@@ -299,7 +300,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
     p.targets.system = &sys;
   }
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
-               setup.workers.size(), text(p.coords[p.used]),
+               setup.workers.size(), host_port_text(p.coords[p.used]),
                bulk.empty() ? "none (over CAF)" : bulk);
   update_console_door(p, dir);
   self->monitor(agent);

@@ -9,13 +9,9 @@
 namespace swarmrt::apps::node {
 using namespace swarmrt::atoms;
 
-std::string text(const HostPort& at) {
-  return at.host + ":" + std::to_string(at.port);
-}
-
 std::string known(const NodeProcess& p) {
   std::string out;
-  for (const auto& at : p.coords) out += (out.empty() ? "" : ", ") + text(at);
+  for (const auto& at : p.coords) out += (out.empty() ? "" : ", ") + host_port_text(at);
   return out.empty() ? "no address yet" : out;
 }
 
@@ -32,13 +28,14 @@ void learn(NodeProcess& p, const std::vector<std::string>& addresses, const char
     for (const auto& c : p.coords) seen = seen || (c.host == at.host && c.port == at.port);
     if (seen) continue;
     p.coords.push_back(at);
-    added += (added.empty() ? "" : ", ") + text(at);
+    added += (added.empty() ? "" : ", ") + host_port_text(at);
   }
   {
     std::lock_guard<std::mutex> lock(p.listed->mu);
     for (const auto& at : p.coords)
-      if (std::find(p.listed->at.begin(), p.listed->at.end(), text(at)) == p.listed->at.end())
-        p.listed->at.push_back(text(at));
+      if (std::find(p.listed->at.begin(), p.listed->at.end(), host_port_text(at)) ==
+          p.listed->at.end())
+        p.listed->at.push_back(host_port_text(at));
   }
   if (!added.empty() && from)
     spdlog::info("node '{}': coordinator replica(s) {} learned from {}", p.name, added, from);
@@ -151,7 +148,7 @@ caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_poin
       // From the address after the one that failed last: a frozen leader is asked last.
       const size_t k = (p.first_try + i) % p.coords.size();
       const auto& at = p.coords[k];
-      const auto where = at.host + ":" + std::to_string(at.port);
+      const auto where = host_port_text(at);
       // The port first, with a bounded connect: behind a link that drops packets, CAF's own
       // connect would wait for the kernel's SYN timeout, minutes past the deadline.
       if (!tcp_port_open(at.host, at.port)) {

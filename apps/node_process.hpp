@@ -87,8 +87,6 @@ struct NodeProcess {
   std::shared_ptr<Listed> listed = std::make_shared<Listed>();
 };
 
-// "HOST:PORT".
-std::string text(const HostPort& at);
 // Every address the node looks for a coordinator at, for its messages.
 std::string known(const NodeProcess& p);
 // What an attachment's agent does with the replicas its coordinator lists: keeps the new ones
