@@ -29,11 +29,15 @@ void add_leader_options(CLI::App& cmd, LeaderOptions& o) {
                  "stops renewing it")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{600}));
-  cmd.add_option("--etcd-ca", o.tls.ca,
+  add_etcd_tls_options(cmd, o.tls);
+}
+
+void add_etcd_tls_options(CLI::App& cmd, leader::EtcdTls& tls) {
+  cmd.add_option("--etcd-ca", tls.ca,
                  "PEM file of the CA that signed the etcd members' certificates (default for "
                  "https members: the cluster CA from the secret, as `swarmrt tls` writes it)");
-  cmd.add_option("--etcd-cert", o.tls.cert, "PEM client certificate for https etcd members");
-  cmd.add_option("--etcd-key", o.tls.key, "PEM key of --etcd-cert");
+  cmd.add_option("--etcd-cert", tls.cert, "PEM client certificate for https etcd members");
+  cmd.add_option("--etcd-key", tls.key, "PEM key of --etcd-cert");
 }
 
 leader::EtcdTls etcd_tls(const std::string& urls, const leader::EtcdTls& given,

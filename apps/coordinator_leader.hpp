@@ -32,6 +32,8 @@ struct LeaderOptions {
   leader::EtcdTls tls;
 };
 void add_leader_options(CLI::App& cmd, LeaderOptions& o);
+// --etcd-ca, --etcd-cert, --etcd-key: the PKI shown to https etcd members (replicas, nodes, ctl).
+void add_etcd_tls_options(CLI::App& cmd, leader::EtcdTls& tls);
 
 // How a swarmrt process talks to etcd at `urls`: with the files given (--etcd-ca/--etcd-cert/
 // --etcd-key) when there are any; else, for https members, with the cluster's own certificates

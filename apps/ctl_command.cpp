@@ -1,4 +1,4 @@
-// swarmrt ctl HOST:PORT [COMMAND [ARGS...]] [--json] [--yes] [--secret-file F]
+// swarmrt ctl HOST:PORT[,...] | --etcd URL --run-id ID [COMMAND [ARGS...]] [--json] [--yes]
 // The console of a live swarm (architecture §9): it connects to the coordinator's control port
 // over the same mutual TLS as any node (the cluster credential is required), asks the
 // directory for the coordinator's inspector and sends it commands. With a COMMAND it runs that
@@ -25,9 +25,11 @@
 #include <utility>
 
 #include "apps/commands.hpp"
+#include "apps/coordinator_leader.hpp"
 #include "apps/ctl_format.hpp"
 #include "apps/net.hpp"
 #include "messages/console_commands.hpp"
+#include "messages/run_id.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::apps {
@@ -37,6 +39,9 @@ using json = nlohmann::json;
 
 struct CtlArgs {
   std::string target;
+  std::string etcd;    // the run's etcd: where its coordinator replicas are listed
+  std::string run_id;  // with --etcd
+  leader::EtcdTls etcd_tls;
   bool json = false;
   bool yes = false;
   bool timing = false;
@@ -409,20 +414,59 @@ std::pair<caf::actor, caf::actor> reach_console(caf::actor_system& sys, const st
   return {reached.directory, inspector};
 }
 
-int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
+// The run's coordinator replicas as etcd lists them now (ctl --etcd): HOST:PORT each.
+std::vector<std::string> replicas_from_etcd(const CtlArgs& args, const std::string& secret) {
+  const auto id = messages::parse_run_id(args.run_id);
+  if (!id)
+    throw std::invalid_argument("--run-id '" + args.run_id +
+                                "': not a run id (the 16 hex digits a coordinator prints)");
+  TlsFilesGuard files;
+  leader::Etcd etcd(args.etcd, etcd_tls(args.etcd, args.etcd_tls, secret, files.files));
+  std::vector<std::string> listed;
+  try {
+    listed = replica_addresses_in(etcd, *id);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("--etcd " + args.etcd + ": " + e.what());
+  }
+  if (listed.empty())
+    throw std::runtime_error("etcd at " + args.etcd + " lists no coordinator replica of run " +
+                             args.run_id + " (none runs, or the run is over)");
+  return listed;
+}
+
+int run_ctl(const CtlArgs& args, std::vector<std::string> command) {
   // HOST:PORT, or the addresses of a run's coordinator replicas, A,B,...: only the leader
-  // listens, so the first that answers is the one to talk to.
+  // listens, so the first that answers is the one to talk to. With --etcd the replicas etcd
+  // lists are tried too (after any given); the address may then be left out, and a first
+  // word without a port is the command's.
   std::vector<std::pair<std::string, HostPort>> targets;
   std::string secret;
   try {
-    std::stringstream list(args.target);
+    std::string given = args.target;
+    if (!args.etcd.empty() && given.find(':') == std::string::npos) {
+      if (!given.empty()) command.insert(command.begin(), given);
+      given.clear();
+    }
+    if (given.empty() && args.etcd.empty())
+      throw std::invalid_argument(
+          "give the coordinator's HOST:PORT (or its replicas' A,B,...) or --etcd URL --run-id ID");
+    if (!args.etcd.empty() && args.run_id.empty())
+      throw std::invalid_argument(
+          "--etcd needs --run-id: the run's replicas are listed in etcd under it");
+    std::stringstream list(given);
     for (std::string a; std::getline(list, a, ',');)
       targets.emplace_back(a, parse_host_port(a, false));
-    if (targets.empty()) throw std::invalid_argument("no coordinator address");
     secret = resolve_secret(args.net);
-  } catch (const std::exception& e) {
+    if (!args.etcd.empty() && !secret.empty())
+      for (const auto& a : replicas_from_etcd(args, secret))
+        targets.emplace_back(a, parse_host_port(a, false));
+    if (targets.empty()) throw std::invalid_argument("no coordinator address");
+  } catch (const std::invalid_argument& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
   }
   if (secret.empty()) {
     std::cerr << "error: no cluster secret: the coordinator admits only its holders; give "
@@ -461,6 +505,11 @@ int run_ctl(const CtlArgs& args, const std::vector<std::string>& command) {
   }
   if (!inspector) {
     std::cerr << why.str();
+    // Only the leader of a run's replicas listens: one address alone may be a standby's.
+    if (args.etcd.empty())
+      std::cerr << "(a coordinator standby opens no port until it leads: give every replica's "
+                   "address, A,B,..., or --etcd URL --run-id ID to find the leader)"
+                << std::endl;
     return 1;
   }
   KeepAlive keep_alive{dir, args.net.heartbeat_ms};
@@ -485,8 +534,13 @@ void add_ctl_command(CLI::App& app, int& exit_code) {
       "ctl",
       "inspect and steer a live swarm through its coordinator (interactive without COMMAND)");
   cmd->add_option("target", args->target,
-                  "the coordinator's HOST:PORT, or its replicas' A,B,... (the leader answers)")
-      ->required();
+                  "the coordinator's HOST:PORT, or its replicas' A,B,... (the leader answers); "
+                  "may be left out with --etcd");
+  cmd->add_option("--etcd", args->etcd,
+                  "the run's etcd (http[s]://HOST:PORT, comma-separated; with --run-id): the "
+                  "console tries the coordinator replicas listed there and talks to the leader");
+  cmd->add_option("--run-id", args->run_id, "the run whose replicas --etcd lists");
+  add_etcd_tls_options(*cmd, args->etcd_tls);
   cmd->add_flag("--json", args->json, "print the answer as JSON (one object per answer)");
   cmd->add_flag("--yes,-y", args->yes,
                 "a kill may match more than one actor; kill-coordinator may stop the run");

@@ -422,10 +422,7 @@ void add_node_command(CLI::App& app, int& exit_code) {
                   "the run's etcd (http[s]://HOST:PORT, comma-separated; with --run-id): the "
                   "node finds the coordinator replicas listed there, at the start and whenever "
                   "it looks for a new leader (with or without --join)");
-  cmd->add_option("--etcd-ca", args->etcd_tls.ca,
-                  "PEM CA of https etcd members (default: the cluster CA from the secret)");
-  cmd->add_option("--etcd-cert", args->etcd_tls.cert, "PEM client certificate for https etcd");
-  cmd->add_option("--etcd-key", args->etcd_tls.key, "PEM key of --etcd-cert");
+  add_etcd_tls_options(*cmd, args->etcd_tls);
   cmd->add_option("--workers,-w", args->workers, "stage workers this node serves")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

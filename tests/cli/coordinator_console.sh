@@ -3,7 +3,9 @@
 # test's own and two nodes. `ctl B,A` (B the standby, whose port is closed) reaches the leader;
 # `nodes` lists both replicas with role, epoch and pid. `kill-coordinator` ends the leader's
 # process (exit 137) and is recorded; the standby takes over and `nodes` then lists it alone
-# as leader under a higher epoch. With no standby left, kill-coordinator asks first (exit 2)
+# as leader under a higher epoch. `ctl --etcd URL --run-id ID` finds the leader through the
+# replicas etcd lists, before and after the takeover; `ctl` given the standby's address alone
+# says a standby opens no port. With no standby left, kill-coordinator asks first (exit 2)
 # and kills nothing; the run completes with one step record per step. Processes are stopped
 # by pid.
 bin=$1 root=$2
@@ -33,9 +35,11 @@ for n in n1 n2; do
   pids+=($!)
 done
 both="127.0.0.1:$pb,127.0.0.1:$pa"
-# coordinators JSON: the `coordinators` rows of `ctl $both nodes --json`, as "role:epoch:pid".
+# coordinators [CTL ARGS]: the `coordinators` rows of `ctl $both nodes --json` (or of
+# `ctl CTL ARGS nodes --json`), as "role:epoch:pid".
 coordinators() {
-  "$bin" ctl "$both" nodes --json >"$tmp/nodes.json" 2>"$tmp/ctl.err" || return 1
+  [ $# = 0 ] && set -- "$both"
+  "$bin" ctl "$@" nodes --json >"$tmp/nodes.json" 2>"$tmp/ctl.err" || return 1
   py '
 import json, sys
 rows = json.load(open(sys.argv[1]))["coordinators"]
@@ -54,6 +58,13 @@ done
   fail "ctl nodes lists the replicas as '$seen', not leader (pid $a) and standby (pid $b)"
 epoch_a=${BASH_REMATCH[1]}
 "$bin" ctl "$both" nodes >"$tmp/nodes.txt" || fail "ctl nodes (text)"
+# Through etcd: the address left out, the command's first word where it would be.
+via_etcd=$(coordinators --etcd "$etcd_url" --run-id $run_id) ||
+  fail "ctl --etcd nodes: $(cat "$tmp/ctl.err")"
+[[ "$via_etcd" == "leader:$epoch_a:$a "* ]] || fail "ctl --etcd nodes lists '$via_etcd'"
+# The standby's address alone: nothing listens there, and the console says why that may be.
+"$bin" ctl "127.0.0.1:$pb" nodes >"$tmp/standby.out" 2>&1 && fail "ctl reached the standby's closed port"
+grep -q "standby opens no port" "$tmp/standby.out" || fail "no hint at a standby: $(cat "$tmp/standby.out")"
 grep -q "^COORDINATOR" "$tmp/nodes.txt" && grep -q "^standby .* $b " "$tmp/nodes.txt" ||
   fail "the nodes table has no coordinator rows: $(cat "$tmp/nodes.txt")"
 answer=$("$bin" ctl "$both" kill-coordinator 2>&1) || fail "kill-coordinator: $answer"
@@ -67,6 +78,9 @@ wait_log "$tmp/b.log" "step 45/$steps" 180 || fail "the new leader did not reach
 seen=$(coordinators) || fail "ctl $both nodes after the takeover: $(cat "$tmp/ctl.err")"
 [[ "$seen" =~ ^leader:([0-9]+):$b$ ]] || fail "after the takeover ctl nodes lists '$seen'"
 [ "${BASH_REMATCH[1]}" -gt "$epoch_a" ] || fail "the new epoch ${BASH_REMATCH[1]} is not above $epoch_a"
+via_etcd=$(coordinators --etcd "$etcd_url" --run-id $run_id) ||
+  fail "ctl --etcd nodes after the takeover: $(cat "$tmp/ctl.err")"
+[ "$via_etcd" = "$seen" ] || fail "after the takeover ctl --etcd nodes lists '$via_etcd', not '$seen'"
 # No standby now: the console asks first, and without --yes nothing is killed.
 "$bin" ctl "$both" kill-coordinator >"$tmp/ask.out" 2>&1
 code=$?
