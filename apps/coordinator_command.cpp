@@ -44,6 +44,7 @@ struct CoordinatorArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string listen = "127.0.0.1:0";
+  std::string advertise;  // HOST:PORT nodes and consoles reach this coordinator at; empty: --listen
   std::string out;
   bool overwrite = false;
   bool resume = false;
@@ -125,6 +126,13 @@ int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
   try {
     in.config = model::load_config(args.config, args.overrides);
     in.listen = parse_host_port(args.listen, true);
+    if (!args.advertise.empty()) {
+      try {
+        parse_host_port(args.advertise, false);
+      } catch (const std::exception& e) {
+        throw std::invalid_argument("--advertise: " + std::string(e.what()));
+      }
+    }
     if (!args.http.empty()) in.http = parse_host_port(args.http, true);
     in.secret = resolve_secret(args.net);
   } catch (const std::exception& e) {
@@ -353,8 +361,10 @@ int run_coordinator(const CoordinatorArgs& args) {
   if (int code = read_inputs(args, in)) return code;
   const auto& config = in.config;
   // With --etcd, nothing of the run is touched before this replica leads it.
+  // The address this replica is listed under, for nodes and consoles to find it by.
+  const std::string& address = args.advertise.empty() ? args.listen : args.advertise;
   Leading leading = stand_for_leader(args.leader, in.run_id, model::fingerprint(config), in.secret,
-                                     args.listen, [&] { return signals.fired(); });
+                                     address, [&] { return signals.fired(); });
   if (leading.exit_code >= 0) return leading.exit_code;
   fence_and_keep(leading, in.out);
   const int code = lead_run(args, in, leading, targets, signals);
@@ -446,11 +456,13 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
       coordinators = [view = leading.replicas] { return view->rows(); };
       replicas = [view = leading.replicas] { return replica_addresses(view->rows()); };
     } else
-      coordinators = [row = lone_coordinator_row(args.listen), bound, host = in.listen.host] {
-        auto r = row;
-        if (*bound != 0) r["address"] = host + ":" + std::to_string(bound->load());
-        return nlohmann::json::array({r});
-      };
+      coordinators =
+          [row = lone_coordinator_row(args.advertise.empty() ? args.listen : args.advertise), bound,
+           host = in.listen.host, fixed = !args.advertise.empty()] {
+            auto r = row;
+            if (*bound != 0 && !fixed) r["address"] = host + ":" + std::to_string(bound->load());
+            return nlohmann::json::array({r});
+          };
     const auto m = spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills,
                                     std::move(coordinators), std::move(replicas));
     {
@@ -514,6 +526,11 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
   add_config_options(*cmd, args->config, args->overrides);
   cmd->add_option("--listen", args->listen, "HOST:PORT to accept nodes on (port 0: any free)")
       ->capture_default_str();
+  cmd->add_option("--advertise", args->advertise,
+                  "HOST:PORT that nodes and consoles reach this coordinator at, where it differs "
+                  "from --listen (a wildcard or private address, a forwarded port): what the "
+                  "replicas' list in etcd, a join's answer and `ctl nodes` give (default: "
+                  "--listen, a wildcard host replaced by the host name)");
   add_run_dir_options(*cmd, args->out, args->resume, args->overwrite);
   cmd->add_flag("--frames-over-caf", args->frames_over_caf,
                 "send tensor frames as chunks inside CAF messages instead of on a TCP link of "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The coordinator replicas from the console (#32): two replicas of one run on an etcd of the
 # test's own and two nodes. `ctl B,A` (B the standby, whose port is closed) reaches the leader;
-# `nodes` lists both replicas with role, epoch and pid. `kill-coordinator` ends the leader's
+# `nodes` lists both replicas with role, epoch, pid and address (b's the one it advertises).
+# `kill-coordinator` ends the leader's
 # process (exit 137) and is recorded; the standby takes over and `nodes` then lists it alone
 # as leader under a higher epoch. `ctl --etcd URL --run-id ID` finds the leader through the
 # replicas etcd lists, before and after the takeover; `ctl` given the standby's address alone
@@ -15,18 +16,22 @@ unset SWARMRT_SECRET_FILE
 start_etcd
 run_id=00000000000000dd steps=100
 pa=$(free_port) pb=$(free_port)
-replica() {  # NAME PORT
-  "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$2" -o "$tmp/run" \
+replica() {  # NAME PORT [ARGS...]
+  local name=$1 port=$2
+  shift 2
+  "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$port" "$@" -o "$tmp/run" \
     --etcd "$etcd_url" --lease-ttl-s 2 --run-id $run_id --set "data.path=$root/data/brown.txt" \
     --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4 \
-    --set checkpoint.every_steps=10 --set diloco.inner_steps=10 >"$tmp/$1.log" 2>&1 &
+    --set checkpoint.every_steps=10 --set diloco.inner_steps=10 >"$tmp/$name.log" 2>&1 &
   pids+=($!)
 }
 on_fail() { for n in a b n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
 replica a "$pa"
 a=$!
 wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
-replica b "$pb"
+# b is listed under the address it advertises: 127.1 is 127.0.0.1 spelt otherwise, so the list
+# shows which one it took, and nodes and consoles still reach it on this machine.
+replica b "$pb" --advertise "127.1:$pb"
 b=$!
 wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
 for n in n1 n2; do
@@ -57,6 +62,11 @@ done
 [[ "$seen" =~ ^leader:([0-9]+):$a\ standby:None:$b$ ]] ||
   fail "ctl nodes lists the replicas as '$seen', not leader (pid $a) and standby (pid $b)"
 epoch_a=${BASH_REMATCH[1]}
+py '
+import json, sys
+rows = json.load(open(sys.argv[1]))["coordinators"]
+assert [r["address"] for r in rows] == sys.argv[2:], rows
+' "$tmp/nodes.json" "127.0.0.1:$pa" "127.1:$pb" || fail "the replicas are not listed at their addresses"
 "$bin" ctl "$both" nodes >"$tmp/nodes.txt" || fail "ctl nodes (text)"
 # Through etcd: the address left out, the command's first word where it would be.
 via_etcd=$(coordinators --etcd "$etcd_url" --run-id $run_id) ||

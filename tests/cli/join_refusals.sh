@@ -55,6 +55,14 @@ grep -q "unknown device .tpu:0. (cpu, cuda or cuda:K)" "$tmp/dev.log" || fail "m
 "$bin" node --join nowhere >"$tmp/bad.log" 2>&1
 [ $? = 2 ] || fail "a malformed --join must exit 2"
 grep -q "is not HOST:PORT" "$tmp/bad.log" || fail "message: $(cat "$tmp/bad.log")"
+# A coordinator's --advertise is an address others dial: a fixed port, refused before the run
+# directory is made.
+for bad in nowhere here:0; do
+  "$bin" coordinator -c "$cfg" --advertise "$bad" -o "$tmp/adv" >"$tmp/adv.log" 2>&1
+  [ $? = 2 ] || fail "--advertise $bad must exit 2: $(cat "$tmp/adv.log")"
+  grep -q -- "--advertise: .*$bad" "$tmp/adv.log" || fail "message: $(cat "$tmp/adv.log")"
+  [ -e "$tmp/adv" ] && fail "--advertise $bad made a run directory"
+done
 unset SWARMRT_SECRET
 
 # No secret given: the coordinator makes one, like a notebook server's token.
