@@ -246,7 +246,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
                  refused = e == caf::sec::invalid_argument;
                });
   if (refused) {
-    spdlog::error("the coordinator at {} refused this node: {}", host_port_text(p.coords[p.used]),
+    spdlog::error("the coordinator at {} refused this node: {}", host_port_text(p.attached),
                   refusal);
     return {3, false, false};
   }
@@ -255,7 +255,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
                  p.request.node_name, refusal);
     return {1, true, false};
   }
-  learn(p, reply.replicas, "the coordinator");
+  keep_listed(p)(reply.replicas);
   auto ctx = std::make_shared<actors::SwarmContext>();
   try {
     ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
@@ -300,7 +300,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
     p.targets.system = &sys;
   }
   spdlog::info("node '{}' serving {} workers for the coordinator at {}; frame link {}", setup.name,
-               setup.workers.size(), host_port_text(p.coords[p.used]),
+               setup.workers.size(), host_port_text(p.attached),
                bulk.empty() ? "none (over CAF)" : bulk);
   update_console_door(p, dir);
   self->monitor(agent);
@@ -356,7 +356,7 @@ int run_node(const NodeArgs& args) {
     targets.system = nullptr;
   }};
   NodeProcess p{sys, args, targets, signals};
-  p.coords = coords;
+  p.given = p.coords = coords;
   p.console_at = console_at;
   p.request = request;
   p.name = request.node_name;
@@ -372,9 +372,14 @@ int run_node(const NodeArgs& args) {
   int code = 0;
   const auto connect_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1e3));
-  caf::actor dir = coords.size() == 1 && !p.etcd
-                       ? reach_directory(sys, args, coords.front(), signals, code)
-                       : find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);
+  caf::actor dir;
+  if (coords.size() == 1 && !p.etcd) {
+    dir = reach_directory(sys, args, coords.front(), signals, code);
+    p.attached = coords.front();
+    refresh_known(p);
+  } else {
+    dir = find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);
+  }
   if (!dir) return code != 0 ? code : 1;
   AtScopeExit close_door{[&] {
     if (p.door) caf::anon_send_exit(p.door, caf::exit_reason::user_shutdown);
@@ -387,7 +392,7 @@ int run_node(const NodeArgs& args) {
     code = ended.code;
     if (!ended.lost || signals.fired()) break;
     if (ended.joined) lost_since = std::chrono::steady_clock::now();
-    p.first_try = (p.used + 1) % p.coords.size();
+    refresh_known(p);
     spdlog::warn("node '{}': attaching again to {} (for up to {} s)", p.name, known(p),
                  args.connect_timeout_s);
     dir = find_coordinator(p, lost_since + connect_timeout);

@@ -15,45 +15,74 @@ std::string known(const NodeProcess& p) {
   return out.empty() ? "no address yet" : out;
 }
 
-void learn(NodeProcess& p, const std::vector<std::string>& addresses, const char* from) {
-  std::string added;
-  for (const auto& a : addresses) {
-    HostPort at;
-    try {
-      at = parse_host_port(a, false);
-    } catch (const std::exception&) {
-      continue;
-    }
-    bool seen = false;
-    for (const auto& c : p.coords) seen = seen || (c.host == at.host && c.port == at.port);
-    if (seen) continue;
-    p.coords.push_back(at);
-    added += (added.empty() ? "" : ", ") + host_port_text(at);
-  }
-  {
-    std::lock_guard<std::mutex> lock(p.listed->mu);
-    for (const auto& at : p.coords)
-      if (std::find(p.listed->at.begin(), p.listed->at.end(), host_port_text(at)) ==
-          p.listed->at.end())
-        p.listed->at.push_back(host_port_text(at));
-  }
-  if (!added.empty() && from)
-    spdlog::info("node '{}': coordinator replica(s) {} learned from {}", p.name, added, from);
+namespace {
+
+// Each of `xs` that `ys` lacks.
+std::vector<std::string> missing_from(const std::vector<std::string>& xs,
+                                      const std::vector<std::string>& ys) {
+  std::vector<std::string> out;
+  for (const auto& x : xs)
+    if (std::find(ys.begin(), ys.end(), x) == ys.end()) out.push_back(x);
+  return out;
 }
+
+void say(const std::string& name, const std::vector<std::string>& at, const char* what) {
+  if (at.empty()) return;
+  std::string list;
+  for (const auto& a : at) list += (list.empty() ? "" : ", ") + a;
+  spdlog::info("node '{}': coordinator replica(s) {} {}", name, list, what);
+}
+
+}  // namespace
 
 std::function<void(const std::vector<std::string>&)> keep_listed(const NodeProcess& p) {
   return [listed = p.listed, name = p.name](const std::vector<std::string>& at) {
-    std::string added;
     std::lock_guard<std::mutex> lock(listed->mu);
-    for (const auto& a : at)
-      if (std::find(listed->at.begin(), listed->at.end(), a) == listed->at.end()) {
-        listed->at.push_back(a);
-        added += (added.empty() ? "" : ", ") + a;
-      }
-    if (!added.empty())
-      spdlog::info("node '{}': coordinator replica(s) {} learned from the coordinator", name,
-                   added);
+    say(name, missing_from(missing_from(at, listed->known), listed->at),
+        "learned from the coordinator");
+    say(name, missing_from(listed->at, at), "no longer listed by the coordinator");
+    listed->at = at;
   };
+}
+
+void refresh_known(NodeProcess& p) {
+  std::vector<std::string> listed, known;
+  {
+    std::lock_guard<std::mutex> lock(p.listed->mu);
+    listed = p.listed->at;
+    known = p.listed->known;
+  }
+  if (p.etcd) {
+    try {
+      const auto now = replica_addresses_in(*p.etcd, p.request.run_id);
+      say(p.name, missing_from(missing_from(now, known), listed), "learned from etcd");
+      say(p.name, missing_from(p.etcd_listed, now), "no longer listed in etcd");
+      p.etcd_listed = now;
+      p.etcd_failed = false;
+    } catch (const std::exception& e) {
+      // What etcd listed last still stands.
+      if (!p.etcd_failed) spdlog::warn("node '{}': etcd at {}: {}", p.name, p.args.etcd, e.what());
+      p.etcd_failed = true;
+    }
+  }
+  std::vector<HostPort> coords = p.given;
+  for (const auto* list : {&listed, &p.etcd_listed})
+    for (const auto& a : *list) {
+      HostPort at;
+      try {
+        at = parse_host_port(a, false);
+      } catch (const std::exception&) {
+        continue;
+      }
+      bool seen = false;
+      for (const auto& c : coords) seen = seen || (c.host == at.host && c.port == at.port);
+      if (!seen) coords.push_back(at);
+    }
+  p.coords = std::move(coords);
+  known.clear();
+  for (const auto& at : p.coords) known.push_back(host_port_text(at));
+  std::lock_guard<std::mutex> lock(p.listed->mu);
+  p.listed->known = std::move(known);
 }
 
 caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
@@ -83,28 +112,6 @@ caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
     };
   });
 }
-
-namespace {
-
-// What the last coordinator and etcd list now.
-void learn_replicas(NodeProcess& p) {
-  std::vector<std::string> listed;
-  {
-    std::lock_guard<std::mutex> lock(p.listed->mu);
-    listed = p.listed->at;
-  }
-  learn(p, listed, nullptr);  // said when they were listed
-  if (!p.etcd) return;
-  try {
-    learn(p, replica_addresses_in(*p.etcd, p.request.run_id), "etcd");
-    p.etcd_failed = false;
-  } catch (const std::exception& e) {
-    if (!p.etcd_failed) spdlog::warn("node '{}': etcd at {}: {}", p.name, p.args.etcd, e.what());
-    p.etcd_failed = true;
-  }
-}
-
-}  // namespace
 
 caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,
                            const StopSignals& signals, int& code) {
@@ -143,10 +150,13 @@ caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_poin
   std::string last;
   caf::scoped_actor self{p.sys};
   for (;;) {
-    learn_replicas(p);
+    refresh_known(p);
+    // From the address after the coordinator last attached to: a frozen leader is asked last.
+    size_t first = 0;
+    for (size_t k = 0; k < p.coords.size(); ++k)
+      if (p.coords[k].host == p.attached.host && p.coords[k].port == p.attached.port) first = k + 1;
     for (size_t i = 0; i < p.coords.size(); ++i) {
-      // From the address after the one that failed last: a frozen leader is asked last.
-      const size_t k = (p.first_try + i) % p.coords.size();
+      const size_t k = (first + i) % p.coords.size();
       const auto& at = p.coords[k];
       const auto where = host_port_text(at);
       // The port first, with a bounded connect: behind a link that drops packets, CAF's own
@@ -171,7 +181,7 @@ caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_poin
       self->request(reached.directory, std::chrono::seconds(3), inspector_atom::value)
           .receive([&](const caf::actor&) { alive = true; }, [&](const caf::error&) {});
       if (alive) {
-        p.used = k;
+        p.attached = at;
         return reached.directory;
       }
       last = where + ": its directory did not answer (a frozen coordinator?)";

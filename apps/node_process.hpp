@@ -1,6 +1,8 @@
 // The parts of a `swarmrt node` process that outlive one attachment to a coordinator, and how
 // it finds a coordinator: at the --join addresses, at the replicas the coordinator it served
-// listed, and at those etcd lists (--etcd).
+// listed last, and at those etcd listed last (--etcd). A replica neither lists any more (its
+// process ended and its lease lapsed) is forgotten, so a long run's failovers do not try every
+// address the swarm ever had.
 #pragma once
 
 #include <caf/all.hpp>
@@ -62,7 +64,9 @@ struct NodeProcess {
   const NodeArgs& args;
   SignalTargets& targets;
   const StopSignals& signals;
-  std::vector<HostPort> coords;
+  std::vector<HostPort> given;   // --join: always tried
+  std::vector<HostPort> coords;  // given, then the replicas the coordinator and etcd list now
+  HostPort attached;             // the coordinator of this attachment, or of the last one
   HostPort console_at;
   messages::JoinRequest request;
   std::shared_ptr<supervisors::Roster> roster = std::make_shared<supervisors::Roster>();
@@ -71,30 +75,29 @@ struct NodeProcess {
   caf::actor door;
   nlohmann::json sent = nlohmann::json::object();  // bytes of attachments that ended, by kind
   std::string name;
-  size_t used = 0;       // the index in `coords` of the coordinator attached to
-  size_t first_try = 0;  // where the next search starts
   // --etcd: where the run's replicas are listed (with the certificates it is shown, if any).
   std::unique_ptr<leader::Etcd> etcd;
   TlsFilesGuard etcd_files;
-  bool etcd_failed = false;  // its failure was logged
-  // Every replica address the node knows of: those the coordinators listed (their agents'
-  // threads add them) and the node's own `coords` (the main thread adds them; it moves the
-  // others into `coords` when it looks for a coordinator).
+  bool etcd_failed = false;              // its failure was logged
+  std::vector<std::string> etcd_listed;  // what etcd listed last (kept while it fails)
+  // What the coordinator listed last: its agent's thread replaces it every 2 s, the main
+  // thread reads it into `coords` when it looks for a coordinator.
   struct Listed {
     std::mutex mu;
     std::vector<std::string> at;
+    std::vector<std::string> known;  // `coords` as text: a listed address not among them is new
   };
   std::shared_ptr<Listed> listed = std::make_shared<Listed>();
 };
 
 // Every address the node looks for a coordinator at, for its messages.
 std::string known(const NodeProcess& p);
-// What an attachment's agent does with the replicas its coordinator lists: keeps the new ones
-// for the next search, and says which.
+// What an attachment's agent does with the replicas its coordinator lists: keeps the list for
+// the next search, and says which replicas it adds and which it no longer has.
 std::function<void(const std::vector<std::string>&)> keep_listed(const NodeProcess& p);
-// Adds the addresses not known yet to those the node tries (after the others: the --join
-// order stands), and says which, naming `from` (null: says nothing).
-void learn(NodeProcess& p, const std::vector<std::string>& addresses, const char* from);
+// The addresses the node tries, made again from the --join addresses (first: their order
+// stands), what the coordinator listed last and what etcd lists now (asked here, with --etcd).
+void refresh_known(NodeProcess& p);
 // The coordinator's directory at the only --join address (it may still be starting: retried
 // until --connect-timeout-s); an invalid handle, with the reason logged and `code` set, when
 // there is none.

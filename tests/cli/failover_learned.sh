@@ -6,14 +6,16 @@
 # (chaos.kill_at_phase = "join"): node n3, given only the etcd, joins then. Its join goes
 # unanswered and it joins the new leader; n1 and n2 attach to it as well (the same processes,
 # each a second attachment), and the run completes every step with one step record a step.
-# Processes are stopped by pid.
+# A third replica, c, starts beside b and is SIGKILLed before the failover: once its lease
+# lapses the leader lists it no more, the nodes say so, and n1 looks for the next leader at
+# the others only. Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 export SWARMRT_SECRET=failover-learned-test
 unset SWARMRT_SECRET_FILE
 start_etcd
 run_id=00000000000000ee steps=100
-pa=$(free_port) pb=$(free_port)
+pa=$(free_port) pb=$(free_port) pc=$(free_port)
 replica() {  # NAME PORT
   "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$2" -o "$tmp/run" \
     --etcd "$etcd_url" --lease-ttl-s 2 --run-id $run_id --set "data.path=$root/data/brown.txt" \
@@ -31,7 +33,7 @@ node() {  # NAME ARGS...
   pids+=($!)
   eval "$name=$!"
 }
-on_fail() { for n in a b n1 n2 n3; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
+on_fail() { for n in a b c n1 n2 n3; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
 replica a "$pa"
 a=$!
 wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
@@ -43,6 +45,17 @@ b=$!
 wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
 wait_log "$tmp/n1.log" "replica(s) 127.0.0.1:$pb learned from the coordinator" 30 ||
   fail "n1 was not told the standby's address"
+replica c "$pc"
+c=$!
+wait_log "$tmp/c.log" "standby for run $run_id" 30 || fail "replica c is not a standby"
+wait_log "$tmp/n1.log" "replica(s) 127.0.0.1:$pc learned from the coordinator" 30 ||
+  fail "n1 was not told the second standby's address"
+kill -9 "$c"
+wait "$c" 2>/dev/null
+for n in n1 n2; do
+  wait_log "$tmp/$n.log" "replica(s) 127.0.0.1:$pc no longer listed by the coordinator" 30 ||
+    fail "$n was not told that replica c is gone"
+done
 wait_log "$tmp/a.log" "step 15/$steps" 180 || fail "the run did not reach step 15"
 ended "$a" && fail "the leader died before a node joined"
 node n3 --etcd "$etcd_url"
@@ -63,6 +76,9 @@ for n in n1 n2; do
   [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = 2 ] || fail "node $n: not two attachments"
 done
 [ "$(grep -c "serving 2 workers" "$tmp/n3.log")" = 1 ] || fail "node n3: not one attachment"
+again=$(grep "attaching again to" "$tmp/n1.log")
+[[ "$again" == *"127.0.0.1:$pb"* && "$again" != *":$pc"* ]] ||
+  fail "n1 looked for the next leader at: $again"
 grep -q "the join went unanswered" "$tmp/n3.log" || fail "n3's first join was answered"
 py '
 import json, sys
