@@ -56,6 +56,12 @@ struct CoordinatorArgs {
   LeaderOptions leader;  // --etcd: one of several replicas of the run
 };
 
+// The address this coordinator is listed under (etcd's replica list, a join's answer, `ctl
+// nodes`), for nodes and consoles to find it by.
+const std::string& listed_address(const CoordinatorArgs& args) {
+  return args.advertise.empty() ? args.listen : args.advertise;
+}
+
 // A scheduler's SIGTERM (preemption, scancel) or SIGUSR1 (`--signal=USR1@120`, before the
 // time limit) asks for a checkpoint at the end of the step under way, so `--resume` in the
 // next allocation loses nothing; the swarm is stopped after it, or after `timeout_s`.
@@ -361,10 +367,8 @@ int run_coordinator(const CoordinatorArgs& args) {
   if (int code = read_inputs(args, in)) return code;
   const auto& config = in.config;
   // With --etcd, nothing of the run is touched before this replica leads it.
-  // The address this replica is listed under, for nodes and consoles to find it by.
-  const std::string& address = args.advertise.empty() ? args.listen : args.advertise;
   Leading leading = stand_for_leader(args.leader, in.run_id, model::fingerprint(config), in.secret,
-                                     address, [&] { return signals.fired(); });
+                                     listed_address(args), [&] { return signals.fired(); });
   if (leading.exit_code >= 0) return leading.exit_code;
   fence_and_keep(leading, in.out);
   const int code = lead_run(args, in, leading, targets, signals);
@@ -456,13 +460,13 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
       coordinators = [view = leading.replicas] { return view->rows(); };
       replicas = [view = leading.replicas] { return replica_addresses(view->rows()); };
     } else
-      coordinators =
-          [row = lone_coordinator_row(args.advertise.empty() ? args.listen : args.advertise), bound,
-           host = in.listen.host, fixed = !args.advertise.empty()] {
-            auto r = row;
-            if (*bound != 0 && !fixed) r["address"] = host + ":" + std::to_string(bound->load());
-            return nlohmann::json::array({r});
-          };
+      // The port bound once listening, unless an advertised address stands for it.
+      coordinators = [row = lone_coordinator_row(listed_address(args)), bound,
+                      host = in.listen.host, fixed = !args.advertise.empty()] {
+        auto r = row;
+        if (*bound != 0 && !fixed) r["address"] = host + ":" + std::to_string(bound->load());
+        return nlohmann::json::array({r});
+      };
     const auto m = spawn_membership(sys, core, ctx, in, endpoint, *co.forward_kills,
                                     std::move(coordinators), std::move(replicas));
     {

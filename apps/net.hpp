@@ -25,6 +25,7 @@ namespace swarmrt::apps {
 struct HostPort {
   std::string host;
   uint16_t port = 0;
+  bool operator==(const HostPort& o) const { return host == o.host && port == o.port; }
 };
 // "HOST:PORT" (port 0 allowed where `allow_zero`); throws std::invalid_argument with the reason.
 HostPort parse_host_port(const std::string& text, bool allow_zero);

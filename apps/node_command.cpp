@@ -378,6 +378,7 @@ int run_node(const NodeArgs& args) {
     p.attached = coords.front();
     refresh_known(p);
   } else {
+    refresh_known(p);
     dir = find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);
   }
   if (!dir) return code != 0 ? code : 1;

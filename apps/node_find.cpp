@@ -74,9 +74,7 @@ void refresh_known(NodeProcess& p) {
       } catch (const std::exception&) {
         continue;
       }
-      bool seen = false;
-      for (const auto& c : coords) seen = seen || (c.host == at.host && c.port == at.port);
-      if (!seen) coords.push_back(at);
+      if (std::find(coords.begin(), coords.end(), at) == coords.end()) coords.push_back(at);
     }
   p.coords = std::move(coords);
   known.clear();
@@ -144,17 +142,18 @@ caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const H
 // several (replicas, of which only the leader listens), and after the coordinator's link
 // became unreachable (the partition healed, a standby took over, a coordinator resumed on its
 // address). Each address is tried in turn, with backoff, until --connect-timeout-s; null when
-// none answered or a signal came.
+// none answered or a signal came. The caller has refreshed the addresses (refresh_known); each
+// later round refreshes them again.
 caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline) {
   auto wait = std::chrono::milliseconds(200);
   std::string last;
   caf::scoped_actor self{p.sys};
-  for (;;) {
-    refresh_known(p);
+  for (bool first_round = true;; first_round = false) {
+    if (!first_round) refresh_known(p);
     // From the address after the coordinator last attached to: a frozen leader is asked last.
     size_t first = 0;
     for (size_t k = 0; k < p.coords.size(); ++k)
-      if (p.coords[k].host == p.attached.host && p.coords[k].port == p.attached.port) first = k + 1;
+      if (p.coords[k] == p.attached) first = k + 1;
     for (size_t i = 0; i < p.coords.size(); ++i) {
       const size_t k = (first + i) % p.coords.size();
       const auto& at = p.coords[k];

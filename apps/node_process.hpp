@@ -107,7 +107,8 @@ caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const H
 // request_receiver_down as soon as `dir` is gone, then ends.
 caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
                         std::chrono::seconds timeout);
-// The coordinator's directory at any address the node knows (see find_coordinator in the .cpp).
+// The coordinator's directory at any address the node knows, refreshed by the caller first
+// (see find_coordinator in the .cpp).
 caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace swarmrt::apps::node

@@ -2,9 +2,8 @@
 # The coordinator replicas from the console (#32): two replicas of one run on an etcd of the
 # test's own and two nodes. `ctl B,A` (B the standby, whose port is closed) reaches the leader;
 # `nodes` lists both replicas with role, epoch, pid and address (b's the one it advertises).
-# `kill-coordinator` ends the leader's
-# process (exit 137) and is recorded; the standby takes over and `nodes` then lists it alone
-# as leader under a higher epoch. `ctl --etcd URL --run-id ID` finds the leader through the
+# `kill-coordinator` ends the leader's process (exit 137) and is recorded; the standby takes
+# over and `nodes` then lists it alone as leader under a higher epoch. `ctl --etcd URL --run-id ID` finds the leader through the
 # replicas etcd lists, before and after the takeover; `ctl` given the standby's address alone
 # says a standby opens no port. With no standby left, kill-coordinator asks first (exit 2)
 # and kills nothing; the run completes with one step record per step. Processes are stopped
