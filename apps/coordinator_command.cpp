@@ -356,6 +356,30 @@ int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
 int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leading,
              SignalTargets& targets, const StopSignals& signals);
 
+// A standby's port on --listen, open while it stands by: consoles and nodes given its address
+// learn the leader's there. None on port 0 (no one could know the port) or without the
+// cluster secret (given, or the run directory's, which the first leader wrote; a standby
+// writes nothing there).
+DoorOpener standby_door(const CoordinatorArgs& args, const CoordinatorInputs& in) {
+  return [&args, &in](StandbyDoor::Lister lister) -> std::unique_ptr<StandbyDoor> {
+    std::string secret = in.secret;
+    const auto kept = std::filesystem::path(in.out) / "secret";
+    try {
+      if (secret.empty() && std::filesystem::exists(kept))
+        secret = transport::read_secret_file(kept.string());
+    } catch (const std::exception& e) {
+      spdlog::warn("standby: {}", e.what());
+    }
+    if (in.listen.port == 0 || secret.empty()) {
+      spdlog::info("standby: no port open until this replica leads ({})",
+                   in.listen.port == 0 ? "--listen has port 0" : "no cluster secret yet");
+      return nullptr;
+    }
+    return std::make_unique<StandbyDoor>(in.listen, secret, args.net,
+                                         messages::run_id_text(in.run_id), std::move(lister));
+  };
+}
+
 // The named steps of a coordinator's life: read the command line, stand for leader (with
 // --etcd), open the run directory, start the core actors, the membership and the status page,
 // listen, train, stop.
@@ -367,8 +391,9 @@ int run_coordinator(const CoordinatorArgs& args) {
   if (int code = read_inputs(args, in)) return code;
   const auto& config = in.config;
   // With --etcd, nothing of the run is touched before this replica leads it.
-  Leading leading = stand_for_leader(args.leader, in.run_id, model::fingerprint(config), in.secret,
-                                     listed_address(args), [&] { return signals.fired(); });
+  Leading leading = stand_for_leader(
+      args.leader, in.run_id, model::fingerprint(config), in.secret, listed_address(args),
+      [&] { return signals.fired(); }, standby_door(args, in));
   if (leading.exit_code >= 0) return leading.exit_code;
   fence_and_keep(leading, in.out);
   const int code = lead_run(args, in, leading, targets, signals);

@@ -98,6 +98,27 @@ std::vector<std::string> replica_addresses(const nlohmann::json& rows) {
   return out;
 }
 
+namespace {
+// The replicas' addresses, the leader's first: what a standby's port answers.
+StandbyDoor::Replicas leader_first(leader::Etcd& etcd, uint64_t run_id) {
+  const auto leader = etcd.get(run_key(run_id, "leader"));
+  auto rows = nlohmann::json::array();
+  bool found = false;
+  for (const auto& [key, kv] : etcd.get_prefix(run_key(run_id, "replicas/"))) {
+    auto r = nlohmann::json::parse(kv.value, nullptr, false);
+    if (!r.is_object()) continue;
+    const bool leads = leader && r.value("who", "") == leader->value;
+    found |= leads;
+    rows.insert(leads ? rows.begin() : rows.end(), std::move(r));
+  }
+  StandbyDoor::Replicas out;
+  out.addresses = replica_addresses(rows);
+  // A leader on port 0 is not among the addresses: then the first is not the leader's.
+  out.leader_first = found && !replica_addresses(nlohmann::json::array({rows[0]})).empty();
+  return out;
+}
+}  // namespace
+
 std::vector<std::string> replica_addresses_in(leader::Etcd& etcd, uint64_t run_id) {
   auto rows = nlohmann::json::array();
   for (const auto& [key, kv] : etcd.get_prefix(run_key(run_id, "replicas/"))) {
@@ -153,7 +174,7 @@ nlohmann::json ReplicaView::rows() const {
 
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
                          const std::string& secret, const std::string& address,
-                         const std::function<bool()>& give_up) {
+                         const std::function<bool()>& give_up, const DoorOpener& open_door) {
   Leading l;
   if (o.etcd.empty()) return l;
   if (run_id == 0) {
@@ -194,11 +215,16 @@ Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::str
     // Seen by `ctl nodes` on whichever replica leads, as long as this process holds its lease.
     const auto replicas = run_key(run_id, "replicas/");
     l.lead->announce(replicas + host + ":" + std::to_string(getpid()), me.dump());
+    std::unique_ptr<StandbyDoor> door;
     const int64_t epoch = l.lead->campaign(give_up, [&](const std::string& holder) {
       spdlog::info("standby for run {}: {} leads; taking over within {} s of its lease lapsing",
                    messages::run_id_text(run_id), holder, o.lease_ttl_s);
       l.previous = holder;
+      if (!door && open_door)
+        door = open_door(
+            [etcd = l.lead->etcd(), run_id]() mutable { return leader_first(etcd, run_id); });
     });
+    door.reset();  // its port is the leader's directory's from here on
     if (epoch == 0) {
       l.exit_code = 130;
       return l;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "apps/net.hpp"
+#include "apps/standby_door.hpp"
 #include "leader/leadership.hpp"
 #include "transport/cluster_tls.hpp"
 
@@ -75,11 +76,16 @@ struct Leading {
   std::shared_ptr<ReplicaView> replicas;  // null without --etcd
 };
 
+// Opens this replica's port while it stands by (null: none), given what it answers with.
+using DoorOpener = std::function<std::unique_ptr<StandbyDoor>(StandbyDoor::Lister)>;
+
 // Stands for leader (blocking while a standby); `address` is where this replica listens once
 // it leads (with its host and pid it says who this replica is, to the others and to `ctl`).
+// While it stands by, `open_door` opens its port to say where the leader is; the port is
+// closed again before this returns.
 Leading stand_for_leader(const LeaderOptions& o, uint64_t run_id, const std::string& fingerprint,
                          const std::string& secret, const std::string& address,
-                         const std::function<bool()>& give_up);
+                         const std::function<bool()>& give_up, const DoorOpener& open_door = {});
 // HOST:PORT of each replica in `rows` (ReplicaView::rows, or etcd's replica keys as they
 // are): where a node may find the next leader. A replica that listens on a wildcard address
 // is named by its host; one without a fixed port is left out.

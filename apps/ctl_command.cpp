@@ -414,6 +414,31 @@ std::pair<caf::actor, caf::actor> reach_console(caf::actor_system& sys, const st
   return {reached.directory, inspector};
 }
 
+// A coordinator replica that answered but has no console is a standby (apps/standby_door.hpp):
+// the replicas it names, the leader's first, are tried next (each address once).
+void follow_standby(caf::actor_system& sys, const caf::actor& door, const std::string& address,
+                    std::vector<std::pair<std::string, HostPort>>& targets) {
+  caf::scoped_actor self{sys};
+  std::vector<std::string> named;
+  self->request(door, std::chrono::seconds(5), replicas_atom::value)
+      .receive([&](const std::vector<std::string>& at) { named = at; }, [](const caf::error&) {});
+  bool told = false;
+  for (const auto& a : named) {
+    HostPort at;
+    try {
+      at = parse_host_port(a, false);
+    } catch (const std::exception&) {
+      continue;
+    }
+    bool listed = false;
+    for (const auto& t : targets) listed |= t.second == at;
+    if (listed) continue;
+    if (!told) std::cerr << "(" << address << " is a standby coordinator: asking " << a << ")\n";
+    told = true;
+    targets.emplace_back(a, at);
+  }
+}
+
 // The run's coordinator replicas as etcd lists them now (ctl --etcd): HOST:PORT each.
 std::vector<std::string> replicas_from_etcd(const CtlArgs& args, const std::string& secret) {
   const auto id = messages::parse_run_id(args.run_id);
@@ -495,20 +520,24 @@ int run_ctl(const CtlArgs& args, std::vector<std::string> command) {
   caf::actor dir, inspector;
   std::string address;
   std::ostringstream why;  // told only when no address answers
-  for (const auto& [text, target] : targets) {
+  // By index: a standby's answer adds the leader's address to the list.
+  for (size_t k = 0; k < targets.size(); ++k) {
+    const auto [text, target] = targets[k];
     bool refused = false;
     std::tie(dir, inspector) = reach_console(sys, text, target, args, refused, why);
     if (inspector || refused) {
       address = text;
       break;
     }
+    if (dir) follow_standby(sys, dir, text, targets);
   }
   if (!inspector) {
     std::cerr << why.str();
-    // Only the leader of a run's replicas listens: one address alone may be a standby's.
+    // A standby without a port of its own (--listen port 0, no secret yet) says nothing.
     if (args.etcd.empty())
-      std::cerr << "(a coordinator standby opens no port until it leads: give every replica's "
-                   "address, A,B,..., or --etcd URL --run-id ID to find the leader)"
+      std::cerr << "(a coordinator standby on a port of its own names the leader; one on port "
+                   "0 cannot: give every replica's address, A,B,..., or --etcd URL --run-id ID "
+                   "to find the leader)"
                 << std::endl;
     return 1;
   }

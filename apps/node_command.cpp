@@ -377,6 +377,11 @@ int run_node(const NodeArgs& args) {
     dir = reach_directory(sys, args, coords.front(), signals, code);
     p.attached = coords.front();
     refresh_known(p);
+    // The one address given may be a standby's: it names the leader, and the node looks there.
+    if (dir && ask_directory(p, dir, args.join) == Answer::standby) {
+      refresh_known(p);
+      dir = find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);
+    }
   } else {
     refresh_known(p);
     dir = find_coordinator(p, std::chrono::steady_clock::now() + connect_timeout);

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 #include "apps/coordinator_leader.hpp"
 #include "apps/node_process.hpp"
@@ -83,6 +84,39 @@ void refresh_known(NodeProcess& p) {
   p.listed->known = std::move(known);
 }
 
+Answer ask_directory(NodeProcess& p, const caf::actor& dir, const std::string& where,
+                     bool* named_new) {
+  caf::scoped_actor self{p.sys};
+  auto answer = Answer::silent;
+  bool refused = false;
+  self->request(dir, std::chrono::seconds(3), inspector_atom::value)
+      .receive([&](const caf::actor&) { answer = Answer::directory; },
+               [&](const caf::error& e) { refused = e != caf::sec::request_timeout; });
+  if (!refused) return answer;
+  // It answered, but not as a directory: a standby (apps/standby_door.hpp) names the replicas,
+  // the leader's first. They are kept as a coordinator's list is, until one lists others.
+  std::vector<std::string> named;
+  self->request(dir, std::chrono::seconds(3), replicas_atom::value)
+      .receive([&](const std::vector<std::string>& at) { named = at; }, [](const caf::error&) {});
+  if (named.empty()) return answer;
+  answer = Answer::standby;
+  std::vector<std::string> added;
+  bool same = false;  // said once for each list a standby names, not in every search round
+  {
+    std::lock_guard<std::mutex> lock(p.listed->mu);
+    added = missing_from(named, p.listed->known);
+    same = p.listed->at == named;
+    p.listed->at = named;
+  }
+  std::string list;
+  for (const auto& a : named) list += (list.empty() ? "" : ", ") + a;
+  if (!same)
+    spdlog::info("node '{}': {} is a standby coordinator; it names the leader first: {}", p.name,
+                 where, list);
+  if (named_new && !added.empty()) *named_new = true;
+  return answer;
+}
+
 caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
                         std::chrono::seconds timeout) {
   return sys.spawn([dir, timeout](caf::event_based_actor* self) -> caf::behavior {
@@ -147,7 +181,7 @@ caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const H
 caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline) {
   auto wait = std::chrono::milliseconds(200);
   std::string last;
-  caf::scoped_actor self{p.sys};
+  bool named_new = false;  // a standby named an address this round did not have
   for (bool first_round = true;; first_round = false) {
     if (!first_round) refresh_known(p);
     // From the address after the coordinator last attached to: a frozen leader is asked last.
@@ -176,16 +210,20 @@ caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_poin
       }
       // CAF may hand back the handle it knew for that address without a new handshake: the
       // directory must answer before the node joins it (a frozen leader's does not).
-      bool alive = false;
-      self->request(reached.directory, std::chrono::seconds(3), inspector_atom::value)
-          .receive([&](const caf::actor&) { alive = true; }, [&](const caf::error&) {});
-      if (alive) {
+      const auto answer = ask_directory(p, reached.directory, where, &named_new);
+      if (answer == Answer::directory) {
         p.attached = at;
         return reached.directory;
+      }
+      if (answer == Answer::standby) {
+        last = where + ": a standby coordinator (the leader it names did not answer)";
+        continue;
       }
       last = where + ": its directory did not answer (a frozen coordinator?)";
     }
     if (p.signals.fired() || std::chrono::steady_clock::now() + wait > deadline) break;
+    // A standby named replicas not tried yet (the leader): they are tried at once.
+    if (std::exchange(named_new, false)) continue;
     std::this_thread::sleep_for(wait);
     // A closed port costs one loopback or LAN round trip to find: the backoff stays short,
     // so a node attaches within half a second of a new leader listening.

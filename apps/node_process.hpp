@@ -98,6 +98,13 @@ std::function<void(const std::vector<std::string>&)> keep_listed(const NodeProce
 // The addresses the node tries, made again from the --join addresses (first: their order
 // stands), what the coordinator listed last and what etcd lists now (asked here, with --etcd).
 void refresh_known(NodeProcess& p);
+// What the actor at a coordinator's address said to a console's first question: the answer
+// of a leader's directory, a standby's refusal with the replicas it names (kept for the search,
+// `named_new` set when one of them is not among the addresses yet; refresh_known adds them), or
+// nothing in 3 s (frozen).
+enum class Answer { directory, standby, silent };
+Answer ask_directory(NodeProcess& p, const caf::actor& dir, const std::string& where,
+                     bool* named_new = nullptr);
 // The coordinator's directory at the only --join address (it may still be starting: retried
 // until --connect-timeout-s); an invalid handle, with the reason logged and `code` set, when
 // there is none.

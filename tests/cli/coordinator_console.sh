@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The coordinator replicas from the console (#32): two replicas of one run on an etcd of the
-# test's own and two nodes. `ctl B,A` (B the standby, whose port is closed) reaches the leader;
+# test's own and two nodes, n2 given only the standby's address: the standby's port names the
+# leader, and n2 joins it. `ctl B,A` (B the standby) reaches the leader;
 # `nodes` lists both replicas with role, epoch, pid and address (b's the one it advertises).
 # `kill-coordinator` ends the leader's process (exit 137) and is recorded; the standby takes
 # over and `nodes` then lists it alone as leader under a higher epoch. `ctl --etcd URL --run-id ID` finds the leader through the
 # replicas etcd lists, before and after the takeover; `ctl` given the standby's address alone
-# says a standby opens no port. With no standby left, kill-coordinator asks first (exit 2)
+# is sent on to the leader. With no standby left, kill-coordinator asks first (exit 2)
 # and kills nothing; the run completes with one step record per step. Processes are stopped
 # by pid.
 bin=$1 root=$2
@@ -33,8 +34,12 @@ wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
 replica b "$pb" --advertise "127.1:$pb"
 b=$!
 wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
+# n1 knows both replicas; n2 only the standby, which names the leader: the run starts only
+# when both have joined.
 for n in n1 n2; do
-  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id $run_id --workers 2 --name $n \
+  join="127.0.0.1:$pa,127.0.0.1:$pb"
+  [ $n = n2 ] && join="127.0.0.1:$pb"
+  "$bin" node --join "$join" --run-id $run_id --workers 2 --name $n \
     --connect-timeout-s 60 >"$tmp/$n.log" 2>&1 &
   pids+=($!)
 done
@@ -51,6 +56,10 @@ print(" ".join("%s:%s:%s" % (r["role"], r["epoch"], r["pid"]) for r in rows))
 ' "$tmp/nodes.json"
 }
 wait_log "$tmp/a.log" "step 15/$steps" 180 || fail "the run did not reach step 15"
+grep -q "127.0.0.1:$pb is a standby coordinator; it names the leader first: 127.0.0.1:$pa" \
+  "$tmp/n2.log" || fail "n2 did not learn the leader from the standby: $(tail -5 "$tmp/n2.log")"
+grep -q "node 'n2' serving 2 workers for the coordinator at 127.0.0.1:$pa" "$tmp/n2.log" ||
+  fail "n2 does not serve the leader: $(tail -5 "$tmp/n2.log")"
 # The standby's key may take one refresh (1 s) to show in the leader's list.
 seen=""
 for _ in $(seq 1 30); do
@@ -71,9 +80,11 @@ assert [r["address"] for r in rows] == sys.argv[2:], rows
 via_etcd=$(coordinators --etcd "$etcd_url" --run-id $run_id) ||
   fail "ctl --etcd nodes: $(cat "$tmp/ctl.err")"
 [[ "$via_etcd" == "leader:$epoch_a:$a "* ]] || fail "ctl --etcd nodes lists '$via_etcd'"
-# The standby's address alone: nothing listens there, and the console says why that may be.
-"$bin" ctl "127.0.0.1:$pb" nodes >"$tmp/standby.out" 2>&1 && fail "ctl reached the standby's closed port"
-grep -q "standby opens no port" "$tmp/standby.out" || fail "no hint at a standby: $(cat "$tmp/standby.out")"
+# The standby's address alone: it names the leader, and the console asks there.
+via_standby=$(coordinators "127.0.0.1:$pb") || fail "ctl STANDBY nodes: $(cat "$tmp/ctl.err")"
+[ "$via_standby" = "$seen" ] || fail "ctl STANDBY nodes lists '$via_standby', not '$seen'"
+grep -q "127.0.0.1:$pb is a standby coordinator: asking 127.0.0.1:$pa" "$tmp/ctl.err" ||
+  fail "the console did not say it was sent on: $(cat "$tmp/ctl.err")"
 grep -q "^COORDINATOR" "$tmp/nodes.txt" && grep -q "^standby .* $b " "$tmp/nodes.txt" ||
   fail "the nodes table has no coordinator rows: $(cat "$tmp/nodes.txt")"
 answer=$("$bin" ctl "$both" kill-coordinator 2>&1) || fail "kill-coordinator: $answer"
