@@ -44,6 +44,8 @@ for seed in $(seq "$first" "$last"); do
 done
 python3 - "$(bench/machine.sh)" "$runs" "$first" "$last" "$vocab" "$bpe_steps" "$bytes_per_token" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "bench")  # the scripts run from the repository's root
+from stats import mean_ci95
 machine, runs = json.loads(sys.argv[1]), sys.argv[2]
 first, last, vocab, bpe_steps, bpt = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
 def final(seed, name):
@@ -61,11 +63,8 @@ for seed in range(first, last + 1):
                  "bytes_time_s": bt, "bpe_time_s": tt})
     print(f"{seed:>5}{b:>11.4f}{t:>10.4f}{t / b:>11.3f}")
 def ci(xs):
-    n, m = len(xs), statistics.mean(xs)
-    sd = statistics.stdev(xs) if n > 1 else 0.0
-    table = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179]
-    t = table[min(n - 2, len(table) - 1)] if n > 1 else 0.0
-    return m, t * sd / n**0.5, min(xs), max(xs)
+    m, h = mean_ci95(xs)
+    return m, h, min(xs), max(xs)
 summary = {}
 for key in ("bytes_bpb", "bpe_bpb"):
     m, h, lo, hi = ci([r[key] for r in rows])

@@ -32,6 +32,8 @@ for seed in $(seq "$first" "$last"); do
 done
 python3 - "$(bench/machine.sh)" "$runs" "$first" "$last" "$*" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "bench")  # the scripts run from the repository's root
+from stats import mean_ci95
 machine, runs, first, last, sets = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 def val(seed, mode):
     recs = [json.loads(l) for l in open(f"{runs}/{seed}-{mode}/metrics.jsonl") if l.strip()]
@@ -45,14 +47,9 @@ for seed in range(first, last + 1):
     print(f"{seed:>5}{s:>9.4f}{t:>11.4f}{100 * (t / s - 1):>+7.2f}%")
 gaps = [r["gap"] for r in rows]
 within = sum(g <= 0.03 for g in gaps)
-n, mean = len(gaps), statistics.mean(gaps)
+n = len(gaps)
 sd = statistics.stdev(gaps) if n > 1 else 0.0
-# Student's t quantile for a two-sided 95% interval on the mean: the table below 10 degrees of
-# freedom, above it the Cornish-Fisher expansion about the normal quantile (within 0.003).
-z, df = 1.959964, max(n - 1, 1)
-table = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262]
-t = table[df - 1] if df < 10 else z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-half = t * sd / n**0.5
+mean, half = mean_ci95(gaps)
 summary = {"mean_gap": mean, "stdev_gap": sd, "ci95_low": mean - half, "ci95_high": mean + half,
            "min_gap": min(gaps), "max_gap": max(gaps), "within_3pct": within, "seeds": n}
 print(f"gap: mean {100 * mean:+.2f}% (95% CI {100 * (mean - half):+.2f}% .. {100 * (mean + half):+.2f}%), "

@@ -35,6 +35,8 @@ for seed in $(seq "$first" "$last"); do
 done
 python3 - "$(bench/machine.sh)" "$out" "$first" "$last" "$encodings" "$steps" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "bench")  # the scripts run from the repository's root
+from stats import mean_ci95
 machine, out = json.loads(sys.argv[1]), sys.argv[2]
 first, last, encodings, steps = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
 result = "bench/results/hops.json" if steps == 300 else f"bench/results/hops_{steps}.json"
@@ -49,15 +51,7 @@ def load(seed, e):
     tps = statistics.median(r["tokens_per_s"] for r in st[2:])
     return {"val_loss": ev["val_loss"], "val_bpb": ev.get("val_bpb"), "hop_bytes_per_token": hop,
             "tokens_per_s": tps}
-def ci(xs):
-    n, m = len(xs), statistics.mean(xs)
-    sd = statistics.stdev(xs) if n > 1 else 0.0
-    # Student's t, two-sided 95%, for 1..30 degrees of freedom (beyond: 30's, a little wide).
-    table = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-             2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-             2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-    t = table[min(n - 2, len(table) - 1)] if n > 1 else 0.0
-    return m, t * sd / n**0.5
+ci = mean_ci95
 rows = {e: {s: load(s, e) for s in range(first, last + 1)} for e in encodings}
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
 print(f"tiny model, pp 2x1, {steps} steps, seeds {first}..{last}")

@@ -64,20 +64,18 @@ for n in "${steps_list[@]}"; do
 done
 python3 - "$(bench/machine.sh)" "$runs" "$first" "$last" "${steps_list[@]}" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "bench")  # the scripts run from the repository's root
+from stats import mean_ci95
 machine, runs, first, last = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 steps_list = [int(s) for s in sys.argv[5:]]
 
 def records(n, seed, mode):
     return [json.loads(l) for l in open(f"{runs}/{n}-{seed}-{mode}/metrics.jsonl") if l.strip()]
 
-def t95(n):  # Student's t quantile for a two-sided 95% interval with n - 1 degrees of freedom
-    table = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262]
-    z, df = 1.959964, max(n - 1, 1)
-    return table[df - 1] if df < 10 else z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-
 def interval(xs):
-    m = statistics.mean(xs)
-    half = t95(len(xs)) * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
+    m, half = mean_ci95(xs)
+    if len(xs) < 2:
+        half = float("nan")
     return m, m - half, m + half
 
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB")
