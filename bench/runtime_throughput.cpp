@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/runtime/runtime.hpp"
+#include "model/heap.hpp"
 #include "model/threads.hpp"
 #include "model/trainer.hpp"
 
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s CONFIG.toml STEPS WARMUP MODE[:SxW] ...\n", argv[0]);
     return 2;
   }
+  // The heap as every swarmrt process keeps it: this is the one-process side of the
+  // multi-process comparison (bench/multiprocess_throughput.sh).
+  model::keep_freed_memory();
   const int steps = std::atoi(argv[2]), warmup = std::atoi(argv[3]);
   for (int i = 4; i < argc; ++i) {
     std::string spec = argv[i], mode = spec;
