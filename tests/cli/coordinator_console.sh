@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 export SWARMRT_SECRET=coordinator-console-test
 unset SWARMRT_SECRET_FILE
 start_etcd
-run_id=00000000000000dd steps=100
+run_id=00000000000000dd steps=200
 pa=$(free_port) pb=$(free_port)
 replica() {  # NAME PORT [ARGS...]
   local name=$1 port=$2
@@ -25,24 +25,6 @@ replica() {  # NAME PORT [ARGS...]
     --set checkpoint.every_steps=10 --set diloco.inner_steps=10 >"$tmp/$name.log" 2>&1 &
   pids+=($!)
 }
-on_fail() { for n in a b n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
-replica a "$pa"
-a=$!
-wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
-# b is listed under the address it advertises: 127.1 is 127.0.0.1 spelt otherwise, so the list
-# shows which one it took, and nodes and consoles still reach it on this machine.
-replica b "$pb" --advertise "127.1:$pb"
-b=$!
-wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
-# n1 knows both replicas; n2 only the standby, which names the leader: the run starts only
-# when both have joined.
-for n in n1 n2; do
-  join="127.0.0.1:$pa,127.0.0.1:$pb"
-  [ $n = n2 ] && join="127.0.0.1:$pb"
-  "$bin" node --join "$join" --run-id $run_id --workers 2 --name $n \
-    --connect-timeout-s 60 >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-done
 both="127.0.0.1:$pb,127.0.0.1:$pa"
 # coordinators [CTL ARGS]: the `coordinators` rows of `ctl $both nodes --json` (or of
 # `ctl CTL ARGS nodes --json`), as "role:epoch:pid".
@@ -55,6 +37,44 @@ rows = json.load(open(sys.argv[1]))["coordinators"]
 print(" ".join("%s:%s:%s" % (r["role"], r["epoch"], r["pid"]) for r in rows))
 ' "$tmp/nodes.json"
 }
+on_fail() { for n in a b n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
+replica a "$pa"
+a=$!
+wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
+# b is listed under the address it advertises: 127.1 is 127.0.0.1 spelt otherwise, so the list
+# shows which one it took, and nodes and consoles still reach it on this machine.
+replica b "$pb" --advertise "127.1:$pb"
+b=$!
+wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
+wait_log "$tmp/b.log" "standby: 127.0.0.1:$pb answers" 10 || fail "the standby opened no port"
+# The standby's port admits only the cluster: another secret is refused, without the leader's
+# address; bytes that are no TLS handshake close the connection and the standby goes on.
+out=$(SWARMRT_SECRET=not-this-cluster "$bin" ctl "127.0.0.1:$pb" nodes 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "refused this console" <<<"$out" && ! grep -q "$pa" <<<"$out" ||
+  fail "a console with another secret at the standby: rc $rc, $out"
+py '
+import os, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(os.urandom(4096))
+s.settimeout(5)
+try:
+    while s.recv(4096):
+        pass
+except OSError:
+    pass
+' "$pb" || fail "the standby's port did not take or close a stranger's bytes"
+running "$b" || fail "the standby died of a stranger's bytes"
+[[ "$(coordinators "127.0.0.1:$pb")" == "leader:"*":$a"* ]] || fail "the standby no longer names the leader"
+# n1 knows both replicas; n2 only the standby, which names the leader: the run starts only
+# when both have joined.
+for n in n1 n2; do
+  join="127.0.0.1:$pa,127.0.0.1:$pb"
+  [ $n = n2 ] && join="127.0.0.1:$pb"
+  "$bin" node --join "$join" --run-id $run_id --workers 2 --name $n \
+    --connect-timeout-s 60 >"$tmp/$n.log" 2>&1 &
+  pids+=($!)
+done
 wait_log "$tmp/a.log" "step 15/$steps" 180 || fail "the run did not reach step 15"
 grep -q "127.0.0.1:$pb is a standby coordinator; it names the leader first: 127.0.0.1:$pa" \
   "$tmp/n2.log" || fail "n2 did not learn the leader from the standby: $(tail -5 "$tmp/n2.log")"
@@ -94,7 +114,8 @@ wait "$a"
 code=$?
 [ $code = 137 ] || fail "the killed leader exited $code, not 137"
 wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
-wait_log "$tmp/b.log" "step 45/$steps" 180 || fail "the new leader did not reach step 45"
+# The new leader's first step (the steps since the newest checkpoint run again).
+wait_log "$tmp/b.log" "step [0-9]*/$steps" 180 || fail "the new leader completed no step"
 seen=$(coordinators) || fail "ctl $both nodes after the takeover: $(cat "$tmp/ctl.err")"
 [[ "$seen" =~ ^leader:([0-9]+):$b$ ]] || fail "after the takeover ctl nodes lists '$seen'"
 [ "${BASH_REMATCH[1]}" -gt "$epoch_a" ] || fail "the new epoch ${BASH_REMATCH[1]} is not above $epoch_a"
