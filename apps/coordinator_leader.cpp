@@ -99,14 +99,22 @@ std::vector<std::string> replica_addresses(const nlohmann::json& rows) {
 }
 
 namespace {
+// Each replica's presence under `prefix` (their keys' JSON values), in key order.
+nlohmann::json rows_under(leader::Etcd& etcd, const std::string& prefix) {
+  auto rows = nlohmann::json::array();
+  for (const auto& [key, kv] : etcd.get_prefix(prefix)) {
+    auto r = nlohmann::json::parse(kv.value, nullptr, false);
+    if (r.is_object()) rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 // The replicas' addresses, the leader's first: what a standby's port answers.
 StandbyDoor::Replicas leader_first(leader::Etcd& etcd, uint64_t run_id) {
   const auto leader = etcd.get(run_key(run_id, "leader"));
   auto rows = nlohmann::json::array();
   bool found = false;
-  for (const auto& [key, kv] : etcd.get_prefix(run_key(run_id, "replicas/"))) {
-    auto r = nlohmann::json::parse(kv.value, nullptr, false);
-    if (!r.is_object()) continue;
+  for (auto& r : rows_under(etcd, run_key(run_id, "replicas/"))) {
     const bool leads = leader && r.value("who", "") == leader->value;
     found |= leads;
     rows.insert(leads ? rows.begin() : rows.end(), std::move(r));
@@ -120,12 +128,7 @@ StandbyDoor::Replicas leader_first(leader::Etcd& etcd, uint64_t run_id) {
 }  // namespace
 
 std::vector<std::string> replica_addresses_in(leader::Etcd& etcd, uint64_t run_id) {
-  auto rows = nlohmann::json::array();
-  for (const auto& [key, kv] : etcd.get_prefix(run_key(run_id, "replicas/"))) {
-    auto r = nlohmann::json::parse(kv.value, nullptr, false);
-    if (r.is_object()) rows.push_back(std::move(r));
-  }
-  return replica_addresses(rows);
+  return replica_addresses(rows_under(etcd, run_key(run_id, "replicas/")));
 }
 
 ReplicaView::ReplicaView(leader::Etcd etcd, std::string prefix, std::string leader_who,
@@ -142,9 +145,7 @@ ReplicaView::ReplicaView(leader::Etcd etcd, std::string prefix, std::string lead
     while (!stop_) {
       try {
         auto rows = nlohmann::json::array();
-        for (const auto& [key, kv] : etcd_.get_prefix(prefix_)) {
-          auto r = nlohmann::json::parse(kv.value, nullptr, false);
-          if (!r.is_object()) continue;
+        for (auto r : rows_under(etcd_, prefix_)) {
           const bool leads = r.value("who", "") == leader_who_;
           r["role"] = leads ? "leader" : "standby";
           r["epoch"] = leads ? nlohmann::json(epoch_) : nlohmann::json();

@@ -60,9 +60,14 @@ caf::behavior door(caf::stateful_actor<door_state>* self, StandbyDoor::Lister li
   self->state.lister = std::move(lister);
   self->state.run_id = std::move(run_id);
   // Whatever else comes (a console command, a worker's report to a leader that was here) is
-  // refused: a standby holds none of the run.
+  // refused, and said: a standby holds none of the run.
   self->set_default_handler(
-      [=](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+      [=](caf::scheduled_actor*, caf::message_view& view) -> caf::result<caf::message> {
+        const auto& sender = self->current_sender();
+        auto what = view.content().stringify();
+        if (what.size() > 80) what = what.substr(0, 80) + "...";
+        spdlog::warn("standby: refused {} from {} (it takes no command until it leads)", what,
+                     sender ? caf::to_string(sender->node()) : std::string("an anonymous sender"));
         return not_the_leader(self->state);
       });
   return {
