@@ -408,11 +408,27 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
   const auto& config = in.config;
   bool resume = args.resume, overwrite = args.overwrite;
   int64_t resumed_step = 0;
+  // Where a takeover may continue: in grad-sync modes the nodes keep their workers' states
+  // when they lose the leader, at the step it closed last (its last step record); the tracker
+  // continues from them if they cover every stage (actors/tracker/takeover.cpp).
+  std::optional<uint64_t> kept_step;
+  bool kept_evaluated = false;
   if (leading.took_over) {
-    // The previous leader's run goes on from its newest checkpoint; without one it starts again.
+    // Else the previous leader's run goes on from its newest checkpoint; without one it
+    // starts again.
     resumed_step = newest_checkpoint_step(in.out);
     resume = resumed_step > 0;
     overwrite = !resume;
+    const auto mode = config.swarm.mode;
+    const bool grad_sync =
+        mode == model::Mode::pp || mode == model::Mode::dp || mode == model::Mode::swarm;
+    const auto log = (std::filesystem::path(in.out) / "metrics.jsonl").string();
+    const int64_t last = model::last_record_step(log, "step");
+    if (grad_sync && last > resumed_step) {
+      kept_step = static_cast<uint64_t>(last);
+      kept_evaluated = model::last_record_step(log, "eval") == last;
+      overwrite = false;
+    }
   } else if (resume) {
     resumed_step = newest_checkpoint_step(in.out);
   }
@@ -422,18 +438,24 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     spdlog::warn("chaos.kill = \"coordinator\" killed the previous leader; not again");
     in.config.chaos.kill.clear();
   }
-  // The steps after the checkpoint run again: their records go, so each step has one.
-  if (resume && resumed_step > 0) leading.previous_wall = drop_records_after(in.out, resumed_step);
+  // The steps after the checkpoint run again: their records go, so each step has one. (A
+  // takeover that may continue from the nodes' kept states keeps those after the checkpoint
+  // until the tracker has chosen.)
+  if (kept_step)
+    leading.previous_wall = drop_records_after(in.out, static_cast<int64_t>(*kept_step));
+  else if (resume && resumed_step > 0)
+    leading.previous_wall = drop_records_after(in.out, resumed_step);
   try {
     model::RunDir run(in.out, config,
-                      resume      ? model::RunStart::resume
-                      : overwrite ? model::RunStart::overwrite
-                                  : model::RunStart::fresh);
+                      resume || kept_step ? model::RunStart::resume
+                      : overwrite         ? model::RunStart::overwrite
+                                          : model::RunStart::fresh);
     if (leading.took_over) {
       nlohmann::json fault{{"event", "fault"},
                            {"kind", "coordinator"},
                            {"previous", leading.previous},
                            {"resumed_step", resumed_step}};
+      if (kept_step) fault["kept_step"] = *kept_step;
       if (leading.previous_wall > 0)
         fault["seconds_since_last_record"] = model::wall_clock_s() - leading.previous_wall;
       run.metrics().write(fault);
@@ -470,6 +492,8 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     actors::CoreOptions co;
     co.run = &run;
     co.resume = resume;
+    co.kept_step = kept_step;
+    co.kept_evaluated = kept_evaluated;
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
     set_up_transport(config);

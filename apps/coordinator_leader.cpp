@@ -15,6 +15,7 @@
 #include "messages/run_id.hpp"
 #include "model/checkpoint.hpp"
 #include "model/fence.hpp"
+#include "model/run_dir.hpp"
 
 namespace swarmrt::apps {
 namespace fs = std::filesystem;
@@ -309,36 +310,7 @@ int64_t newest_checkpoint_step(const std::string& run_dir) {
 }
 
 double drop_records_after(const std::string& run_dir, int64_t step) {
-  const auto path = fs::path(run_dir) / "metrics.jsonl";
-  std::ifstream in(path);
-  if (!in) return 0;
-  const auto tmp = path.string() + ".takeover";
-  std::ofstream out(tmp, std::ios::trunc);
-  std::string line;
-  double last_wall = 0;
-  size_t dropped = 0;
-  while (std::getline(in, line)) {
-    const auto r = nlohmann::json::parse(line, nullptr, false);
-    if (!r.is_object()) {
-      ++dropped;  // torn by the kill
-      continue;
-    }
-    // The previous leader's last sign of life, whether its record stays or goes.
-    last_wall = std::max(last_wall, r.value("wall", 0.0));
-    const auto event = r.value("event", "");
-    if ((event == "step" || event == "eval") && r.value("step", int64_t{0}) > step) {
-      ++dropped;
-      continue;
-    }
-    out << line << '\n';
-  }
-  out.close();
-  if (!out) throw std::runtime_error(tmp + ": cannot write it");
-  fs::rename(tmp, path);
-  if (dropped > 0)
-    spdlog::info("{}: {} records after step {} dropped: those steps run again", path.string(),
-                 dropped, step);
-  return last_wall;
+  return model::drop_records_after((fs::path(run_dir) / "metrics.jsonl").string(), step);
 }
 
 }  // namespace swarmrt::apps

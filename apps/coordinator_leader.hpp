@@ -101,9 +101,10 @@ void fence_and_keep(Leading& l, const std::string& run_dir);
 // The run ended under this leader (completed, stopped on purpose, failed): no standby takes it
 // up. Then the lease is revoked.
 void finish(Leading& l, const std::string& how);
-// A takeover re-runs the steps after its checkpoint: their step and eval records go from
-// metrics.jsonl (written aside and renamed), and a torn last line with them. Returns the
-// latest wall time of any record: the previous leader's last sign of life.
+// A takeover re-runs the steps after where it continues (the nodes' kept states or its
+// checkpoint): their step and eval records go from metrics.jsonl (written aside and renamed),
+// and a torn last line with them. Returns the latest wall time of any record: the previous
+// leader's last sign of life.
 double drop_records_after(const std::string& run_dir, int64_t step);
 // The step of the newest checkpoint file in the run directory; 0 when there is none.
 int64_t newest_checkpoint_step(const std::string& run_dir);

@@ -231,6 +231,11 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   // Stopped when the attachment ends, or the actor system's destructor would wait for it.
   AtScopeExit stop_inspector{
       [&] { caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown); }};
+  // The states kept since the last coordinator was lost go to this one only; the join names
+  // them (a coordinator that took over continues from them).
+  if (!p.keeper) p.keeper = sys.spawn(actors::state_keeper, p.kept);
+  p.kept->serve(dir.node());
+  p.kept->name_in(p.request, p.keeper);
   messages::JoinReply reply;
   std::string refusal;
   bool refused = false;
@@ -293,6 +298,11 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   actors::NodeAgentSetup setup;
   setup.name = p.request.node_name;
   setup.on_replicas = keep_listed(p);
+  if (ctx->grad_sync()) {
+    setup.kept = p.kept;
+    setup.roster = p.roster;
+    setup.keep_timeout_s = ctx->config.supervision.reply_timeout_s;
+  }
   auto agent = spawn_node(sys, p.args, ctx, reply, dir, bulk, p.roster, setup);
   {
     std::lock_guard<std::mutex> lock(p.targets.mu);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/membership/state_keeper.hpp"
 #include "apps/net.hpp"
 #include "leader/etcd.hpp"
 #include "messages/types.hpp"
@@ -88,6 +89,10 @@ struct NodeProcess {
     std::vector<std::string> known;  // `coords` as text: a listed address not among them is new
   };
   std::shared_ptr<Listed> listed = std::make_shared<Listed>();
+  // The stage states kept when a coordinator's link was lost, and the actor that hands them to
+  // the coordinator the node joins next (spawned at the first attachment).
+  actors::KeptStatesPtr kept = std::make_shared<actors::KeptStates>();
+  caf::actor keeper;
 };
 
 // Every address the node looks for a coordinator at, for its messages.

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # Time from the leading coordinator's death to the next completed step under its standby, per
-# phase of the step, for a diloco-swarm 2x2 run of configs/tiny.toml on 127.0.0.1: a private
+# phase of the step, for a 2x2 run of configs/tiny.toml (diloco-swarm, or the mode given) on
+# 127.0.0.1: a private
 # etcd, two coordinator replicas (coordinator --etcd, lease TTL given), two nodes of 2 workers
 # that know both. chaos.kill = "coordinator" ends the leader's process in step 14 of 30, at its
 # start, at its reduce, as the workers apply or while validation batches are in flight (an
 # evaluation every 14 steps), or in step 20 while its checkpoint is gathered
-# (chaos.kill_at_phase); the standby resumes from the newest checkpoint (step 10).
-# From the logs and metrics.jsonl: the kill's time (the chaos line in the old leader's log,
-# UTC), the new leader's first step record ("wall"), the steps run again (kill step - resumed
-# step), and extra_samples / missing_samples summed over every step record.
+# (chaos.kill_at_phase); the standby continues from the newest checkpoint (step 10) in DiLoCo
+# modes, and after the leader's last closed step from the states the nodes kept in pp, dp and
+# swarm (docs/faults.md). From the logs and metrics.jsonl: the kill's time (the chaos line in
+# the old leader's log, UTC), the new leader's first step record ("wall"), the steps run again
+# (the old leader's last completed step - the step the new one continued after), and
+# extra_samples / missing_samples summed over every step record.
 # Goal (issue #32): kill -> next completed step <= lease TTL + 2 s, median per phase; no
 # micro-batch lost or counted twice.
-# Usage: bench/failover.sh [ROUNDS_PER_PHASE] [LEASE_TTL_S]  -> table + bench/results/failover.json
+# Usage: bench/failover.sh [ROUNDS_PER_PHASE] [LEASE_TTL_S] [MODE]
+#   -> table + bench/results/failover.json (diloco-swarm) or failover_MODE.json
 source "$(dirname "$0")/lib.sh"
 install_daemons etcd-server  # a daemon package: installed without starting its service
 prepare_bench
-rounds=${1:-5} ttl=${2:-5}
+rounds=${1:-5} ttl=${2:-5} mode=${3:-diloco-swarm}
+result=bench/results/failover.json
+[ "$mode" = diloco-swarm ] || result=bench/results/failover_$mode.json
 steps=30
 export OPENBLAS_NUM_THREADS=1 TZ=UTC SWARMRT_SECRET=bench-failover
 unset SWARMRT_SECRET_FILE
@@ -54,7 +60,7 @@ one_round() { # phase round
   for x in a b; do
     build/bin/swarmrt coordinator -c configs/tiny.toml -o "$d/run" --etcd "$etcd_url" \
       --lease-ttl-s "$ttl" --run-id "$id" --listen "127.0.0.1:$([ $x = a ] && echo "$pa" || echo "$pb")" \
-      --set train.steps=$steps --set train.eval_every=$every --set train.eval_batches=1 \
+      --set swarm.mode="$mode" --set train.steps=$steps --set train.eval_every=$every --set train.eval_batches=1 \
       --set checkpoint.every_steps=10 --set chaos.kill=coordinator --set chaos.kill_at_step=$at \
       --set chaos.kill_at_phase="$phase" >"$d/$x.log" 2>&1 &
     pids+=($!)
@@ -76,6 +82,11 @@ hms = re.match(r"\[(\d+):(\d+):([\d.]+)\]", line).groups()
 recs = [json.loads(l) for l in open(d + "/run/metrics.jsonl")]
 steps = [r for r in recs if r.get("event") == "step"]
 fault = next(r for r in recs if r.get("event") == "fault" and r.get("kind") == "coordinator")
+# Where the new leader continued: after the nodes' kept states (a takeover record) or from the
+# checkpoint; the old leader's last completed step is the last step line of its log.
+took = [r for r in recs if r.get("event") == "takeover"]
+after = took[0]["step"] if took else fault["resumed_step"]
+done = [int(m.group(1)) for m in re.finditer(r"step (\d+)/\d+ \|", open(d + "/a.log").read())]
 new_epoch = fault["epoch"]
 first_new = next(r for r in steps if r["epoch"] == new_epoch)
 day = datetime.datetime.fromtimestamp(first_new["wall"], datetime.timezone.utc).replace(
@@ -83,7 +94,8 @@ day = datetime.datetime.fromtimestamp(first_new["wall"], datetime.timezone.utc).
 kill = day + int(hms[0]) * 3600 + int(hms[1]) * 60 + float(hms[2])
 print(json.dumps({"phase": phase, "round": rnd, "lease_ttl_s": ttl,
                   "kill_to_next_step_s": first_new["wall"] - kill,
-                  "steps_run_again": at - fault["resumed_step"],
+                  "continued_after": after, "from": took[0]["from"] if took else "checkpoint",
+                  "steps_run_again": max(done, default=0) - after,
                   "step_records": [r["step"] for r in steps] == list(range(1, len(steps) + 1)),
                   "extra_samples": sum(r["extra_samples"] for r in steps),
                   "missing_samples": sum(r["missing_samples"] for r in steps)}))
@@ -93,10 +105,10 @@ PY
 for phase in start reduce apply eval save; do
   for r in $(seq "$rounds"); do one_round "$phase" "$r"; done
 done
-summarize "$out" "$ttl" <<'PY'
+summarize "$out" "$ttl" "$mode" "$result" <<'PY'
 ttl = float(sys.argv[3])
 print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB; "
-      f"diloco-swarm 2x2 (configs/tiny.toml), 2 coordinator replicas, lease TTL {ttl:g} s")
+      f"{sys.argv[4]} 2x2 (configs/tiny.toml), 2 coordinator replicas, lease TTL {ttl:g} s")
 print(f"{'phase':<8}{'kills':>6}{'kill->next step (median, min-max)':>36}{'goal':>8}"
       f"{'steps again':>13}{'extra/missing':>15}{'one record a step':>19}")
 summary = {}
@@ -113,8 +125,8 @@ for phase in ("start", "reduce", "apply", "eval", "save"):
     print(f"{phase:<8}{len(rs):>6}{med:>17.2f} s ({min(t):.2f}-{max(t):.2f} s){'':>3}{ttl + 2:>6.1f} s"
           f"{s['steps_run_again']:>13g}{s['extra_samples']:>7}/{s['missing_samples']:<7}"
           f"{'yes' if s['one_record_a_step'] else 'NO':>19}")
-json.dump({"benchmark": "failover", "config": "configs/tiny.toml", "lease_ttl_s": ttl,
-           "machine": machine, "summary": summary, "runs": runs},
-          open("bench/results/failover.json", "w"), indent=1)
-print("wrote bench/results/failover.json")
+json.dump({"benchmark": "failover", "config": "configs/tiny.toml", "mode": sys.argv[4],
+           "lease_ttl_s": ttl, "machine": machine, "summary": summary, "runs": runs},
+          open(sys.argv[5], "w"), indent=1)
+print("wrote", sys.argv[5])
 PY

@@ -133,4 +133,10 @@ using relay_timeout_atom = caf::atom_constant<caf::atom("relaytime")>;
 // A big one-way message across processes in slices (transport/parcel.hpp):
 // (parcel id, index, count, total bytes, slice bytes).
 using parcel_atom = caf::atom_constant<caf::atom("parcel")>;
+// A node's keeper of stage states kept when its coordinator was lost: to the tracker, through
+// the directory (keeper, stages, steps); the tracker asks it for (stage, step)'s state; it
+// drops them all when the tracker is done with them.
+using held_atom = caf::atom_constant<caf::atom("held")>;
+using held_state_atom = caf::atom_constant<caf::atom("heldstate")>;
+using drop_held_atom = caf::atom_constant<caf::atom("dropheld")>;
 }  // namespace swarmrt::atoms

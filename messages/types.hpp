@@ -55,6 +55,11 @@ struct JoinRequest {
   std::string device = "cpu";
   uint64_t run_id = 0;   // the run this node was started for (launch knows it); 0: any run
   caf::actor inspector;  // the node's inspector: the console reaches the node through it
+  // The stage states this node kept when its last coordinator's link was lost (a takeover
+  // continues from them: docs/faults.md): who hands them out, and each one's stage and step.
+  caf::actor keeper;
+  std::vector<uint32_t> held_stages;
+  std::vector<int64_t> held_steps;
 };
 
 struct JoinReply {
@@ -82,6 +87,8 @@ struct WorkerState {
   // Streaming DiLoCo: the next round id of every fragment (round = rounds[0]); empty: not known
   std::vector<int64_t> rounds;
   std::string source;  // where it came from, for the log ("peer 1001", "group 0", ...)
+  // The last step whose optimizer step these parameters include; -1: not known.
+  int64_t step = -1;
 };
 
 // A new worker asks the tracker for the state to start from (start_state_atom): `who` is the
@@ -267,7 +274,8 @@ typename Inspector::result_type inspect(Inspector& f, TensorList& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JoinRequest& x) {
   return f(caf::meta::type_name("swarmrt::JoinRequest"), x.protocol, x.fingerprint, x.secret,
-           x.node_name, x.workers, x.device, x.run_id, x.inspector);
+           x.node_name, x.workers, x.device, x.run_id, x.inspector, x.keeper, x.held_stages,
+           x.held_steps);
 }
 
 template <class Inspector>
@@ -284,7 +292,7 @@ typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
   return f(caf::meta::type_name("swarmrt::WorkerState"), x.params, x.anchor, x.optimizer, x.round,
-           x.rounds, x.source);
+           x.rounds, x.source, x.step);
 }
 
 template <class Inspector>

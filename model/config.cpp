@@ -235,7 +235,8 @@ static std::vector<Field> runtime_rows() {
       SWARMRT_NUMBER(supervision, state_timeout_s, node, above(0),
                      "longest wait for a peer's state or parameters, or a loader's batch"),
       SWARMRT_NUMBER(supervision, reply_timeout_s, node, above(0),
-                     "longest wait for a worker's answer to cancel or reset"),
+                     "longest wait for a worker's answer to cancel or reset, or for its state when "
+                     "its node has lost the coordinator"),
       SWARMRT_NUMBER(supervision, query_timeout_s, node, above(0),
                      "longest wait for counters and membership at the end of a run"),
       SWARMRT_NUMBER(supervision, start_timeout_s, node, above(0),

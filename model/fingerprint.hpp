@@ -15,7 +15,8 @@ namespace swarmrt::model {
 // 4: bulk planes open with the credential handshake (and may run TLS); CAF over mutual TLS.
 // 5: a join names its run id. 6: counters travel as WorkerStats and GroupStats.
 // 9: a join's reply lists the run's coordinator replicas.
-constexpr uint32_t kProtocolVersion = 9;
+// 10: a join names the stage states the node kept (a takeover continues from them).
+constexpr uint32_t kProtocolVersion = 10;
 
 // The shared keys as "section.key = value" lines, in a fixed order.
 std::string fingerprint_text(const RunConfig& config);

@@ -14,8 +14,64 @@ namespace swarmrt::model {
 namespace fs = std::filesystem;
 
 MetricsLog::MetricsLog(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc) {
+    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw std::runtime_error(path + ": cannot open metrics log");
+}
+
+void MetricsLog::drop_after(int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!write_fenced().empty()) return;
+  out_.close();
+  // Reopened whatever happens: the log goes on after a failed rewrite.
+  struct Reopen {
+    MetricsLog& log;
+    ~Reopen() { log.out_.open(log.path_, std::ios::app); }
+  } reopen{*this};
+  drop_records_after(path_, step);
+}
+
+double drop_records_after(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return 0;
+  const auto tmp = path + ".takeover";
+  std::ofstream out(tmp, std::ios::trunc);
+  std::string line;
+  double last_wall = 0;
+  size_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto r = nlohmann::json::parse(line, nullptr, false);
+    if (!r.is_object()) {
+      ++dropped;  // torn by a kill
+      continue;
+    }
+    // The previous leader's last sign of life, whether its record stays or goes.
+    last_wall = std::max(last_wall, r.value("wall", 0.0));
+    const auto event = r.value("event", "");
+    if ((event == "step" || event == "eval") && r.value("step", int64_t{0}) > step) {
+      ++dropped;
+      continue;
+    }
+    out << line << '\n';
+  }
+  out.close();
+  if (!out) throw std::runtime_error(tmp + ": cannot write it");
+  fs::rename(tmp, path);
+  if (dropped > 0)
+    spdlog::info("{}: {} records after step {} dropped: those steps run again", path, dropped,
+                 step);
+  return last_wall;
+}
+
+int64_t last_record_step(const std::string& path, const std::string& event) {
+  std::ifstream in(path);
+  std::string line;
+  int64_t last = 0;
+  while (std::getline(in, line)) {
+    const auto r = nlohmann::json::parse(line, nullptr, false);
+    if (r.is_object() && r.value("event", "") == event)
+      last = std::max(last, r.value("step", int64_t{0}));
+  }
+  return last;
 }
 
 double wall_clock_s() {

@@ -22,11 +22,21 @@ class MetricsLog {
  public:
   explicit MetricsLog(const std::string& path, bool append);
   void write(const nlohmann::json& record);
+  // Drops the step and eval records of steps after `step` (they run again), between two
+  // writes; nothing when this process no longer leads (model/fence.hpp).
+  void drop_after(int64_t step);
 
  private:
   std::mutex mu_;
+  std::string path_;
   std::ofstream out_;
 };
+
+// In the metrics log at `path`: drops the step and eval records of steps after `step` and any
+// line torn by a kill (temp file, then rename); the latest "wall" of any record, 0 without one.
+double drop_records_after(const std::string& path, int64_t step);
+// The highest step of the log's records of `event` ("step", "eval"); 0 without one.
+int64_t last_record_step(const std::string& path, const std::string& event);
 
 enum class RunStart { fresh, resume, overwrite };
 

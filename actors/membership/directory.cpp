@@ -197,6 +197,11 @@ caf::message_handler membership_handlers(Self* self) {
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
         if (const auto& sender = self->current_sender()) s.joined.insert(sender->node());
+        // The states the node kept when its coordinator was lost (a takeover may continue
+        // from them): the tracker hears of them before the node's workers join.
+        if (r.keeper && !r.held_stages.empty() && r.held_stages.size() == r.held_steps.size() &&
+            self->current_sender() && r.keeper.node() == self->current_sender()->node())
+          self->send(s.setup.tracker, held_atom::value, r.keeper, r.held_stages, r.held_steps);
         auto promise = self->make_response_promise<messages::JoinReply>();
         // chaos.kill_at_phase = "join": this process may die here, with the join unanswered.
         const auto& chaos = s.setup.ctx->config.chaos;

@@ -23,6 +23,38 @@ void stop(Self* self, const std::string& why) {
     self->quit(caf::exit_reason::normal);
 }
 
+// The coordinator's link is lost: each live worker's state goes to the kept states (the
+// workers answer between two messages, when their parameters are those of the last step they
+// applied), then the node stops this attachment's workers.
+void keep_states_and_stop(Self* self, const std::string& why) {
+  auto& s = self->state;
+  std::vector<supervisors::RosterEntry> workers;
+  if (s.setup.kept && s.setup.roster)
+    for (auto& e : s.setup.roster->entries())
+      if (e.kind == "worker" && e.handle && e.stage >= 0) workers.push_back(e);
+  if (workers.empty()) return stop(self, why);
+  auto waiting = std::make_shared<size_t>(workers.size());
+  auto kept = std::make_shared<size_t>(0);
+  auto one_less = [=] {
+    if (--*waiting > 0) return;
+    spdlog::info("node '{}' keeps the state of {} of its {} workers for the next coordinator",
+                 self->state.setup.name, *kept, workers.size());
+    stop(self, why);
+  };
+  const auto timeout = model::as_duration(s.setup.keep_timeout_s);
+  for (const auto& w : workers)
+    self->request(w.handle, timeout, state_atom::value)
+        .then(
+            [=](const messages::WorkerState& st) {
+              if (st.step >= 0) {
+                self->state.setup.kept->keep(static_cast<uint32_t>(w.stage), st);
+                ++*kept;
+              }
+              one_less();
+            },
+            [=](const caf::error&) { one_less(); });
+}
+
 // Asks the directory for the replicas' addresses; the answer goes to on_replicas, and the
 // next ask is due replicas_every_s later.
 void ask_replicas(Self* self) {
@@ -48,8 +80,10 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
     if (down.source == s.setup.directory.address()) {
       // An unreachable link is a partition or a dead coordinator process, not a decision to
       // stop: the node attaches again if the coordinator (or its successor) answers in time.
-      if (down.reason == caf::exit_reason::remote_link_unreachable) *s.setup.lost = true;
-      return stop(self, "lost the coordinator (" + self->system().render(down.reason) + ")");
+      const std::string why = "lost the coordinator (" + self->system().render(down.reason) + ")";
+      if (down.reason != caf::exit_reason::remote_link_unreachable) return stop(self, why);
+      *s.setup.lost = true;
+      return keep_states_and_stop(self, why);
     }
     for (const auto& sup : s.setup.supervisors)
       if (sup.address() == down.source && down.reason &&

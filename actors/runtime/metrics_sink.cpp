@@ -5,6 +5,18 @@
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
+namespace {
+
+// An event record for the console's `events` (the newest kEvents).
+void keep_event(metrics_sink_state& s, nlohmann::json record) {
+  if (record.value("event", std::string()).empty()) return;
+  record["seq"] = s.events_seen++;
+  s.events.push_back(std::move(record));
+  if (s.events.size() > metrics_sink_state::kEvents) s.events.pop_front();
+}
+
+}  // namespace
+
 caf::behavior metrics_sink(caf::stateful_actor<metrics_sink_state>* self, model::MetricsLog* log) {
   self->state.log = log;
   return {
@@ -12,14 +24,15 @@ caf::behavior metrics_sink(caf::stateful_actor<metrics_sink_state>* self, model:
         auto& s = self->state;
         auto record = nlohmann::json::parse(line);
         s.log->write(record);
-        const auto event = record.value("event", std::string());
-        if (event == "step") {
+        if (record.value("event", std::string()) == "step")
           s.last_step = std::move(record);
-        } else if (!event.empty()) {
-          record["seq"] = s.events_seen++;
-          s.events.push_back(std::move(record));
-          if (s.events.size() > metrics_sink_state::kEvents) s.events.pop_front();
-        }
+        else
+          keep_event(s, std::move(record));
+      },
+      // A step record its writer logged itself (before the next step opens: a takeover reads
+      // the last one as the step closed last): kept for the console only.
+      [=](metrics_atom, const std::string& line, bool /* logged */) {
+        self->state.last_step = nlohmann::json::parse(line);
       },
       [=](stats_atom) { return self->state.last_step.dump(); },
       [=](events_atom, uint64_t since) {

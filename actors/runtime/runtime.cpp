@@ -108,6 +108,8 @@ caf::actor spawn_tracker(caf::actor_system& sys, CoreActors& core,
     ts.resume_origin = resume->first;
   }
   ts.chaos = core.chaos;
+  ts.kept_step = options.kept_step;
+  ts.kept_evaluated = options.kept_evaluated;
   ts.store = std::make_shared<TrackerStore>();
   // The tracker's supervisor is the tracker's address: a restarted tracker is reached through
   // the same handle, and continues the run from the store.

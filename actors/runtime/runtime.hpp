@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "actors/common/context.hpp"
@@ -99,6 +100,9 @@ struct CoreOptions {
   model::RunDir* run = nullptr;
   bool progress = true;
   bool resume = false;  // from run's newest valid checkpoint (throws when there is none)
+  // A takeover from a lost leader: the step it closed last (see TrackerSetup::kept_step).
+  std::optional<uint64_t> kept_step;
+  bool kept_evaluated = false;
   std::shared_ptr<caf::actor> forward_kills;  // the chaos actor's forward target, optional
 };
 

@@ -439,6 +439,9 @@ void load_state(Self* self, const messages::WorkerState& st) {
     s.replica->take_state(
         st, st.anchor.tensors.empty() ? model::parameters_of(*s.module) : to_named(st.anchor));
   if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer, s.device);
+  // Its parameters are those after `step`: so is this worker now (a node that keeps its state
+  // when the coordinator is lost says which step it holds; see state_of).
+  if (st.step >= 0) s.applied_step = static_cast<uint64_t>(st.step);
   if (!st.params.tensors.empty())
     spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,
                  st.source);
@@ -453,6 +456,9 @@ messages::WorkerState state_of(Self* self) {
   if (s.replica) s.replica->give_state(st);
   st.optimizer = model::optimizer_bytes(*s.optimizer);
   st.source = "peer " + std::to_string(s.setup.id);
+  // Parameters change only when a step is applied (gradients accumulate beside them), so
+  // between any two messages they are those after the last applied step.
+  st.step = static_cast<int64_t>(s.applied_step);
   return st;
 }
 

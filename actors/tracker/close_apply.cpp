@@ -145,7 +145,16 @@ void finish_step(Self* self) {
     entry["skipped"] = s.outcome.coef == kSkipStep;
     entry["skipped_steps"] = s.scaler.skipped();
   }
-  write_metrics(self, entry);
+  if (s.setup.run && s.setup.metrics) {
+    // Logged here, flushed before the next step opens: a coordinator taking over reads the
+    // last step record as the step its predecessor closed last (actors/tracker/takeover.cpp),
+    // and the sink's queue may die with this process.
+    entry["wall"] = model::wall_clock_s();
+    s.setup.run->metrics().write(entry);
+    self->send(s.setup.metrics, metrics_atom::value, entry.dump(), true);
+  } else {
+    write_metrics(self, entry);
+  }
   if (s.setup.progress &&
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
     const double eta = elapsed / static_cast<double>(s.step) *
@@ -167,6 +176,7 @@ void finish_step(Self* self) {
     s.fault_at.reset();
   }
   record(self, TrackerStore::Phase::closed);
+  release_kept(self);
   after_close(self);
 }
 
@@ -193,7 +203,9 @@ void after_step(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
   const bool last = static_cast<int64_t>(s.step) == cfg.train.steps;
-  if (last || (cfg.train.eval_every > 0 && s.step % cfg.train.eval_every == 0))
+  // A takeover from kept states whose step the lost leader had evaluated already: not again.
+  const bool evaluated = s.from_kept && s.setup.kept_evaluated && s.step == s.first_step;
+  if (!evaluated && (last || (cfg.train.eval_every > 0 && s.step % cfg.train.eval_every == 0)))
     start_eval(self);
   else
     start_step(self);

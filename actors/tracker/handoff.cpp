@@ -91,6 +91,7 @@ caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_
   // starter, a worker moved to a new stage between steps started from the initialization
   // while its peers had trained: 1 run in 5.)
   const bool initial = s.step == s.first_step || (sender && s.starters.count(sender) > 0);
+  if (initial && (s.deciding || s.from_kept)) return kept_state_for(self, stage, id);
   if (s.setup.resume && initial) {
     try {
       if (auto st = saved_worker_state(*s.setup.resume, s.setup.resume_origin, id, stage))

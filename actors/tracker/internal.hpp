@@ -141,9 +141,27 @@ void reset_workers(Self* self);
 // workers apply it (after_apply).
 enum class Handoff { now, members_now, after_apply };
 void serve_state_requests(Self* self);
+caf::actor settled_peer(const tracker_state& s, uint32_t stage, uint32_t id);
+void serve_state_request(Self* self, tracker_state::StateRequest r);
 void ask_group(Self* self, uint32_t stage, caf::response_promise promise, int tries);
 caf::result<messages::WorkerState> state_for(Self* self, uint32_t stage, uint32_t id,
                                              const caf::actor_addr& sender, Handoff when);
+
+// takeover.cpp (TrackerSetup::kept_step)
+// A node named the states it kept (held_atom): holders of the kept step, or told to drop them.
+void take_kept(Self* self, const caf::actor& keeper, const std::vector<uint32_t>& stages,
+               const std::vector<int64_t>& steps);
+// At the run's start: the kept states when they cover every stage, else the checkpoint.
+void decide_takeover(Self* self);
+// The run's start from the kept states: what follows their step, then the next step.
+void continue_from_kept(Self* self);
+// The first step after the kept one closed: the nodes may drop what they kept.
+void release_kept(Self* self);
+// The first state of a worker the run starts with, in a takeover that continues from the
+// kept states (or has not chosen yet).
+caf::result<messages::WorkerState> kept_state_for(Self* self, uint32_t stage, uint32_t id);
+// A starting worker's state in a resumed run: the checkpoint's, else the initialization.
+messages::WorkerState resumed_state(Self* self, uint32_t stage, uint32_t id);
 
 // eval_checkpoint.cpp
 void start_saving(Self* self);

@@ -35,6 +35,7 @@ void restore(Self* self) {
   s.attempt_base = st.incarnation++ << 16;
   if (st.phase == TrackerStore::Phase::none) return;
   s.restored = st.phase;
+  s.deciding = false;  // the lost tracker chose already: its first step is in the store
   s.step = st.step;
   s.first_step = st.first_step;
   s.run_start = st.run_start;

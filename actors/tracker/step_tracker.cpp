@@ -223,7 +223,12 @@ caf::message_handler run_handlers(Self* self) {
         auto& s = self->state;
         s.promise = self->make_response_promise<messages::RunReport>();
         if (!s.restored) {
+          if (s.deciding) decide_takeover(self);
           s.run_start = tracker_state::Clock::now();
+          if (s.from_kept) {
+            continue_from_kept(self);
+            return s.promise;
+          }
           start_step(self);
           for (const auto& [id, handle] : s.by_id) s.starters.insert(handle.address());
           s.settled = s.starters;
@@ -232,6 +237,8 @@ caf::message_handler run_handlers(Self* self) {
         continue_run(self);
         return s.promise;
       },
+      [=](held_atom, const caf::actor& keeper, const std::vector<uint32_t>& stages,
+          const std::vector<int64_t>& steps) { take_kept(self, keeper, stages, steps); },
       [=](loss_atom, const messages::LossReport& r) { take_loss(self, r); },
       [=](done_atom, const messages::DoneReport& r) { take_done(self, r); },
   };
@@ -295,6 +302,9 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
   }
   s.scaler =
       model::LossScaler(cfg.train.scales_loss() ? model::Precision::fp16 : model::Precision::fp32);
+  // A takeover chooses where it continues when the run starts (a tracker restarted after that
+  // continues from its store).
+  s.deciding = s.setup.kept_step.has_value();
   if (s.setup.store) restore(self);
   // A worker that goes down leaves the swarm and the step goes on without it; its supervisor
   // (if any) restarts it and it comes back through a membership update. What the loss means

@@ -86,8 +86,12 @@ struct TrackerSetup {
   std::vector<GroupStorePtr> group_stores;  // per stage (DiLoCo), saved in checkpoints
   std::optional<model::Checkpoint> resume;  // continue from this swarm checkpoint
   std::string resume_origin;
-  caf::actor chaos;       // optional: told when each step starts
-  TrackerStorePtr store;  // optional: where a restarted tracker continues from
+  // A takeover from a lost leader: the step it closed last, which the nodes may have kept the
+  // states of (actors/tracker/takeover.cpp). Unset: continue from `resume` (or the start).
+  std::optional<uint64_t> kept_step;
+  bool kept_evaluated = false;  // the metrics log has an eval record of kept_step already
+  caf::actor chaos;             // optional: told when each step starts
+  TrackerStorePtr store;        // optional: where a restarted tracker continues from
 };
 
 struct tracker_state {
@@ -195,6 +199,17 @@ struct tracker_state {
   // checkpoint, even when they ask after step 1 has begun). A worker that joins later, even
   // one adopted before it asks, takes a live peer's state.
   std::set<caf::actor_addr> starters;
+  // A takeover (setup.kept_step): choosing until the run starts, with the first state requests
+  // waiting; the nodes that named kept states, the ones holding each stage's at the kept step;
+  // whether the run continues from them, and who waits for each stage's.
+  bool deciding = false;
+  bool from_kept = false;
+  std::vector<caf::actor> keepers;
+  std::map<uint32_t, std::vector<caf::actor>> holders;
+  std::vector<StateRequest> kept_requests;
+  std::map<uint32_t, std::vector<caf::response_promise>> kept_fetching;  // per stage
+  std::map<uint32_t, messages::WorkerState> kept_cache;                  // per stage, once fetched
+  bool kept_released = false;  // the first step after the kept one closed: the nodes drop them
   // Workers known to hold a state: the starters and every worker that has taken a step. Only
   // they hand theirs out (a worker still waiting for its own would answer only once it has
   // one: two workers of a stage restarted at once would each wait for the other).

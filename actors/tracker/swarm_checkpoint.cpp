@@ -124,6 +124,7 @@ std::optional<messages::WorkerState> saved_worker_state(const model::Checkpoint&
   st.round = pick->at("round").get<int64_t>();
   if (pick->contains("rounds")) st.rounds = pick->at("rounds").get<std::vector<int64_t>>();
   st.source = origin + " (worker " + std::to_string(saved) + ")";
+  st.step = swarm.at("step").get<int64_t>();
   return st;
 }
 

@@ -1,0 +1,45 @@
+// What a node keeps of its workers when the coordinator's link is lost (grad-sync modes): each
+// stage's state (parameters, AdamW moments) at the last step its workers applied, one per
+// (stage, step). Its next join names them; a coordinator that took over from the lost leader
+// continues the run from them when they cover every stage at the step the lost leader closed
+// last, so no step is run again (docs/faults.md). The keeper actor hands a state to the
+// coordinator the node joined, and to no other process.
+#pragma once
+
+#include <caf/all.hpp>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace swarmrt::actors {
+
+class KeptStates {
+ public:
+  // Keeps `st` (its step says which) unless a state of that stage and step is kept already.
+  void keep(uint32_t stage, messages::WorkerState st);
+  // Names the kept states in a join: the keeper, and each state's stage and step.
+  void name_in(messages::JoinRequest& request, const caf::actor& keeper) const;
+  std::optional<messages::WorkerState> find(uint32_t stage, int64_t step) const;
+  // Drops every state (the coordinator took them, or did not need them); how many there were.
+  size_t clear();
+  // The coordinator's process served from now on (the node is about to join it).
+  void serve(const caf::node_id& coordinator);
+  bool serves(const caf::node_id& sender) const;
+
+ private:
+  struct Kept {
+    uint32_t stage = 0;
+    messages::WorkerState state;
+  };
+  mutable std::mutex mu_;
+  std::vector<Kept> kept_;
+  caf::node_id coordinator_;
+};
+using KeptStatesPtr = std::shared_ptr<KeptStates>;
+
+caf::behavior state_keeper(caf::event_based_actor* self, KeptStatesPtr kept);
+
+}  // namespace swarmrt::actors

@@ -1,0 +1,174 @@
+// A coordinator that took over from a lost leader (TrackerSetup::kept_step): it continues from
+// the states the nodes kept when they lost the leader, when those cover every stage at the step
+// the lost leader closed last (no step runs again); else from the newest checkpoint, as a
+// resumed run does. The choice is made when the run starts (the swarm is full, so every node
+// that rejoined has named what it kept); until then the workers' first state requests wait.
+#include "actors/tracker/internal.hpp"
+
+#include <spdlog/spdlog.h>
+#include "actors/tracker/swarm_checkpoint.hpp"
+#include "transport/relay.hpp"
+
+namespace swarmrt::actors::tracker {
+using namespace swarmrt::atoms;
+
+namespace {
+
+// The nodes drop their kept states once nothing may ask for them: the choice was the checkpoint,
+// or the first step after the kept one has closed (every worker the run started with has its
+// state then), and no fetch is in flight.
+void maybe_drop_kept(Self* self) {
+  auto& s = self->state;
+  if (s.deciding || !s.kept_fetching.empty() || (s.from_kept && !s.kept_released)) return;
+  for (const auto& keeper : s.keepers) self->send(keeper, drop_held_atom::value);
+  s.keepers.clear();
+  s.holders.clear();
+  s.kept_cache.clear();
+}
+
+// Stage `stage`'s kept state for everyone waiting for it (s.kept_fetching), from its `index`-th
+// holder (the next one when a holder fails: its node may be gone again).
+void fetch_kept(Self* self, uint32_t stage, size_t index) {
+  auto& s = self->state;
+  const auto holders = s.holders[stage];
+  if (index >= holders.size()) {
+    for (auto& p : s.kept_fetching[stage])
+      p.deliver(caf::make_error(
+          caf::sec::runtime_error,
+          "no node handed out the state it kept of stage " + std::to_string(stage)));
+    s.kept_fetching.erase(stage);
+    return maybe_drop_kept(self);
+  }
+  const auto step = static_cast<int64_t>(*s.setup.kept_step);
+  transport::ask<messages::WorkerState>(self, holders[index], state_timeout(s),
+                                        held_state_atom::value, stage, step)
+      .then(
+          [=](const messages::WorkerState& st) {
+            auto& s = self->state;
+            s.kept_cache[stage] = st;
+            for (auto& p : s.kept_fetching[stage]) p.deliver(st);
+            s.kept_fetching.erase(stage);
+            maybe_drop_kept(self);
+          },
+          [=](const caf::error& e) {
+            spdlog::warn("takeover: a node did not hand out its kept state of stage {}: {}", stage,
+                         self->system().render(e));
+            fetch_kept(self, stage, index + 1);
+          });
+}
+
+// Stage `stage`'s kept state for `promise`: the copy fetched already, else asked of a holder
+// unless a request is out: one state per stage crosses from a node, whatever the workers.
+void wait_for_kept(Self* self, uint32_t stage, caf::response_promise promise) {
+  auto& s = self->state;
+  if (auto it = s.kept_cache.find(stage); it != s.kept_cache.end())
+    return promise.deliver(it->second);
+  auto& waiting = s.kept_fetching[stage];
+  waiting.push_back(std::move(promise));
+  if (waiting.size() == 1) fetch_kept(self, stage, 0);
+}
+
+}  // namespace
+
+void take_kept(Self* self, const caf::actor& keeper, const std::vector<uint32_t>& stages,
+               const std::vector<int64_t>& steps) {
+  auto& s = self->state;
+  // Not a takeover, or one that has chosen already: the node need not keep them.
+  if (!s.deciding) return self->send(keeper, drop_held_atom::value);
+  s.keepers.push_back(keeper);
+  const auto want = static_cast<int64_t>(*s.setup.kept_step);
+  for (size_t i = 0; i < stages.size() && i < steps.size(); ++i)
+    if (steps[i] == want && stages[i] < static_cast<uint32_t>(s.setup.ctx->stages()))
+      s.holders[stages[i]].push_back(keeper);
+}
+
+messages::WorkerState resumed_state(Self* self, uint32_t stage, uint32_t id) {
+  auto& s = self->state;
+  if (s.setup.resume)
+    if (auto st = saved_worker_state(*s.setup.resume, s.setup.resume_origin, id, stage)) return *st;
+  return messages::WorkerState{{}, {}, {}, -1, {}, "its initialization"};
+}
+
+void decide_takeover(Self* self) {
+  auto& s = self->state;
+  s.deciding = false;
+  const uint64_t kept = *s.setup.kept_step;
+  const auto stages = static_cast<size_t>(s.setup.ctx->stages());
+  size_t covered = 0;
+  for (size_t k = 0; k < stages; ++k) covered += s.holders.count(static_cast<uint32_t>(k)) ? 1 : 0;
+  auto queued = std::move(s.kept_requests);
+  s.kept_requests.clear();
+  if (covered == stages) {
+    s.from_kept = true;
+    s.step = s.first_step = kept;
+    spdlog::info(
+        "takeover: continuing after step {} from the states {} node(s) kept; no step runs again",
+        kept, s.keepers.size());
+    write_metrics(self, {{"event", "takeover"}, {"from", "kept"}, {"step", kept}});
+    for (auto& r : queued) wait_for_kept(self, r.stage, std::move(r.promise));
+    return;
+  }
+  // The steps after the checkpoint (or all of them) run again: their records go first.
+  const uint64_t back = s.step;
+  spdlog::warn(
+      "takeover: the nodes kept the state after step {} of {} of {} stages; continuing from {}",
+      kept, covered, stages, s.setup.resume ? s.setup.resume_origin : "the initialization");
+  try {
+    if (s.setup.run) s.setup.run->metrics().drop_after(static_cast<int64_t>(back));
+  } catch (const std::exception& e) {
+    spdlog::error("takeover: {}", e.what());
+  }
+  write_metrics(self, {{"event", "takeover"},
+                       {"from", s.setup.resume ? "checkpoint" : "initialization"},
+                       {"step", back},
+                       {"kept_stages", covered}});
+  for (auto& r : queued) {
+    try {
+      r.promise.deliver(resumed_state(self, r.stage, r.id));
+    } catch (const std::exception& e) {
+      r.promise.deliver(caf::make_error(caf::sec::runtime_error, e.what()));
+    }
+  }
+  maybe_drop_kept(self);
+}
+
+void continue_from_kept(Self* self) {
+  auto& s = self->state;
+  adopt_membership(self);
+  for (const auto& [id, handle] : s.by_id) s.starters.insert(handle.address());
+  s.settled = s.starters;
+  // What followed step `kept` under the lost leader may not have happened: its checkpoint
+  // (the newest is older, or the takeover would not be here) and its evaluation (unless
+  // recorded) are done now, as after any closed step.
+  after_close(self);
+}
+
+void release_kept(Self* self) {
+  auto& s = self->state;
+  if (!s.from_kept || s.kept_released) return;
+  s.kept_released = true;
+  maybe_drop_kept(self);
+}
+
+caf::result<messages::WorkerState> kept_state_for(Self* self, uint32_t stage, uint32_t id) {
+  auto& s = self->state;
+  auto promise = self->make_response_promise<messages::WorkerState>();
+  if (s.deciding) {
+    s.kept_requests.push_back({stage, id, promise});
+    return promise;
+  }
+  // Every worker the run starts with takes the kept state (not a peer's: the peers may be
+  // waiting for theirs), while the nodes keep them.
+  if (!s.kept_released) {
+    wait_for_kept(self, stage, promise);
+    return promise;
+  }
+  if (settled_peer(s, stage, id)) {
+    serve_state_request(self, {stage, id, promise});
+    return promise;
+  }
+  promise.deliver(resumed_state(self, stage, id));
+  return promise;
+}
+
+}  // namespace swarmrt::actors::tracker
