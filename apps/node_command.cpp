@@ -241,8 +241,9 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   bool refused = false;
   // Through a watcher of the directory: a coordinator that dies before it answers ends the
   // join at once, where CAF would wait out the request's 30 s.
-  self->request(join_watcher(sys, dir, std::chrono::seconds(30)), caf::infinite, join_atom::value,
-                p.request)
+  self->request(request_watcher<messages::JoinReply, join_atom, messages::JoinRequest>(
+                    sys, dir, std::chrono::seconds(30)),
+                caf::infinite, join_atom::value, p.request)
       .receive([&](const messages::JoinReply& r) { reply = r; },
                [&](const caf::error& e) {
                  refusal = sys.render(e);

@@ -89,14 +89,19 @@ Answer ask_directory(NodeProcess& p, const caf::actor& dir, const std::string& w
   caf::scoped_actor self{p.sys};
   auto answer = Answer::silent;
   bool refused = false;
-  self->request(dir, std::chrono::seconds(3), inspector_atom::value)
+  const auto wait = std::chrono::seconds(3);
+  self->request(request_watcher<caf::actor, inspector_atom>(p.sys, dir, wait), caf::infinite,
+                inspector_atom::value)
       .receive([&](const caf::actor&) { answer = Answer::directory; },
-               [&](const caf::error& e) { refused = e != caf::sec::request_timeout; });
+               [&](const caf::error& e) {
+                 refused = e != caf::sec::request_timeout && e != caf::sec::request_receiver_down;
+               });
   if (!refused) return answer;
   // It answered, but not as a directory: a standby (apps/standby_door.hpp) names the replicas,
   // the leader's first. They are kept as a coordinator's list is, until one lists others.
   std::vector<std::string> named;
-  self->request(dir, std::chrono::seconds(3), replicas_atom::value)
+  self->request(request_watcher<std::vector<std::string>, replicas_atom>(p.sys, dir, wait),
+                caf::infinite, replicas_atom::value)
       .receive([&](const std::vector<std::string>& at) { named = at; }, [](const caf::error&) {});
   if (named.empty()) return answer;
   answer = Answer::standby;
@@ -115,34 +120,6 @@ Answer ask_directory(NodeProcess& p, const caf::actor& dir, const std::string& w
                  where, list);
   if (named_new && !added.empty()) *named_new = true;
   return answer;
-}
-
-caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
-                        std::chrono::seconds timeout) {
-  return sys.spawn([dir, timeout](caf::event_based_actor* self) -> caf::behavior {
-    auto promise = std::make_shared<caf::response_promise>();
-    self->monitor(dir);
-    self->set_down_handler([=](const caf::down_msg&) {
-      if (promise->pending()) promise->deliver(caf::make_error(caf::sec::request_receiver_down));
-      self->quit();
-    });
-    return {
-        [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
-          *promise = self->make_response_promise<messages::JoinReply>();
-          self->request(dir, timeout, join_atom::value, r)
-              .then(
-                  [=](const messages::JoinReply& reply) {
-                    promise->deliver(reply);
-                    self->quit();
-                  },
-                  [=](const caf::error& e) {
-                    if (promise->pending()) promise->deliver(e);
-                    self->quit();
-                  });
-          return *promise;
-        },
-    };
-  });
 }
 
 caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,

@@ -115,10 +115,38 @@ Answer ask_directory(NodeProcess& p, const caf::actor& dir, const std::string& w
 // there is none.
 caf::actor reach_directory(caf::actor_system& sys, const NodeArgs& args, const HostPort& coord,
                            const StopSignals& signals, int& code);
-// An actor that passes one join request on to `dir` and its answer back, or the error
-// request_receiver_down as soon as `dir` is gone, then ends.
-caf::actor join_watcher(caf::actor_system& sys, const caf::actor& dir,
-                        std::chrono::seconds timeout);
+// An actor that passes one request (Ts...) on to `dir` and its answer (Reply) back, or the
+// error request_receiver_down as soon as `dir` is gone, then ends: CAF would wait out the
+// request's timeout for a coordinator that dies before it answers, or a standby's port that
+// closes under the question (the standby has just become the leader).
+template <class Reply, class... Ts>
+caf::actor request_watcher(caf::actor_system& sys, const caf::actor& dir,
+                           std::chrono::milliseconds timeout) {
+  return sys.spawn([dir, timeout](caf::event_based_actor* self) -> caf::behavior {
+    auto promise = std::make_shared<caf::response_promise>();
+    self->monitor(dir);
+    self->set_down_handler([=](const caf::down_msg&) {
+      if (promise->pending()) promise->deliver(caf::make_error(caf::sec::request_receiver_down));
+      self->quit();
+    });
+    return {
+        [=](const Ts&... xs) -> caf::result<Reply> {
+          *promise = self->make_response_promise<Reply>();
+          self->request(dir, timeout, xs...)
+              .then(
+                  [=](const Reply& reply) {
+                    promise->deliver(reply);
+                    self->quit();
+                  },
+                  [=](const caf::error& e) {
+                    if (promise->pending()) promise->deliver(e);
+                    self->quit();
+                  });
+          return *promise;
+        },
+    };
+  });
+}
 // The coordinator's directory at any address the node knows, refreshed by the caller first
 // (see find_coordinator in the .cpp).
 caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline);

@@ -34,11 +34,13 @@ void keep_states_and_stop(Self* self, const std::string& why) {
       if (e.kind == "worker" && e.handle && e.stage >= 0) workers.push_back(e);
   if (workers.empty()) return stop(self, why);
   auto waiting = std::make_shared<size_t>(workers.size());
-  auto kept = std::make_shared<size_t>(0);
+  auto kept = std::make_shared<size_t>(0), bytes = std::make_shared<size_t>(0);
   auto one_less = [=] {
     if (--*waiting > 0) return;
-    spdlog::info("node '{}' keeps the state of {} of its {} workers for the next coordinator",
-                 self->state.setup.name, *kept, workers.size());
+    spdlog::info(
+        "node '{}' keeps the state of {} of its {} workers ({:.1f} MB, one per stage and step) "
+        "for the next coordinator",
+        self->state.setup.name, *kept, workers.size(), static_cast<double>(*bytes) / 1e6);
     stop(self, why);
   };
   const auto timeout = model::as_duration(s.setup.keep_timeout_s);
@@ -47,7 +49,7 @@ void keep_states_and_stop(Self* self, const std::string& why) {
         .then(
             [=](const messages::WorkerState& st) {
               if (st.step >= 0) {
-                self->state.setup.kept->keep(static_cast<uint32_t>(w.stage), st);
+                *bytes += self->state.setup.kept->keep(static_cast<uint32_t>(w.stage), st);
                 ++*kept;
               }
               one_less();

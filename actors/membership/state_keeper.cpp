@@ -8,13 +8,18 @@
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
-void KeptStates::keep(uint32_t stage, messages::WorkerState st) {
+size_t KeptStates::keep(uint32_t stage, messages::WorkerState st) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& k : kept_)
-    if (k.stage == stage && k.state.step == st.step) return;
+    if (k.stage == stage && k.state.step == st.step) return 0;
   // Its own copy: the worker it came from may still run until the node stops it.
-  for (auto& t : st.params.tensors) t = t.clone();
+  size_t bytes = st.optimizer.size();
+  for (auto& t : st.params.tensors) {
+    t = t.clone();
+    bytes += t.nbytes();
+  }
   kept_.push_back({stage, std::move(st)});
+  return bytes;
 }
 
 void KeptStates::name_in(messages::JoinRequest& request, const caf::actor& keeper) const {

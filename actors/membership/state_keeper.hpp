@@ -18,8 +18,9 @@ namespace swarmrt::actors {
 
 class KeptStates {
  public:
-  // Keeps `st` (its step says which) unless a state of that stage and step is kept already.
-  void keep(uint32_t stage, messages::WorkerState st);
+  // Keeps `st` (its step says which) unless a state of that stage and step is kept already;
+  // the bytes it keeps (0: it had one).
+  size_t keep(uint32_t stage, messages::WorkerState st);
   // Names the kept states in a join: the keeper, and each state's stage and step.
   void name_in(messages::JoinRequest& request, const caf::actor& keeper) const;
   std::optional<messages::WorkerState> find(uint32_t stage, int64_t step) const;
