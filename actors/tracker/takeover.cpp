@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 #include "actors/tracker/swarm_checkpoint.hpp"
+#include "supervisors/entitled.hpp"
 #include "transport/relay.hpp"
 
 namespace swarmrt::actors::tracker {
@@ -73,6 +74,9 @@ void wait_for_kept(Self* self, uint32_t stage, caf::response_promise promise) {
 void take_kept(Self* self, const caf::actor& keeper, const std::vector<uint32_t>& stages,
                const std::vector<int64_t>& steps) {
   auto& s = self->state;
+  // Only this process's directory says who holds a state the workers would take.
+  if (!supervisors::from_this_process(self))
+    return supervisors::rejected(self, "the step tracker", "kept states");
   // Not a takeover, or one that has chosen already: the node need not keep them.
   if (!s.deciding) return self->send(keeper, drop_held_atom::value);
   s.keepers.push_back(keeper);
