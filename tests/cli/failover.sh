@@ -2,7 +2,9 @@
 # Coordinator replicas (#32): two coordinators of one run on a private etcd, each its own
 # process, and two nodes that know both addresses. The leader trains; at step 25 of 60 it is
 # SIGKILLed (argument "kill") or SIGSTOPped (argument "freeze"). The standby takes the lease
-# within its 2 s TTL, and the same node processes attach to it: the run completes all 60 steps
+# within its 4 s TTL (at 2 s a leader's renewal starved under four such runs at once on 2
+# cores: 2 of 21 stepped down), and the same node processes attach to it: the run completes
+# all 60 steps
 # with exactly one step record per step. In diloco-swarm (configs/tiny.toml) it continues from
 # the newest checkpoint (step 20) in the shared run directory; in the mode given as the second
 # argument (pp), from the states the nodes kept of their workers, after the last step the old
@@ -18,7 +20,7 @@ run_id=0123456789abcdef steps=60
 pa=$(free_port) pb=$(free_port)
 replica() {  # NAME PORT
   "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$2" -o "$tmp/run" \
-    --etcd "$etcd_url" --lease-ttl-s 2 --run-id $run_id --set "data.path=$root/data/brown.txt" \
+    --etcd "$etcd_url" --lease-ttl-s 4 --run-id $run_id --set "data.path=$root/data/brown.txt" \
     --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4 \
     --set checkpoint.every_steps=10 --set diloco.inner_steps=10 --set swarm.mode=$mode \
     >"$tmp/$1.log" 2>&1 &
