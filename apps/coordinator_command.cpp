@@ -419,9 +419,9 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     resumed_step = newest_checkpoint_step(in.out);
     resume = resumed_step > 0;
     overwrite = !resume;
-    const auto mode = config.swarm.mode;
-    const bool grad_sync =
-        mode == model::Mode::pp || mode == model::Mode::dp || mode == model::Mode::swarm;
+    actors::SwarmContext modes;  // what the run's mode is, as every actor asks it
+    modes.config = config;
+    const bool grad_sync = modes.grad_sync();
     const auto log = (std::filesystem::path(in.out) / "metrics.jsonl").string();
     const int64_t last = model::last_record_step(log, "step");
     if (grad_sync && last > resumed_step) {
