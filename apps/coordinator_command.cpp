@@ -16,6 +16,7 @@
 #include <random>
 
 #include "actors/membership/directory.hpp"
+#include "actors/membership/state_keeper.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/coordinator_leader.hpp"
@@ -408,9 +409,10 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
   const auto& config = in.config;
   bool resume = args.resume, overwrite = args.overwrite;
   int64_t resumed_step = 0;
-  // Where a takeover may continue: in grad-sync modes the nodes keep their workers' states
-  // when they lose the leader, at the step it closed last (its last step record); the tracker
-  // continues from them if they cover every stage (actors/tracker/takeover.cpp).
+  // Where a takeover may continue: in grad-sync modes and plain DiLoCo the nodes keep their
+  // workers' states when they lose the leader, at the step it closed last (its last step
+  // record); the tracker continues from them if they cover every stage, with each DiLoCo
+  // group's journal entry of that step (actors/tracker/takeover.cpp).
   std::optional<uint64_t> kept_step;
   bool kept_evaluated = false;
   if (leading.took_over) {
@@ -421,10 +423,9 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     overwrite = !resume;
     actors::SwarmContext modes;  // what the run's mode is, as every actor asks it
     modes.config = config;
-    const bool grad_sync = modes.grad_sync();
     const auto log = (std::filesystem::path(in.out) / "metrics.jsonl").string();
     const int64_t last = model::last_record_step(log, "step");
-    if (grad_sync && last > resumed_step) {
+    if (actors::keeps_states(modes) && last > resumed_step) {
       kept_step = static_cast<uint64_t>(last);
       kept_evaluated = model::last_record_step(log, "eval") == last;
       overwrite = false;
@@ -494,6 +495,8 @@ int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leadin
     co.resume = resume;
     co.kept_step = kept_step;
     co.kept_evaluated = kept_evaluated;
+    // With replicas, each DiLoCo round is on disk for a standby before it is answered.
+    if (leading.lead) co.group_journal = (std::filesystem::path(in.out) / "diloco").string();
     co.forward_kills = std::make_shared<caf::actor>();
     auto core = actors::spawn_core(sys, ctx, corpus, co);
     set_up_transport(config);

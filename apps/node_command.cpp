@@ -299,7 +299,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   actors::NodeAgentSetup setup;
   setup.name = p.request.node_name;
   setup.on_replicas = keep_listed(p);
-  if (ctx->grad_sync()) {
+  if (actors::keeps_states(*ctx)) {
     setup.kept = p.kept;
     setup.roster = p.roster;
     setup.keep_timeout_s = ctx->config.supervision.reply_timeout_s;

@@ -8,6 +8,7 @@
 #include "model/checks.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
+#include "supervisors/entitled.hpp"
 #include "transport/relay.hpp"
 
 namespace swarmrt::actors {
@@ -86,6 +87,7 @@ void on_warmup_end(Self* self, const messages::RoundHeader& h, const messages::F
       std::lock_guard<std::mutex> lock(s.store->mu);
       store_theta(s);
       s.store->warmed = true;
+      journal_store(s, h.step);
     }
     s.warmed = true;
     spdlog::info("diloco group {}: rounds start from worker {}'s θ at step {}, the warm-up's end",
@@ -176,6 +178,8 @@ void on_bulk(Self* self, const transport::BulkDelivery& d) {
 
 namespace {
 
+void take_store(Self* self, const model::NamedTensors& theta);
+
 // θ and the outer state of every fragment: from `theta`, or from the store a restarted group
 // continues from.
 void set_up_diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::NamedTensors theta,
@@ -192,6 +196,14 @@ void set_up_diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Name
   const auto of = model::assign_fragments(s.names, d.fragments, d.fragment_pattern);
   s.fragments.resize(static_cast<size_t>(d.fragments));
   for (size_t i = 0; i < of.size(); ++i) s.fragments[of[i]].index.push_back(i);
+  take_store(self, theta);
+}
+
+// Every fragment's θ, outer momentum and next round from the store when it holds a round, else
+// from `theta` (θ(0)).
+void take_store(Self* self, const model::NamedTensors& theta) {
+  auto& s = self->state;
+  const auto& d = s.ctx->config.diloco;
   {
     std::lock_guard<std::mutex> lock(s.store->mu);
     const bool stored = !s.store->theta.empty();
@@ -335,6 +347,24 @@ caf::message_handler query_handlers(Self* self) {
       // The same, asked from another process (relay.hpp): answered in slices.
       [=](relay_atom, const caf::actor& to, uint64_t ms, state_atom a) {
         transport::relay<messages::WorkerState>(self, to, ms, a);
+      },
+      // The store was replaced before the run started (a takeover that continues from the
+      // journal, tracker/takeover.cpp): the group continues from it. Its own process only.
+      [=](reset_atom) {
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "diloco group " + std::to_string(self->state.stage),
+                                       "reset");
+        auto& s = self->state;
+        for (auto& f : s.fragments) {
+          f.contributions.clear();
+          f.excused.clear();
+          f.residual.clear();
+          f.last_mean.clear();
+          f.last_contributions.clear();
+          f.final = false;
+          f.step = 0;
+        }
+        take_store(self, whole(s, false));
       },
   };
 }

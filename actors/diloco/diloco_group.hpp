@@ -37,6 +37,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "actors/common/context.hpp"
@@ -59,6 +60,10 @@ struct GroupStore {
   std::vector<std::vector<uint64_t>> fragment_rounds;
   uint64_t comm_epoch = 0;  // the newest group communicator announced
   bool warmed = false;      // θ took the workers' θ at the synchronous warm-up's end
+  // Where each applied round is also written before it is answered (group_journal.hpp), for a
+  // standby that takes over; empty: nowhere (a coordinator without replicas). Its bytes so far.
+  std::string journal;
+  uint64_t journal_bytes = 0;
 };
 using GroupStorePtr = std::shared_ptr<GroupStore>;
 

@@ -21,6 +21,9 @@ model::NamedTensors slice(const model::NamedTensors& all, const std::vector<size
 model::NamedTensors whole(const group_state& s, bool momentum);
 // θ and the outer momentum of every fragment into the store (the caller holds its lock).
 void store_theta(group_state& s);
+// The store as of `step` into the journal, when the run keeps one (the caller holds its lock);
+// a write that fails leaves no entry of the stage: a takeover then resumes from a checkpoint.
+void journal_store(group_state& s, uint64_t step);
 // Every applied fragment's θ as an `applied` round frame, for a worker new to the stage.
 void send_theta(Self* self, const caf::actor& to);
 // The run's quorum rule (diloco.min_replicas).

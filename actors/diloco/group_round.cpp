@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/diloco/group_internal.hpp"
+#include "actors/diloco/group_journal.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
 #include "policy/round_quorum.hpp"
@@ -35,6 +36,18 @@ void store_theta(group_state& s) {
   s.store->momentum.clear();
   for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
   for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+}
+
+void journal_store(group_state& s, uint64_t step) {
+  if (s.store->journal.empty()) return;
+  const GroupJournal journal(s.store->journal);
+  try {
+    s.store->journal_bytes += journal.write(s.stage, step, *s.store);
+  } catch (const std::exception& e) {
+    spdlog::error("diloco group {}: {}; a takeover will resume from a checkpoint", s.stage,
+                  e.what());
+    journal.forget(s.stage);
+  }
 }
 
 // Every applied fragment's θ as an `applied` round frame, for `to` (a worker new to the
@@ -197,6 +210,8 @@ void apply_round(Self* self, uint32_t p) {
       s.store->last_applied = f.last_applied;
       s.store->applied_rounds.push_back(f.round);
     }
+    // On disk before any worker holds θ(t): a standby that continues after this step has it.
+    journal_store(s, f.step);
   }
   h.round_id = f.round;
   h.stage = s.stage;

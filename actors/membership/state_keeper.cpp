@@ -8,16 +8,21 @@
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
+bool keeps_states(const SwarmContext& ctx) {
+  return ctx.grad_sync() || (ctx.diloco() && !ctx.streaming());
+}
+
 size_t KeptStates::keep(uint32_t stage, messages::WorkerState st) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& k : kept_)
     if (k.stage == stage && k.state.step == st.step) return 0;
   // Its own copy: the worker it came from may still run until the node stops it.
   size_t bytes = st.optimizer.size();
-  for (auto& t : st.params.tensors) {
-    t = t.clone();
-    bytes += t.nbytes();
-  }
+  for (auto* list : {&st.params, &st.anchor})
+    for (auto& t : list->tensors) {
+      t = t.clone();
+      bytes += t.nbytes();
+    }
   kept_.push_back({stage, std::move(st)});
   return bytes;
 }

@@ -1,9 +1,9 @@
-// What a node keeps of its workers when the coordinator's link is lost (grad-sync modes): each
-// stage's state (parameters, AdamW moments) at the last step its workers applied, one per
-// (stage, step). Its next join names them; a coordinator that took over from the lost leader
-// continues the run from them when they cover every stage at the step the lost leader closed
-// last, so no step is run again (docs/faults.md). The keeper actor hands a state to the
-// coordinator the node joined, and to no other process.
+// What a node keeps of its workers when the coordinator's link is lost (keeps_states): each
+// stage's state (parameters, AdamW moments; in DiLoCo also the anchor θ and the next round) at
+// the last step its workers applied, one per (stage, step). Its next join names them; a coordinator
+// that took over from the lost leader continues the run from them when they cover every stage at
+// the step the lost leader closed last, so no step is run again (docs/faults.md). The keeper actor
+// hands a state to the coordinator the node joined, and to no other process.
 #pragma once
 
 #include <caf/all.hpp>
@@ -12,9 +12,16 @@
 #include <optional>
 #include <vector>
 
+#include "actors/common/context.hpp"
 #include "messages/types.hpp"
 
 namespace swarmrt::actors {
+
+// Whether the nodes of a run keep their workers' states for a takeover: in the grad-sync modes,
+// and in plain DiLoCo, whose group's journal holds all a group needs (actors/diloco/
+// group_journal.hpp). Streaming DiLoCo's overlapped rounds, error feedback and eager means are
+// in flight or in the group only: those runs resume from a checkpoint.
+bool keeps_states(const SwarmContext& ctx);
 
 class KeptStates {
  public:

@@ -7,6 +7,7 @@
 #include "actors/balancer/balancer.hpp"
 #include "actors/common/tensor_list.hpp"
 #include "actors/diloco/diloco_group.hpp"
+#include "actors/diloco/group_journal.hpp"
 #include "actors/loader/data_loader.hpp"
 #include "actors/runtime/metrics_sink.hpp"
 #include "actors/stage/grad_averager.hpp"
@@ -182,6 +183,15 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
       if (resume && !restore_group(resume->second, static_cast<uint32_t>(k), *store))
         throw model::CheckpointError(resume->first + ": no DiLoCo group state for stage " +
                                      std::to_string(k));
+      store->journal = options.group_journal;
+      // The journal starts at the run's start (a takeover chooses its own when it starts).
+      if (!store->journal.empty() && !options.kept_step) {
+        const GroupJournal journal(store->journal);
+        if (k == 0) journal.drop_after(-1);
+        std::lock_guard<std::mutex> lock(store->mu);
+        journal.write(static_cast<uint32_t>(k),
+                      resume ? swarm_checkpoint_step(resume->second, resume->first) : 0, *store);
+      }
       auto child = core_child(
           "group", k,
           [&sys, ctx, k, theta, store, sink = core.sink] {

@@ -103,6 +103,9 @@ struct CoreOptions {
   // A takeover from a lost leader: the step it closed last (see TrackerSetup::kept_step).
   std::optional<uint64_t> kept_step;
   bool kept_evaluated = false;
+  // Where the DiLoCo groups journal their rounds for a standby (actors/diloco/
+  // group_journal.hpp); empty: no journal (a coordinator without replicas).
+  std::string group_journal;
   std::shared_ptr<caf::actor> forward_kills;  // the chaos actor's forward target, optional
 };
 

@@ -1,11 +1,13 @@
 // A coordinator that took over from a lost leader (TrackerSetup::kept_step): it continues from
 // the states the nodes kept when they lost the leader, when those cover every stage at the step
-// the lost leader closed last (no step runs again); else from the newest checkpoint, as a
+// the lost leader closed last (no step runs again) and, in DiLoCo, each group's journal has its
+// entry of that step (θ, outer momentum, rounds); else from the newest checkpoint, as a
 // resumed run does. The choice is made when the run starts (the swarm is full, so every node
 // that rejoined has named what it kept); until then the workers' first state requests wait.
 #include "actors/tracker/internal.hpp"
 
 #include <spdlog/spdlog.h>
+#include "actors/diloco/group_journal.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"
 #include "supervisors/entitled.hpp"
 #include "transport/relay.hpp"
@@ -69,6 +71,73 @@ void wait_for_kept(Self* self, uint32_t stage, caf::response_promise promise) {
   if (waiting.size() == 1) fetch_kept(self, stage, 0);
 }
 
+// Each DiLoCo group's newest journal entry at a step <= `kept` into its store, and the group
+// continues from it; false (nothing changed) when a stage has none that reads back.
+bool take_journal(Self* self, uint64_t kept) {
+  auto& s = self->state;
+  const auto& stores = s.setup.group_stores;
+  std::vector<std::unique_ptr<GroupStore>> read(stores.size());
+  std::string dir;
+  for (uint32_t k = 0; k < stores.size(); ++k) {
+    if (!stores[k]) continue;
+    dir = stores[k]->journal;
+    read[k] = std::make_unique<GroupStore>();
+    const auto at =
+        dir.empty()
+            ? std::nullopt
+            : GroupJournal(dir).restore(k, kept, *read[k], [](const auto& path, const auto& why) {
+                spdlog::warn("takeover: refused the DiLoCo journal entry {}: {}", path, why);
+              });
+    if (!at) {
+      spdlog::warn("takeover: DiLoCo group {} has no journal entry at step {} or before", k, kept);
+      return false;
+    }
+    spdlog::info("takeover: DiLoCo group {} continues from its round of step {} (round {})", k, *at,
+                 read[k]->last_applied);
+  }
+  // Entries after the kept step are the lost leader's rounds that no record says were taken.
+  if (!dir.empty()) GroupJournal(dir).drop_after(static_cast<int64_t>(kept));
+  for (uint32_t k = 0; k < stores.size(); ++k) {
+    if (!stores[k]) continue;
+    {
+      std::lock_guard<std::mutex> lock(stores[k]->mu);
+      auto& to = *stores[k];
+      auto& from = *read[k];
+      to.theta = std::move(from.theta);
+      to.momentum = std::move(from.momentum);
+      to.last_applied = from.last_applied;
+      to.applied_rounds = std::move(from.applied_rounds);
+      to.fragment_applied = std::move(from.fragment_applied);
+      to.fragment_rounds = std::move(from.fragment_rounds);
+      to.comm_epoch = std::max(to.comm_epoch, from.comm_epoch);
+      to.warmed = from.warmed;
+    }
+    if (k < s.setup.groups.size() && s.setup.groups[k])
+      self->send(s.setup.groups[k], reset_atom::value);
+  }
+  return true;
+}
+
+// The run goes on from `step` (a checkpoint's, or 0): the journal starts again there, from the
+// groups' stores as the checkpoint left them.
+void restart_journal(Self* self, uint64_t step) {
+  const auto& stores = self->state.setup.group_stores;
+  bool cleared = false;
+  for (uint32_t k = 0; k < stores.size(); ++k) {
+    if (!stores[k] || stores[k]->journal.empty()) continue;
+    const GroupJournal journal(stores[k]->journal);
+    try {
+      if (!cleared) journal.drop_after(-1);
+      cleared = true;
+      std::lock_guard<std::mutex> lock(stores[k]->mu);
+      journal.write(k, step, *stores[k]);
+    } catch (const std::exception& e) {
+      spdlog::error("takeover: DiLoCo group {}: {}", k, e.what());
+      journal.forget(k);
+    }
+  }
+}
+
 }  // namespace
 
 void take_kept(Self* self, const caf::actor& keeper, const std::vector<uint32_t>& stages,
@@ -102,7 +171,7 @@ void decide_takeover(Self* self) {
   for (size_t k = 0; k < stages; ++k) covered += s.holders.count(static_cast<uint32_t>(k)) ? 1 : 0;
   auto queued = std::move(s.kept_requests);
   s.kept_requests.clear();
-  if (covered == stages) {
+  if (covered == stages && take_journal(self, kept)) {
     s.from_kept = true;
     s.step = s.first_step = kept;
     spdlog::info(
@@ -122,6 +191,7 @@ void decide_takeover(Self* self) {
   } catch (const std::exception& e) {
     spdlog::error("takeover: {}", e.what());
   }
+  restart_journal(self, back);
   write_metrics(self, {{"event", "takeover"},
                        {"from", s.setup.resume ? "checkpoint" : "initialization"},
                        {"step", back},

@@ -81,4 +81,27 @@ grep -q "chaos: killing this coordinator process (chaos.kill_at_step = 21, start
 same plain_streaming overlap 12
 [ -e "$tmp/plain_streaming/checkpoints/step_00000022.ckpt" ] ||
   fail "the streaming run's checkpoints: $(ls "$tmp/plain_streaming/checkpoints")"
-echo "ok: killed with a DiLoCo round and a Streaming fragment's overlap in flight; losses equal the unkilled runs'"
+# Killed between rounds (step 15) and as the checkpoint after step 30's round is gathered: the
+# node keeps its workers' states (parameters, AdamW moments, anchor θ, next round) and each
+# group's journal holds its last round (θ, outer momentum): the standby continues after the
+# last recorded step (14, 30) from them, and no step runs again.
+# (PHASE:STEP:KEPT:CHECKPOINT: the newest checkpoint when it was killed, in the fault record.)
+for spec in start:15:14:10 save:30:30:20; do
+  IFS=: read -r phase at kept ckpt <<<"$spec"
+  run "$phase" --set chaos.kill=coordinator --set chaos.kill_at_step="$at" --set chaos.kill_at_phase="$phase"
+  grep -q "chaos: killing this coordinator process (chaos.kill_at_step = $at, $phase" "$tmp/$phase-a.log" ||
+    fail "$phase: the leader was not killed at step $at's $phase"
+  same plain "$phase" "$ckpt"
+  py '
+import json, re, sys
+records = [r for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "takeover"]
+assert len(records) == 1 and records[0]["from"] == "kept" and records[0]["step"] == int(sys.argv[3]), records
+first = int(re.search(r"step (\d+)/", open(sys.argv[2]).read()).group(1))
+assert first == int(sys.argv[3]) + 1, f"the standby ran step {first} first"
+' "$tmp/$phase/metrics.jsonl" "$tmp/$phase-b.log" "$kept" || fail "$phase: where the standby continued"
+  [ "$(grep -c "took its state from the state a node kept of stage [01] at step $kept$" "$tmp/$phase-n.log")" = 2 ] ||
+    fail "$phase: the workers did not start from the kept states: $(grep 'took its state' "$tmp/$phase-n.log")"
+  grep -q "DiLoCo group 1 continues from its round of step $((kept / 10 * 10))" "$tmp/$phase-b.log" ||
+    fail "$phase: the groups did not continue from their journal: $(grep -i journal "$tmp/$phase-b.log")"
+done
+echo "ok: killed with a DiLoCo round and a Streaming fragment's overlap in flight (resumed from checkpoints), between rounds and at a checkpoint after a round (continued from the kept states and the groups' journal); losses equal the unkilled runs'"
