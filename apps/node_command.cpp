@@ -301,6 +301,7 @@ Attachment attach(NodeProcess& p, const caf::actor& dir) {
   setup.on_replicas = keep_listed(p);
   if (actors::keeps_states(*ctx)) {
     setup.kept = p.kept;
+    setup.keep_each_worker = ctx->diloco();
     setup.roster = p.roster;
     setup.keep_timeout_s = ctx->config.supervision.reply_timeout_s;
   }

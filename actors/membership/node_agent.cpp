@@ -38,9 +38,10 @@ void keep_states_and_stop(Self* self, const std::string& why) {
   auto one_less = [=] {
     if (--*waiting > 0) return;
     spdlog::info(
-        "node '{}' keeps the state of {} of its {} workers ({:.1f} MB, one per stage and step) "
-        "for the next coordinator",
-        self->state.setup.name, *kept, workers.size(), static_cast<double>(*bytes) / 1e6);
+        "node '{}' keeps the state of {} of its {} workers ({:.1f} MB, {}) for the next "
+        "coordinator",
+        self->state.setup.name, *kept, workers.size(), static_cast<double>(*bytes) / 1e6,
+        self->state.setup.keep_each_worker ? "each worker's own" : "one per stage and step");
     stop(self, why);
   };
   const auto timeout = model::as_duration(s.setup.keep_timeout_s);
@@ -49,7 +50,8 @@ void keep_states_and_stop(Self* self, const std::string& why) {
         .then(
             [=](const messages::WorkerState& st) {
               if (st.step >= 0) {
-                *bytes += self->state.setup.kept->keep(static_cast<uint32_t>(w.stage), st);
+                *bytes += self->state.setup.kept->keep(static_cast<uint32_t>(w.stage), st,
+                                                       self->state.setup.keep_each_worker);
                 ++*kept;
               }
               one_less();

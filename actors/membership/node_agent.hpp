@@ -33,10 +33,12 @@ struct NodeAgentSetup {
   // leader. Unset: not asked.
   std::function<void(const std::vector<std::string>&)> on_replicas;
   double replicas_every_s = 2;
-  // Grad-sync modes: when the coordinator's link is lost, each worker's state (the roster's
-  // workers, asked for at most `keep_timeout_s`) is kept here before the workers stop, so that
-  // a coordinator taking over continues from it. Unset: nothing kept.
+  // keeps_states(ctx) (state_keeper.hpp): when the coordinator's link is lost, each worker's state
+  // (the roster's workers, asked for at most `keep_timeout_s`) is kept here before the workers
+  // stop, so that a coordinator taking over continues from it. Unset: nothing kept.
   KeptStatesPtr kept;
+  bool keep_each_worker =
+      false;  // DiLoCo: every worker's state (its replica's own), not one per stage
   std::shared_ptr<supervisors::Roster> roster;
   double keep_timeout_s = 10;
   // Set when the agent stopped because the coordinator's link became unreachable.

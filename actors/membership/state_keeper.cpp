@@ -12,10 +12,11 @@ bool keeps_states(const SwarmContext& ctx) {
   return ctx.grad_sync() || (ctx.diloco() && !ctx.streaming());
 }
 
-size_t KeptStates::keep(uint32_t stage, messages::WorkerState st) {
+size_t KeptStates::keep(uint32_t stage, messages::WorkerState st, bool each_worker) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& k : kept_)
-    if (k.stage == stage && k.state.step == st.step) return 0;
+  if (!each_worker)
+    for (const auto& k : kept_)
+      if (k.stage == stage && k.state.step == st.step) return 0;
   // Its own copy: the worker it came from may still run until the node stops it.
   size_t bytes = st.optimizer.size();
   for (auto* list : {&st.params, &st.anchor})
@@ -45,10 +46,20 @@ std::optional<messages::WorkerState> KeptStates::find(uint32_t stage, int64_t st
   return std::nullopt;
 }
 
+std::optional<messages::WorkerState> KeptStates::next(uint32_t stage, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const Kept*> of;
+  for (const auto& k : kept_)
+    if (k.stage == stage && k.state.step == step) of.push_back(&k);
+  if (of.empty()) return std::nullopt;
+  return of[turn_[{stage, step}]++ % of.size()]->state;
+}
+
 size_t KeptStates::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t n = kept_.size();
   kept_.clear();
+  turn_.clear();
   return n;
 }
 
@@ -65,9 +76,8 @@ bool KeptStates::serves(const caf::node_id& sender) const {
 namespace {
 
 // The state of (stage, step), or why there is none.
-caf::expected<messages::WorkerState> kept_state(const KeptStates& kept, uint32_t stage,
-                                                int64_t step) {
-  if (auto st = kept.find(stage, step)) {
+caf::expected<messages::WorkerState> kept_state(KeptStates& kept, uint32_t stage, int64_t step) {
+  if (auto st = kept.next(stage, step)) {
     st->source = "the state a node kept of stage " + std::to_string(stage) + " at step " +
                  std::to_string(step);
     return std::move(*st);

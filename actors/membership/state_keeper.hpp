@@ -7,6 +7,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,11 +27,17 @@ bool keeps_states(const SwarmContext& ctx);
 class KeptStates {
  public:
   // Keeps `st` (its step says which) unless a state of that stage and step is kept already;
-  // the bytes it keeps (0: it had one).
-  size_t keep(uint32_t stage, messages::WorkerState st);
-  // Names the kept states in a join: the keeper, and each state's stage and step.
+  // the bytes it keeps (0: it had one). `each_worker` (DiLoCo, whose replicas differ): every
+  // worker's state is kept, several per stage and step.
+  size_t keep(uint32_t stage, messages::WorkerState st, bool each_worker = false);
+  // Names the kept states in a join: the keeper, and each state's stage and step (a pair
+  // named as often as states of it are kept).
   void name_in(messages::JoinRequest& request, const caf::actor& keeper) const;
+  // The first state of (stage, step).
   std::optional<messages::WorkerState> find(uint32_t stage, int64_t step) const;
+  // The states of (stage, step) in turn: each call the next one (what the keeper hands out, so
+  // that DiLoCo workers that ask for their stage's get one each).
+  std::optional<messages::WorkerState> next(uint32_t stage, int64_t step);
   // Drops every state (the coordinator took them, or did not need them); how many there were.
   size_t clear();
   // The coordinator's process served from now on (the node is about to join it).
@@ -44,6 +51,7 @@ class KeptStates {
   };
   mutable std::mutex mu_;
   std::vector<Kept> kept_;
+  std::map<std::pair<uint32_t, int64_t>, size_t> turn_;  // next() of each (stage, step)
   caf::node_id coordinator_;
 };
 using KeptStatesPtr = std::shared_ptr<KeptStates>;

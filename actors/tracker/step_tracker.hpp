@@ -209,6 +209,10 @@ struct tracker_state {
   std::vector<StateRequest> kept_requests;
   std::map<uint32_t, std::vector<caf::response_promise>> kept_fetching;  // per stage
   std::map<uint32_t, messages::WorkerState> kept_cache;                  // per stage, once fetched
+  // DiLoCo: each worker fetches a kept state of its own (replicas differ), the holders of its
+  // stage taken in turn; how many such fetches are out.
+  std::map<uint32_t, size_t> kept_turn;
+  size_t kept_own_fetches = 0;
   bool kept_released = false;  // the first step after the kept one closed: the nodes drop them
   // Workers known to hold a state: the starters and every worker that has taken a step. Only
   // they hand theirs out (a worker still waiting for its own would answer only once it has

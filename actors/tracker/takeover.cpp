@@ -22,11 +22,14 @@ namespace {
 // state then), and no fetch is in flight.
 void maybe_drop_kept(Self* self) {
   auto& s = self->state;
-  if (s.deciding || !s.kept_fetching.empty() || (s.from_kept && !s.kept_released)) return;
+  if (s.deciding || !s.kept_fetching.empty() || s.kept_own_fetches > 0 ||
+      (s.from_kept && !s.kept_released))
+    return;
   for (const auto& keeper : s.keepers) self->send(keeper, drop_held_atom::value);
   s.keepers.clear();
   s.holders.clear();
   s.kept_cache.clear();
+  s.kept_turn.clear();
 }
 
 // Stage `stage`'s kept state for everyone waiting for it (s.kept_fetching), from its `index`-th
@@ -60,10 +63,45 @@ void fetch_kept(Self* self, uint32_t stage, size_t index) {
           });
 }
 
+// DiLoCo: a kept state of stage `stage` for one worker, from the holder `first` (the next one
+// when it fails). A holder is named once per state it keeps and hands them out in turn, so
+// the workers of a stage take the states of as many of its replicas as were kept.
+void fetch_own_kept(Self* self, uint32_t stage, caf::response_promise promise, size_t first,
+                    size_t tried) {
+  auto& s = self->state;
+  const auto holders = s.holders[stage];
+  if (tried >= holders.size()) {
+    promise.deliver(
+        caf::make_error(caf::sec::runtime_error,
+                        "no node handed out the state it kept of stage " + std::to_string(stage)));
+    --s.kept_own_fetches;
+    return maybe_drop_kept(self);
+  }
+  const auto step = static_cast<int64_t>(*s.setup.kept_step);
+  transport::ask<messages::WorkerState>(self, holders[(first + tried) % holders.size()],
+                                        state_timeout(s), held_state_atom::value, stage, step)
+      .then(
+          [=](const messages::WorkerState& st) mutable {
+            promise.deliver(st);
+            --self->state.kept_own_fetches;
+            maybe_drop_kept(self);
+          },
+          [=](const caf::error& e) mutable {
+            spdlog::warn("takeover: a node did not hand out its kept state of stage {}: {}", stage,
+                         self->system().render(e));
+            fetch_own_kept(self, stage, promise, first, tried + 1);
+          });
+}
+
 // Stage `stage`'s kept state for `promise`: the copy fetched already, else asked of a holder
-// unless a request is out: one state per stage crosses from a node, whatever the workers.
+// unless a request is out: one state per stage crosses from a node, whatever the workers (in
+// grad-sync modes every worker of a stage holds the same). In DiLoCo each worker its own.
 void wait_for_kept(Self* self, uint32_t stage, caf::response_promise promise) {
   auto& s = self->state;
+  if (s.setup.ctx->diloco()) {
+    ++s.kept_own_fetches;
+    return fetch_own_kept(self, stage, std::move(promise), s.kept_turn[stage]++, 0);
+  }
   if (auto it = s.kept_cache.find(stage); it != s.kept_cache.end())
     return promise.deliver(it->second);
   auto& waiting = s.kept_fetching[stage];

@@ -5,10 +5,12 @@
 # within its 4 s TTL (at 2 s a leader's renewal starved under four such runs at once on 2
 # cores: 2 of 21 stepped down), and the same node processes attach to it: the run completes
 # all 60 steps
-# with exactly one step record per step. In diloco-swarm (configs/tiny.toml) it continues from
-# the newest checkpoint (step 20) in the shared run directory; in the mode given as the second
-# argument (pp), from the states the nodes kept of their workers, after the last step the old
-# leader recorded (no step runs again), each node handing out the stage states it holds. Frozen: SIGCONT after the new leader's first step, and the
+# with exactly one step record per step. It continues from the states the nodes kept of their
+# workers, after the last step the old leader recorded (no step runs again), each node handing
+# out the stage states it holds, and none starts from the newest checkpoint (step 20): in
+# diloco-swarm (configs/tiny.toml, the default) with each DiLoCo group's journal entry of its
+# last round (step 20), in the mode given as the fourth argument (swarm) with the averaged
+# states of the grad-sync modes. Frozen: SIGCONT after the new leader's first step, and the
 # old leader steps down without writing anything (its records carry its epoch: none after the
 # new leader's first). Processes are stopped by pid.
 bin=$1 root=$2 fault=${3:-kill} mode=${4:-diloco-swarm}
@@ -42,13 +44,14 @@ done
 wait_log "$tmp/a.log" "step 25/$steps" 180 || fail "the run did not reach step 25"
 if [ "$fault" = kill ]; then kill -KILL "$a"; else kill -STOP "$a"; fi
 wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
+wait_log "$tmp/b.log" "takeover: continuing after step [0-9]* from the states 2 node(s) kept" 60 ||
+  fail "not continued from the nodes' states: $(grep -i takeover "$tmp/b.log")"
+first=$(($(sed -n 's/.*takeover: continuing after step \([0-9]*\) .*/\1/p' "$tmp/b.log") + 1))
 if [ "$mode" = diloco-swarm ]; then
-  wait_log "$tmp/b.log" "resuming from .* at step 20" 60 || fail "not resumed from step 20: $(grep -i resum "$tmp/b.log")"
-  first=21
-else
-  wait_log "$tmp/b.log" "takeover: continuing after step [0-9]* from the states 2 node(s) kept" 60 ||
-    fail "not continued from the nodes' states: $(grep -i takeover "$tmp/b.log")"
-  first=$(($(sed -n 's/.*takeover: continuing after step \([0-9]*\) .*/\1/p' "$tmp/b.log") + 1))
+  for k in 0 1; do
+    grep -q "DiLoCo group $k continues from its round of step 20" "$tmp/b.log" ||
+      fail "group $k did not continue from its journal: $(grep -i 'diloco group' "$tmp/b.log")"
+  done
 fi
 if [ "$fault" = freeze ]; then
   wait_log "$tmp/b.log" "step $first/$steps" 120 || fail "the new leader completed no step"
@@ -67,12 +70,10 @@ for n in n1 n2; do
   wait "${!n}" || fail "node $n exited with $?"
   grep -q "attaching again" "$tmp/$n.log" || fail "node $n did not attach again"
   [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = 2 ] || fail "node $n: not two attachments"
-  if [ "$mode" != diloco-swarm ]; then
-    # Its new workers start from the kept states, and none from the older checkpoint.
-    [ "$(grep -c "took its state from the state a node kept of stage [01] at step $((first - 1))$" "$tmp/$n.log")" = 2 ] ||
-      fail "node $n: its workers did not start from the kept states: $(grep 'took its state' "$tmp/$n.log")"
-    grep -q "took its state from .*ckpt" "$tmp/$n.log" && fail "node $n: a worker started from a checkpoint"
-  fi
+  # Its new workers start from the kept states, and none from the older checkpoint.
+  [ "$(grep -c "took its state from the state a node kept of stage [01] at step $((first - 1))$" "$tmp/$n.log")" = 2 ] ||
+    fail "node $n: its workers did not start from the kept states: $(grep 'took its state' "$tmp/$n.log")"
+  grep -q "took its state from .*ckpt" "$tmp/$n.log" && fail "node $n: a worker started from a checkpoint"
 done
 py '
 import json, sys
@@ -91,10 +92,7 @@ assert len(faults) == 1 and faults[0]["resumed_step"] == 20, f"failover records:
 recovered = [r for r in records if r.get("event") == "recovered" and r.get("kind") == "coordinator"]
 assert len(recovered) == 1 and recovered[0]["step"] == old + 1 and recovered[0]["seconds"] > 0, f"recovered: {recovered}"
 took = [r for r in records if r.get("event") == "takeover"]
-if old > 20:
-    assert [(t["from"], t["step"]) for t in took] == [("kept", old)] and faults[0]["kept_step"] == old, f"takeover: {took}"
-else:
-    assert not took, f"takeover records in a DiLoCo run: {took}"
+assert old > 20 and [(t["from"], t["step"]) for t in took] == [("kept", old)] and faults[0]["kept_step"] == old, f"takeover: {took}"
 print("epochs", epochs[0], "->", epochs[-1], "; step", old + 1, "completed", round(recovered[0]["seconds"], 2), "s after the old leader last wrote")
 ' "$tmp/run/metrics.jsonl" $steps $first || fail "the run's records"
 echo "ok ($fault): $(grep 'final validation loss' "$tmp/b.log")"

@@ -61,6 +61,30 @@ TEST(KeptStates, AKeptStateIsItsOwnCopy) {
   EXPECT_EQ(kept.find(0, 7)->params.tensors[0].sum().item<float>(), 6.0f);
 }
 
+TEST(KeptStates, DilocoKeepsEveryWorkersStateAndHandsThemOutInTurn) {
+  actors::KeptStates kept;
+  auto a = state_at(12, 1), b = state_at(12, 2);
+  a.anchor = b.anchor = a.params;  // both replicas' anchor θ(t), their own parameters
+  kept.keep(0, a, /*each_worker=*/true);
+  kept.keep(0, b, /*each_worker=*/true);
+  kept.keep(1, state_at(12, 3), /*each_worker=*/true);
+  messages::JoinRequest join;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  kept.name_in(join, caf::actor_cast<caf::actor>(self));
+  // Stage 0 named twice: the coordinator asks this node twice for it.
+  EXPECT_EQ(join.held_stages, (std::vector<uint32_t>{0, 0, 1}));
+  std::vector<float> handed;
+  for (int i = 0; i < 3; ++i)
+    handed.push_back(kept.next(0, 12)->params.tensors[0].sum().item<float>());
+  EXPECT_EQ(handed, (std::vector<float>{6.0f, 12.0f, 6.0f}));
+  EXPECT_EQ(kept.next(1, 12)->params.tensors[0].sum().item<float>(), 18.0f);
+  EXPECT_FALSE(kept.next(1, 13));
+  a.anchor.tensors[0].fill_(9);  // the anchor is the kept state's own copy too
+  EXPECT_EQ(kept.find(0, 12)->anchor.tensors[0].sum().item<float>(), 6.0f);
+}
+
 // Three processes in one: a node keeping stage 0's state at step 12, the coordinator it joins
 // and another process of the cluster.
 TEST(StateKeeper, HandsOutAndDropsForTheCoordinatorItJoinedOnly) {
