@@ -6,9 +6,9 @@
 # that know both. chaos.kill = "coordinator" ends the leader's process in step 14 of 30, at its
 # start, at its reduce, as the workers apply or while validation batches are in flight (an
 # evaluation every 14 steps), or in step 20 while its checkpoint is gathered
-# (chaos.kill_at_phase); the standby continues from the newest checkpoint (step 10) in DiLoCo
-# modes, and after the leader's last closed step from the states the nodes kept in pp, dp and
-# swarm (docs/faults.md). From the logs and metrics.jsonl: the kill's time (the chaos line in
+# (chaos.kill_at_phase); the standby continues after the leader's last closed step from the
+# states the nodes kept (in DiLoCo with each group's journal entry of its last round), or from
+# the newest checkpoint (step 10) when they do not cover every stage at it (docs/faults.md). From the logs and metrics.jsonl: the kill's time (the chaos line in
 # the old leader's log, UTC), the new leader's first step record ("wall"), the steps run again
 # (the old leader's last completed step - the step the new one continued after), and
 # extra_samples / missing_samples summed over every step record.
