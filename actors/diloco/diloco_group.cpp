@@ -362,6 +362,7 @@ caf::message_handler query_handlers(Self* self) {
           f.last_mean.clear();
           f.last_contributions.clear();
           f.final = false;
+          f.timer_armed = false;  // a timer of the old round finds it no more
           f.step = 0;
         }
         take_store(self, whole(s, false));
