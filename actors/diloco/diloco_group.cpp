@@ -8,7 +8,6 @@
 #include "model/checks.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
-#include "supervisors/entitled.hpp"
 #include "transport/relay.hpp"
 
 namespace swarmrt::actors {
@@ -351,10 +350,13 @@ caf::message_handler query_handlers(Self* self) {
       // The store was replaced before the run started (a takeover that continues from the
       // journal, tracker/takeover.cpp): the group continues from it. Its own process only.
       [=](reset_atom) {
-        if (!supervisors::from_this_process(self))
-          return supervisors::rejected(self, "diloco group " + std::to_string(self->state.stage),
-                                       "reset");
         auto& s = self->state;
+        const auto& sender = self->current_sender();
+        if (!sender || sender->node() != self->node()) {
+          ++s.rejected;
+          spdlog::warn("rejected: diloco group {} dropped a reset from another process", s.stage);
+          return;
+        }
         for (auto& f : s.fragments) {
           f.contributions.clear();
           f.excused.clear();

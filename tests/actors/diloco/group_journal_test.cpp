@@ -122,17 +122,22 @@ TEST(GroupJournal, AGroupResetToATakenEntryContinuesItsRoundsExactly) {
   ASSERT_EQ(next_answer(w, &want).status, messages::RoundStatus::applied);
   caf::anon_send_exit(old_group, caf::exit_reason::kill);
 
-  // The new leader's group starts from θ(0) and is reset to the entry of step 8 (round 1).
+  // The new leader's group starts from θ(0) (its first round is 0) and is reset to the entry
+  // of step 8 (round 1) once it has set up and taken its members, as in a takeover.
   auto fresh = std::make_shared<actors::GroupStore>();
   caf::scoped_actor w2{*ts.sys};
   auto group = spawn_group(ts, ctx, fresh, w2);
+  auto round_of = [&] {
+    messages::WorkerState st;
+    w2->request(group, std::chrono::seconds(10), state_atom::value)
+        .receive([&](const messages::WorkerState& s) { st = s; },
+                 [&](const caf::error& e) { ADD_FAILURE() << ts.sys->render(e); });
+    return st.round;
+  };
+  EXPECT_EQ(round_of(), 0);
   ASSERT_EQ(actors::GroupJournal(dir.str()).restore(0, 11, *fresh), std::optional<uint64_t>(8));
   w2->send(group, reset_atom::value);
-  messages::WorkerState st;
-  w2->request(group, std::chrono::seconds(10), state_atom::value)
-      .receive([&](const messages::WorkerState& s) { st = s; },
-               [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
-  EXPECT_EQ(st.round, 2);
+  EXPECT_EQ(round_of(), 2);
   // Round 2 again, with the same pseudo-gradient: the same θ(2), bit for bit (the outer
   // momentum came back with θ).
   w2->send(group, round_atom::value, contribution(2, 1, at::tensor({-0.2f, 0.5f}), 12));
