@@ -76,7 +76,7 @@ class Browser:
         msg, self.buf = self.buf.split(b"\0", 1)
         return json.loads(msg)
 
-    def call(self, method, params=None, session=True, timeout=30):
+    def call(self, method, params=None, session=True, timeout=DEADLINE_S):
         want = self.send(method, params, session)
         while True:
             m = self.read(timeout)
