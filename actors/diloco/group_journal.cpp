@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "model/checkpoint.hpp"
 
 namespace fs = std::filesystem;
@@ -118,6 +120,23 @@ void GroupJournal::drop_after(int64_t step) const {
 void GroupJournal::forget(uint32_t stage) const {
   std::error_code ec;
   for (const auto& [at, path] : entries(dir_, stage)) fs::remove(path, ec);
+}
+
+void start_journal(const std::vector<GroupStorePtr>& stores, uint64_t step) {
+  bool cleared = false;
+  for (uint32_t k = 0; k < stores.size(); ++k) {
+    if (!stores[k] || stores[k]->journal.empty()) continue;
+    const GroupJournal journal(stores[k]->journal);
+    try {
+      if (!cleared) journal.drop_after(-1);
+      cleared = true;
+      std::lock_guard<std::mutex> lock(stores[k]->mu);
+      journal.write(k, step, *stores[k]);
+    } catch (const std::exception& e) {
+      spdlog::error("DiLoCo group {}'s journal: {}", k, e.what());
+      journal.forget(k);
+    }
+  }
 }
 
 }  // namespace swarmrt::actors

@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/diloco/diloco_group.hpp"
 
@@ -44,5 +45,10 @@ class GroupJournal {
  private:
   std::string dir_;
 };
+
+// The journal of a run that goes on from `step` (its start, a checkpoint's): every entry goes
+// and each stage's store is written at that step. A stage whose write fails is left with no
+// entry (logged), so a takeover resumes from a checkpoint rather than from a wrong round.
+void start_journal(const std::vector<GroupStorePtr>& stores, uint64_t step);
 
 }  // namespace swarmrt::actors

@@ -184,14 +184,6 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
         throw model::CheckpointError(resume->first + ": no DiLoCo group state for stage " +
                                      std::to_string(k));
       store->journal = options.group_journal;
-      // The journal starts at the run's start (a takeover chooses its own when it starts).
-      if (!store->journal.empty() && !options.kept_step) {
-        const GroupJournal journal(store->journal);
-        if (k == 0) journal.drop_after(-1);
-        std::lock_guard<std::mutex> lock(store->mu);
-        journal.write(static_cast<uint32_t>(k),
-                      resume ? swarm_checkpoint_step(resume->second, resume->first) : 0, *store);
-      }
       auto child = core_child(
           "group", k,
           [&sys, ctx, k, theta, store, sink = core.sink] {
@@ -206,6 +198,10 @@ CoreActors spawn_core(caf::actor_system& sys, const std::shared_ptr<SwarmContext
     core.groups.push_back(group);
     core.group_stores.push_back(store);
   }
+  // The journal starts with the run (a takeover chooses its own when the swarm is full).
+  if (!options.kept_step)
+    start_journal(core.group_stores,
+                  resume ? swarm_checkpoint_step(resume->second, resume->first) : 0);
   const auto& policy = config.supervision;
   auto supervise = [&](const std::string& name, const std::string& what,
                        std::vector<supervisors::ChildSpec> children) {

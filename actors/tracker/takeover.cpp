@@ -156,26 +156,6 @@ bool take_journal(Self* self, uint64_t kept) {
   return true;
 }
 
-// The run goes on from `step` (a checkpoint's, or 0): the journal starts again there, from the
-// groups' stores as the checkpoint left them.
-void restart_journal(Self* self, uint64_t step) {
-  const auto& stores = self->state.setup.group_stores;
-  bool cleared = false;
-  for (uint32_t k = 0; k < stores.size(); ++k) {
-    if (!stores[k] || stores[k]->journal.empty()) continue;
-    const GroupJournal journal(stores[k]->journal);
-    try {
-      if (!cleared) journal.drop_after(-1);
-      cleared = true;
-      std::lock_guard<std::mutex> lock(stores[k]->mu);
-      journal.write(k, step, *stores[k]);
-    } catch (const std::exception& e) {
-      spdlog::error("takeover: DiLoCo group {}: {}", k, e.what());
-      journal.forget(k);
-    }
-  }
-}
-
 }  // namespace
 
 void take_kept(Self* self, const caf::actor& keeper, const std::vector<uint32_t>& stages,
@@ -229,7 +209,8 @@ void decide_takeover(Self* self) {
   } catch (const std::exception& e) {
     spdlog::error("takeover: {}", e.what());
   }
-  restart_journal(self, back);
+  // The run goes on from the checkpoint (or 0): so does the journal, from its stores.
+  start_journal(s.setup.group_stores, back);
   write_metrics(self, {{"event", "takeover"},
                        {"from", s.setup.resume ? "checkpoint" : "initialization"},
                        {"step", back},
