@@ -22,13 +22,13 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GPTConfig& c)
   c_attn = register_module("c_attn", torch::nn::Linear(c.n_embd, 3 * c.n_embd));
   c_proj = register_module("c_proj", torch::nn::Linear(c.n_embd, c.n_embd));
   // Not a registered buffer: it is derived, never trained, and stays out of checkpoints.
-  future_ = torch::ones({c.block_size, c.block_size}, torch::kBool).triu(1);
+  future_ = future_mask(c.block_size);
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   // The mask follows the activations to their device (a stage worker on a GPU moves the
   // module there after it is built, and an unregistered tensor does not move with it).
-  if (future_.device() != x.device()) future_ = future_.to(x.device());
+  if (future_.defined() && future_.device() != x.device()) future_ = future_.to(x.device());
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
   auto qkv = c_attn(x).split(n_embd_, /*dim=*/2);
   // [B, T, C] -> [B, n_head, T, head_size]

@@ -49,7 +49,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   int64_t n_head_, n_embd_;
   torch::nn::Linear c_attn{nullptr};  // query, key, value projections for all heads at once
   torch::nn::Linear c_proj{nullptr};  // output projection
-  torch::Tensor future_;              // true above the diagonal: position t must not see t' > t
+  torch::Tensor future_;              // future_mask: position t must not see t' > t
 };
 TORCH_MODULE(CausalSelfAttention);
 

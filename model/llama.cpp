@@ -54,11 +54,11 @@ AttentionImpl::AttentionImpl(const ModelConfig& c)
         name, torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, c.n_embd).bias(false)));
   };
   wq = linear("wq"), wk = linear("wk"), wv = linear("wv"), wo = linear("wo");
-  future_ = torch::ones({c.block_size, c.block_size}, torch::kBool).triu(1);
+  future_ = future_mask(c.block_size);
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
-  if (future_.device() != x.device()) future_ = future_.to(x.device());
+  if (future_.defined() && future_.device() != x.device()) future_ = future_.to(x.device());
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   // [B, T, C] -> [B, n_head, T, head_size]
   auto heads = [&](const torch::Tensor& y) {

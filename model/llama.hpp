@@ -53,7 +53,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr};  // d -> d, per head side by side
   torch::nn::Linear wo{nullptr};                            // output projection d -> d
   RotaryEmbedding rope_;
-  torch::Tensor future_;  // true above the diagonal: position t must not see t' > t
+  torch::Tensor future_;  // future_mask: position t must not see t' > t
 };
 TORCH_MODULE(Attention);
 

@@ -10,6 +10,7 @@
 
 #include "model/gpt.hpp"
 #include "model/llama.hpp"
+#include "model/torch_features.hpp"
 
 namespace swarmrt::model {
 
@@ -60,14 +61,36 @@ StageModel make_stage_model(const ModelConfig& config, StageSpec stage, uint64_t
   return StageModel(std::move(impl));
 }
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& future) {
+torch::Tensor causal_attention_math(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, const torch::Tensor& future) {
   const int64_t T = q.size(2);
   auto att =
       torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(3))));
   att = att.masked_fill(future.slice(0, 0, T).slice(1, 0, T),
                         -std::numeric_limits<float>::infinity());
   return torch::matmul(torch::softmax(att, -1), v);
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& future) {
+#if SWARMRT_HAS_SDPA
+  // One kernel that never holds the [T, T] scores: flash or memory-efficient attention on
+  // CUDA, the fused kernel on the CPU. Its mask is the same top-left causal one.
+  (void)future;
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true);
+#else
+  return causal_attention_math(q, k, v, future);
+#endif
+}
+
+torch::Tensor future_mask(int64_t block_size) {
+  if (SWARMRT_HAS_SDPA) return {};
+  return torch::ones({block_size, block_size}, torch::kBool).triu(1);
+}
+
+const char* attention_kernel() {
+  return SWARMRT_HAS_SDPA ? "scaled_dot_product_attention" : "math";
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

@@ -49,9 +49,18 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
 
 // Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V with future positions masked out, the core
 // both blocks share. q, k, v: [B, n_head, T, hs]; future: [>= T, >= T] bool, true above the
-// diagonal. Returns [B, n_head, T, hs].
+// diagonal (future_mask). Returns [B, n_head, T, hs]. Where the LibTorch has
+// scaled_dot_product_attention (>= 2.0) it computes this, else causal_attention_math.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& future);
+// The same as written in the paper: the [T, T] scores, masked, softmax, times V.
+torch::Tensor causal_attention_math(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, const torch::Tensor& future);
+// The mask causal_attention takes for contexts up to block_size: true above the diagonal, or
+// an undefined tensor where its kernel masks by itself.
+torch::Tensor future_mask(int64_t block_size);
+// Which attention causal_attention runs in this build: "scaled_dot_product_attention" or "math".
+const char* attention_kernel();
 
 // nanoGPT's initialization, drawn from a generator seeded by (seed, parameter name): norms'
 // gains 1, biases 0, matrices N(0, 0.02), the projections back into the residual stream

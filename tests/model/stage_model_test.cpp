@@ -1,5 +1,7 @@
 // What every architecture's stages must do alike: chained stages compute the whole model.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/version.h>
 #include <map>
 
 #include "model/stage_cost.hpp"
@@ -143,4 +145,31 @@ TEST(StageModel, StageCostCountsTheStagesParameters) {
         EXPECT_GT(cost.back(), cost.front());
       }
     }
+}
+
+// The attention both blocks run: scaled_dot_product_attention where this LibTorch has it (2.0
+// on), the paper's math otherwise. Both compute the same values and gradients (float32, within
+// 1e-5), at full context and shorter, and the build says which one it runs.
+TEST(Attention, TheKernelComputesThePapersMath) {
+  EXPECT_STREQ(attention_kernel(),
+               TORCH_VERSION_MAJOR >= 2 ? "scaled_dot_product_attention" : "math");
+  EXPECT_EQ(future_mask(16).defined(), TORCH_VERSION_MAJOR < 2);
+  const auto future = torch::ones({16, 16}, torch::kBool).triu(1);
+  for (int64_t T : {16, 5}) {
+    torch::manual_seed(T);
+    auto q = torch::randn({2, 3, T, 8}, torch::requires_grad());
+    auto k = torch::randn({2, 3, T, 8}, torch::requires_grad());
+    auto v = torch::randn({2, 3, T, 8}, torch::requires_grad());
+    auto y = causal_attention(q, k, v, future_mask(16));
+    auto seed = torch::randn_like(y);
+    auto grads = torch::autograd::grad({y}, {q, k, v}, {seed});
+    auto ref = causal_attention_math(q, k, v, future);
+    auto ref_grads = torch::autograd::grad({ref}, {q, k, v}, {seed});
+    EXPECT_TRUE(torch::allclose(y, ref, 1e-5, 1e-5)) << "T=" << T;
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_TRUE(torch::allclose(grads[i], ref_grads[i], 1e-5, 1e-5))
+          << "T=" << T << " grad " << i;
+    // Causal: the first position attends to itself only.
+    EXPECT_TRUE(torch::allclose(y.select(2, 0), v.select(2, 0), 1e-6, 1e-6)) << "T=" << T;
+  }
 }
