@@ -2,6 +2,11 @@
 
 #include <torch/utils.h>
 #include <cmath>
+#include <map>
+#include <sstream>
+#include <type_traits>
+
+#include "model/torch_features.hpp"
 
 namespace swarmrt::model {
 
@@ -31,13 +36,112 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
 }
 
-double grad_sqnorm(const std::vector<torch::Tensor>& params) {
-  double sq = 0;
-  for (const auto& p : params)
-    if (p.grad().defined()) {
-      const double n = p.grad().norm().item<double>();
-      sq += n * n;
+namespace {
+
+// The key the optimizer's state map gives parameter p: its TensorImpl's address, as text in
+// LibTorch 1.13 and as the pointer itself in later ones.
+template <class Map>
+typename Map::key_type state_key(const Map&, const at::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
+bool fused_adamw_on(const at::Device& device) {
+  return device.is_cuda() ? SWARMRT_HAS_FUSED_ADAMW_CUDA : SWARMRT_HAS_FUSED_ADAMW_CPU;
+}
+
+#if SWARMRT_HAS_FUSED_ADAMW_CUDA
+// One group's step through at::_fused_adamw_: the same update as torch::optim::AdamW::step
+// (decoupled weight decay, bias-corrected moments), one kernel for all of the group's
+// parameters instead of about ten per parameter. Its state stays the optimizer's own, so
+// checkpoints and a state handed to a peer are unchanged.
+void fused_group_step(torch::optim::AdamW& opt, torch::optim::OptimizerParamGroup& group) {
+  auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
+  TORCH_CHECK(!o.amsgrad(), "the fused AdamW step takes no amsgrad");
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  std::map<int64_t, at::Tensor> step_of;  // one device scalar per step count
+  auto& state = opt.state();
+  for (auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    auto key = state_key(state, p);
+    auto it = state.find(key);
+    if (it == state.end()) {
+      auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+      fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      it = state.emplace(key, std::move(fresh)).first;
     }
+    auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    st.step(st.step() + 1);
+    auto& step = step_of[st.step()];
+    if (!step.defined())
+      step = at::full({}, static_cast<double>(st.step()), p.options().dtype(at::kFloat));
+    params.push_back(p);
+    grads.push_back(p.grad());
+    exp_avgs.push_back(st.exp_avg());
+    exp_avg_sqs.push_back(st.exp_avg_sq());
+    steps.push_back(step);
+  }
+  if (params.empty()) return;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(),
+                    std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(),
+                    /*amsgrad=*/false, /*maximize=*/false);
+}
+#endif
+
+}  // namespace
+
+void adamw_step(torch::optim::AdamW& opt) {
+  torch::NoGradGuard no_grad;
+  bool fused = false;
+  for (const auto& group : opt.param_groups())
+    for (const auto& p : group.params()) fused = fused || fused_adamw_on(p.device());
+  if (!fused) {
+    opt.step();
+    return;
+  }
+#if SWARMRT_HAS_FUSED_ADAMW_CUDA
+  for (auto& group : opt.param_groups()) fused_group_step(opt, group);
+#endif
+}
+
+bool adamw_is_fused(const at::Device& device) {
+  return fused_adamw_on(device);
+}
+
+void zero_grads(torch::optim::Optimizer& opt) {
+  // Dropped rather than zeroed: the next backward writes the gradient instead of adding to
+  // zeros, one pass over every parameter less, and the sum is the same bit for bit.
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined()) p.mutable_grad().reset();
+}
+
+namespace {
+
+std::vector<at::Tensor> defined_grads(const std::vector<torch::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+}  // namespace
+
+double grad_sqnorm(const std::vector<torch::Tensor>& params) {
+  const auto grads = defined_grads(params);
+  if (grads.empty()) return 0;
+  // Every norm in one launch and one read: a read per parameter waits for the device each
+  // time. Summed on the host in parameter order, in double, as one norm after another was.
+  const auto norms = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).to(at::kCPU);
+  const auto* n = norms.data_ptr<double>();
+  double sq = 0;
+  for (int64_t i = 0; i < norms.numel(); ++i) sq += n[i] * n[i];
   return sq;
 }
 
@@ -49,8 +153,8 @@ double clip_coefficient(double norm, double max_norm) {
 void scale_grads(const std::vector<torch::Tensor>& params, double factor) {
   if (factor == 1.0) return;
   torch::NoGradGuard no_grad;
-  for (const auto& p : params)
-    if (p.grad().defined()) p.grad().mul_(factor);
+  auto grads = defined_grads(params);
+  if (!grads.empty()) at::_foreach_mul_(grads, factor);
 }
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {

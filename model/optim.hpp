@@ -19,6 +19,16 @@ double lr_at(int64_t step, const TrainConfig& t);
 
 void set_lr(torch::optim::Optimizer& opt, double lr);
 
+// One AdamW step: torch::optim::AdamW's own, or where this LibTorch fuses AdamW on the
+// parameters' device (torch_features.hpp: CUDA from 2.0, the CPU from 2.4) the same update as
+// one fused kernel per parameter group, on the optimizer's own state.
+void adamw_step(torch::optim::AdamW& opt);
+// Whether adamw_step fuses for parameters on `device` in this build.
+bool adamw_is_fused(const at::Device& device);
+
+// Drops every parameter's gradient (the next backward writes a fresh one).
+void zero_grads(torch::optim::Optimizer& opt);
+
 // Scales gradients so their global L2 norm is at most max_norm (0 disables); returns the
 // norm before clipping. Built from the three pieces below, which a pipeline uses to clip by
 // the norm over all of its stages.

@@ -3,11 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/utils.h>
-#include <torch/version.h>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+
+#include "model/torch_features.hpp"
 
 namespace swarmrt::model {
 
@@ -28,7 +29,7 @@ namespace {
 // LibTorch 2.4 replaced the per-backend autocast calls (is_cpu_enabled, set_autocast_gpu_dtype,
 // ...) by ones that take the device type, and warns on every call of the old ones: a stage
 // worker enters autocast once per hop, so the old names would fill a GPU node's log.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if SWARMRT_HAS_DEVICE_AUTOCAST
 bool autocast_enabled(bool cuda) {
   return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU);
 }
@@ -109,14 +110,25 @@ bool LossScaler::update(bool finite) {
 
 bool unscale_grads(const std::vector<at::Tensor>& params, double scale) {
   torch::NoGradGuard no_grad;
-  bool finite = true;
-  for (const auto& p : params) {
-    if (!p.grad().defined()) continue;
-    auto g = p.grad();
-    if (scale != 1.0) g.mul_(1.0 / scale);
-    if (finite && !torch::isfinite(g).all().item<bool>()) finite = false;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return true;
+  if (grads[0].is_cuda()) {
+    // GradScaler's own kernel: unscales every gradient and flags a non-finite value, in one
+    // launch, read once.
+    const auto opts = grads[0].options().dtype(at::kFloat);
+    auto found_inf = at::zeros({1}, opts);
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf,
+                                                   at::full({1}, 1.0 / scale, opts));
+    return found_inf.item<float>() == 0;
   }
-  return finite;
+  if (scale != 1.0) at::_foreach_mul_(grads, 1.0 / scale);
+  // One read for all of them: each .item() would wait for the device.
+  std::vector<at::Tensor> finite;
+  finite.reserve(grads.size());
+  for (const auto& g : grads) finite.push_back(at::isfinite(g).all());
+  return at::stack(finite).all().item<bool>();
 }
 
 at::Tensor overflowed(const at::Tensor& loss) {

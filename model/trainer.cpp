@@ -157,7 +157,7 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
     const auto step_start = Clock::now();
     const double lr = lr_at(step, t);
     set_lr(*optimizer, lr);
-    optimizer->zero_grad();
+    zero_grads(*optimizer);
     double loss_sum = 0;
     for (int64_t m = 0; m < t.micro_batches; ++m) {
       auto batch = loader.next(t.micro_batch);
@@ -185,7 +185,7 @@ TrainResult train_single(const RunConfig& config, const Corpus& corpus,
                    step, scale, scaler.scale());
     } else {
       grad_norm = clip_grad_norm(params, t.grad_clip);
-      optimizer->step();
+      adamw_step(*optimizer);
     }
 
     const auto now = Clock::now();

@@ -1,9 +1,18 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include "model/checkpoint.hpp"
 #include "model/optim.hpp"
+#include "model/stage_model.hpp"
+#include "test_util.hpp"
 
 using namespace swarmrt::model;
+
+namespace {
+ModelConfig testing_micro() {
+  return swarmrt::testing::micro_gpt().model();
+}
+}  // namespace
 
 TEST(Schedule, WarmupThenConstant) {
   TrainConfig t;
@@ -54,4 +63,99 @@ TEST(Optim, WeightDecayOnlyOnMatrices) {
   set_lr(*opt, 0.5);
   EXPECT_DOUBLE_EQ(g0.lr(), 0.5);
   EXPECT_DOUBLE_EQ(g1.lr(), 0.5);
+}
+
+namespace {
+
+// A small GPT's parameters with the same seeded gradients on each call.
+void seeded_grads(torch::nn::Module& m, uint64_t seed) {
+  torch::manual_seed(seed);
+  for (auto& p : m.parameters()) p.mutable_grad() = torch::randn_like(p) * 0.1;
+}
+
+std::unique_ptr<torch::optim::AdamW> adamw_for(torch::nn::Module& m) {
+  TrainConfig t;
+  t.lr = 1e-2;
+  return make_adamw(m, t);
+}
+
+}  // namespace
+
+// adamw_step is torch::optim::AdamW's update whether or not this build fuses it (LibTorch 1.13
+// steps with AdamW itself: equal bit for bit; a fused kernel within float32 rounding), and its
+// state is the optimizer's own: saved after fused steps and loaded into a new optimizer, the
+// run goes on the same.
+TEST(Optim, AdamwStepIsLibTorchsAdamW) {
+  auto reference = make_stage_model(testing_micro(), StageSpec{}, 3);
+  auto stepped = make_stage_model(testing_micro(), StageSpec{}, 3);
+  auto ref_opt = adamw_for(*reference);
+  auto opt = adamw_for(*stepped);
+  for (uint64_t step = 1; step <= 4; ++step) {
+    seeded_grads(*reference, step);
+    seeded_grads(*stepped, step);
+    ref_opt->step();
+    adamw_step(*opt);
+  }
+  const bool fused = adamw_is_fused(at::kCPU);
+  auto ref = reference->named_parameters();
+  for (const auto& p : stepped->named_parameters()) {
+    const auto& r = ref[p.key()];
+    if (fused)
+      EXPECT_TRUE(torch::allclose(p.value(), r, 1e-5, 1e-7)) << p.key();
+    else
+      EXPECT_TRUE(torch::equal(p.value(), r)) << p.key();
+    EXPECT_FALSE(torch::equal(
+        p.value(), make_stage_model(testing_micro(), {}, 3)->named_parameters()[p.key()]))
+        << p.key() << " did not move";
+  }
+  auto resumed = make_stage_model(testing_micro(), StageSpec{}, 3);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : resumed->named_parameters())
+      p.value().copy_(stepped->named_parameters()[p.key()]);
+  }
+  auto resumed_opt = adamw_for(*resumed);
+  load_optimizer_bytes(*resumed_opt, optimizer_bytes(*opt));
+  seeded_grads(*stepped, 9);
+  seeded_grads(*resumed, 9);
+  adamw_step(*opt);
+  adamw_step(*resumed_opt);
+  for (const auto& p : resumed->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), stepped->named_parameters()[p.key()])) << p.key();
+}
+
+// The gradient's squared norm is read once for all parameters; it is the sum, in parameter
+// order and in double, of each parameter's norm squared, as one read after another made it.
+TEST(Optim, GradSqnormSumsEveryParametersNorm) {
+  auto m = make_stage_model(testing_micro(), StageSpec{}, 5);
+  seeded_grads(*m, 7);
+  auto params = m->parameters();
+  params[1].mutable_grad() = at::Tensor();  // a parameter without a gradient counts as none
+  double expected = 0;
+  for (const auto& p : params)
+    if (p.grad().defined()) {
+      const double n = p.grad().norm().item<double>();
+      expected += n * n;
+    }
+  EXPECT_EQ(grad_sqnorm(params), expected);
+  scale_grads(params, 0.5);
+  EXPECT_DOUBLE_EQ(grad_sqnorm(params), expected / 4);
+  EXPECT_FALSE(params[1].grad().defined());
+}
+
+// Gradients are dropped between steps, not zeroed: the next backward writes what zeros plus
+// it would have been, bit for bit, and a parameter without a gradient is left alone.
+TEST(Optim, ZeroGradsDropsGradientsAndTheNextBackwardIsTheSame) {
+  auto dropped = make_stage_model(testing_micro(), StageSpec{}, 5);
+  auto zeroed = make_stage_model(testing_micro(), StageSpec{}, 5);
+  auto ids = torch::randint(0, 256, {2, 8}, torch::kLong);
+  for (auto* m : {&dropped, &zeroed}) (*m)->forward(ids).sum().backward();
+  auto opt = adamw_for(*dropped);
+  zero_grads(*opt);
+  for (const auto& p : dropped->parameters()) EXPECT_FALSE(p.grad().defined());
+  for (auto& p : zeroed->parameters()) p.mutable_grad().zero_();
+  for (auto* m : {&dropped, &zeroed}) (*m)->forward(ids).sum().backward();
+  auto z = zeroed->named_parameters();
+  for (const auto& p : dropped->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value().grad(), z[p.key()].grad())) << p.key();
 }
