@@ -62,35 +62,40 @@ Scaled scale_blocks(const at::Tensor& x, int64_t block, double top) {
   return s;
 }
 
-// n codes of `bits` each (uint8), packed little-endian: 8 codes fill `bits` bytes, the first
-// code in the lowest bits (for 4 bits: two a byte, the first in the low nibble).
-at::Tensor pack(const at::Tensor& codes, int bits) {
-  if (bits == 8) return codes.contiguous();
+}  // namespace
+
+at::Tensor pack_codes(const at::Tensor& codes, int bits) {
+  if (bits == 8) return codes.to(at::kByte).contiguous();
+  const auto longs = codes.options().dtype(at::kLong);
   const int64_t n = codes.numel(), groups = (n + 7) / 8;
-  auto padded = at::zeros({groups * 8}, at::kLong);
+  auto padded = at::zeros({groups * 8}, longs);
   padded.narrow(0, 0, n).copy_(codes.reshape({-1}));
-  const auto shifts = at::arange(8, at::kLong) * bits;
+  const auto shifts = at::arange(8, longs) * bits;
   const auto words = padded.view({groups, 8}).bitwise_left_shift(shifts).sum(1, false, at::kLong);
   const auto bytes = words.unsqueeze(1)
-                         .bitwise_right_shift(at::arange(bits, at::kLong) * 8)
+                         .bitwise_right_shift(at::arange(bits, longs) * 8)
                          .bitwise_and(255)
                          .to(at::kByte)
                          .reshape({-1});
   return bytes.narrow(0, 0, (n * bits + 7) / 8).contiguous();
 }
-at::Tensor unpack(const at::Tensor& bytes, int bits, int64_t n) {
+
+at::Tensor unpack_codes(const at::Tensor& bytes, int bits, int64_t n) {
   if (bits == 8) return bytes.to(at::kLong);
+  const auto longs = bytes.options().dtype(at::kLong);
   const int64_t groups = (n + 7) / 8;
-  auto padded = at::zeros({groups * bits}, at::kLong);
+  auto padded = at::zeros({groups * bits}, longs);
   padded.narrow(0, 0, bytes.numel()).copy_(bytes);
   const auto words =
-      padded.view({groups, bits}).bitwise_left_shift(at::arange(bits, at::kLong) * 8).sum(1);
+      padded.view({groups, bits}).bitwise_left_shift(at::arange(bits, longs) * 8).sum(1);
   return words.unsqueeze(1)
-      .bitwise_right_shift(at::arange(8, at::kLong) * bits)
+      .bitwise_right_shift(at::arange(8, longs) * bits)
       .bitwise_and((1 << bits) - 1)
       .reshape({-1})
       .narrow(0, 0, n);
 }
+
+namespace {
 
 // The wire: the blocks' m as float32, then the codes.
 at::Tensor wire_of(const at::Tensor& m, const at::Tensor& codes, int64_t nb) {
@@ -184,7 +189,7 @@ at::Tensor encode_bits(const at::Tensor& x, int bits, int64_t block,
     v = v.round();
   }
   const auto codes = (v.clamp(-top, top) + (top + 1)).to(at::kByte);
-  return wire_of(s.m, pack(codes, bits), s.nb);
+  return wire_of(s.m, pack_codes(codes, bits), s.nb);
 }
 
 at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntArrayRef shape) {
@@ -199,7 +204,7 @@ at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntA
   const auto bytes = wire.contiguous();
   const auto m = scales_of(bytes, nb);
   const double top = levels(bits);
-  const auto codes = unpack(bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb), bits, n);
+  const auto codes = unpack_codes(bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb), bits, n);
   return rescale((codes - static_cast<int64_t>(top + 1)).to(at::kDouble), m, top, n, block, shape);
 }
 
@@ -224,7 +229,7 @@ at::Tensor encode(const at::Tensor& x, Quantize q, int64_t block) {
       auto flat = s.values.reshape({-1}).narrow(0, 0, s.n);
       auto grid = at::tensor(std::vector<double>(kFp4Grid, kFp4Grid + 8), at::kDouble);
       auto nearest = (flat.abs().unsqueeze(1) - grid.unsqueeze(0)).abs().argmin(1);
-      return wire_of(s.m, pack(nearest + flat.lt(0).to(at::kLong) * 8, 4), s.nb);
+      return wire_of(s.m, pack_codes(nearest + flat.lt(0).to(at::kLong) * 8, 4), s.nb);
     }
   }
   throw std::invalid_argument("unknown quantization");
@@ -255,7 +260,7 @@ at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArra
     std::memcpy(half.data_ptr(), codes.data_ptr(), 2 * n);
     values = half.to(at::kDouble);
   } else {  // fp4
-    const auto c = unpack(codes, 4, n);
+    const auto c = unpack_codes(codes, 4, n);
     auto grid = at::tensor(std::vector<double>(kFp4Grid, kFp4Grid + 8), at::kDouble);
     values = grid.index_select(0, c.bitwise_and(7)) *
              at::where(c.ge(8), at::full_like(c, -1), at::ones_like(c)).to(at::kDouble);

@@ -53,4 +53,10 @@ at::Tensor encode_bits(const at::Tensor& x, int bits, int64_t block,
 at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntArrayRef shape);
 uint64_t bits_bytes(int64_t numel, int bits, int64_t block);
 
+// n codes of `bits` each (integers in [0, 2^bits)), packed little-endian on their own device:
+// 8 codes fill `bits` bytes, the first code in the lowest bits (for 4 bits: two a byte, the
+// first in the low nibble). unpack_codes reads n of them back as int64.
+at::Tensor pack_codes(const at::Tensor& codes, int bits);
+at::Tensor unpack_codes(const at::Tensor& bytes, int bits, int64_t n);
+
 }  // namespace swarmrt::model

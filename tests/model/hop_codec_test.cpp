@@ -211,3 +211,69 @@ TEST(HopCodec, UniformCodesOfEveryWidth) {
   EXPECT_THROW(encode_bits(x, 9, block), std::invalid_argument);
   EXPECT_THROW(decode_bits(encode_bits(x, 5, block), 3, block, x.sizes()), std::invalid_argument);
 }
+
+// The hop codecs compute in float32 on the tensor's device where they once computed in double
+// on the host (model/quantize.hpp's encode_bits, which DiLoCo's rounds still use). Same format:
+// the scales are the same bytes, and the old decoder reads the new wire to within float32
+// rounding of the new decoder. A code may land one step away where x·L/m sits on a rounding
+// boundary in one precision and not the other: rarely (under 0.1% of values here).
+TEST(HopCodec, Float32CodecsWriteTheDoublePathsWire) {
+  auto x = hidden(4, 32, 64, 10);
+  const int64_t n = x.numel(), nb = n / kBlock;
+  auto blocks = x.view({nb, kBlock});
+  const std::tuple<HopEncoding, int, at::Tensor> cases[] = {
+      {HopEncoding::int8, 8, x.reshape({-1})},
+      {HopEncoding::int4, 4, at::matmul(blocks, hadamard(kBlock)).reshape({-1})},
+      {HopEncoding::int5_3, 5, at::matmul(blocks, hadamard(kBlock)).reshape({-1})}};
+  for (const auto& [e, bits, coded] : cases) {
+    auto wire = encode_hop(x, e, kBlock, kForward, 0);
+    auto old = encode_bits(coded, bits, kBlock);
+    ASSERT_EQ(wire.numel(), old.numel()) << name_of(e);
+    EXPECT_TRUE(at::equal(wire.narrow(0, 0, 4 * nb), old.narrow(0, 0, 4 * nb))) << name_of(e);
+    auto codes = unpack_codes(wire.narrow(0, 4 * nb, wire.numel() - 4 * nb), bits, n);
+    auto old_codes = unpack_codes(old.narrow(0, 4 * nb, old.numel() - 4 * nb), bits, n);
+    EXPECT_LE((codes - old_codes).abs().max().item<int64_t>(), 1) << name_of(e);
+    EXPECT_LT(codes.ne(old_codes).sum().item<int64_t>(), n / 1000 + 1) << name_of(e);
+    auto read_old = decode_bits(wire, bits, kBlock, {n});
+    auto read_new = decode_hop(wire, e, kBlock, kForward, x.sizes(), at::kFloat).reshape({-1});
+    if (e == HopEncoding::int8)
+      EXPECT_TRUE(at::allclose(read_new, read_old, 1e-6, 1e-6)) << name_of(e);
+    else  // the old decoder leaves the values rotated
+      EXPECT_TRUE(at::allclose(
+          read_new, at::matmul(read_old.view({nb, kBlock}), hadamard(kBlock)).reshape({-1}), 1e-5,
+          1e-5))
+          << name_of(e);
+  }
+}
+
+// A wire is checked for its size and dtype always, and for its scales unless the worker says it
+// encoded the wire itself on a device (reading them would wait for the device): a NaN scale is
+// then decoded as NaN, as a `none` hop would carry it. Scales of a denormal block survive the
+// float32 path.
+TEST(HopCodec, ValuesAreCheckedUnlessTheWorkerSkipsThem) {
+  auto x = hidden(2, 8, 32, 11);
+  auto nan = x.clone();
+  nan[0][0][0] = NAN;
+  for (auto e : {HopEncoding::int8, HopEncoding::int4}) {
+    auto wire = encode_hop(nan, e, kBlock, kForward, 0);
+    EXPECT_THROW(check_hop(wire, e, kBlock, kForward, x.sizes(), at::kFloat, true),
+                 std::invalid_argument)
+        << name_of(e);
+    EXPECT_NO_THROW(check_hop(wire, e, kBlock, kForward, x.sizes(), at::kFloat, false))
+        << name_of(e);
+    auto back = decode_hop(wire, e, kBlock, kForward, x.sizes(), at::kFloat, false);
+    EXPECT_TRUE(back.isnan().any().item<bool>()) << name_of(e);
+    EXPECT_THROW(decode_hop(wire.narrow(0, 0, wire.numel() - 1), e, kBlock, kForward, x.sizes(),
+                            at::kFloat, false),
+                 std::invalid_argument)
+        << name_of(e);
+  }
+  auto tiny = x * 1e-41;  // float32 denormals
+  auto back = decode_hop(encode_hop(tiny, HopEncoding::int8, kBlock, kForward, 0),
+                         HopEncoding::int8, kBlock, kForward, x.sizes(), at::kFloat);
+  EXPECT_TRUE(at::isfinite(back).all().item<bool>());
+  EXPECT_EQ(hop_wire_bytes(HopEncoding::int8, kBlock, kForward, x.sizes(), at::kFloat),
+            static_cast<uint64_t>(encode_hop(x, HopEncoding::int8, kBlock, kForward, 0).numel()));
+  EXPECT_EQ(hop_wire_bytes(HopEncoding::none, kBlock, kForward, x.sizes(), at::kBFloat16),
+            static_cast<uint64_t>(2 * x.numel()));
+}
