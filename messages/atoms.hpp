@@ -58,6 +58,8 @@ using group_join_atom = caf::atom_constant<caf::atom("grpjoin")>;  // its rank 0
 // group answers all-reduce (every worker of the communicator is) or report your own.
 using group_ready_atom = caf::atom_constant<caf::atom("grpready")>;
 using group_go_atom = caf::atom_constant<caf::atom("grpgo")>;
+// A GPU worker -> itself: do what waited for its device (a loss to report, a frame to send).
+using device_ready_atom = caf::atom_constant<caf::atom("devready")>;
 
 // The console (architecture §9, `swarmrt ctl`). A console asks the directory for the
 // coordinator's inspector (inspector_atom -> caf::actor), then sends it commands

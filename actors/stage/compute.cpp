@@ -34,10 +34,36 @@ void flush_hop_reports(Self* self) {
   self->send(s.setup.tracker, hop_atom::value, std::exchange(s.hop_reports, {}));
 }
 
+void on_device_ready(Self* self) {
+  auto& s = self->state;
+  s.device_check_due = false;
+  while (!s.after_device.empty() && s.after_device.front().fence.ready()) {
+    auto then = std::move(s.after_device.front().then);
+    s.after_device.pop_front();
+    then();
+  }
+  if (s.after_device.empty()) return;
+  // The device is still at work: looked at again shortly, with whatever arrives meanwhile.
+  s.device_check_due = true;
+  self->delayed_send(self, std::chrono::microseconds(100), device_ready_atom::value);
+}
+
 namespace {
 
 double seconds_since(worker_state::Clock::time_point t) {
   return std::chrono::duration<double>(worker_state::Clock::now() - t).count();
+}
+
+// Runs `then` once `fence` is ready: at once when it is and nothing waits before it, else in
+// order with what waits, from a device_ready_atom (on_device_ready).
+void after_device(Self* self, const transport::DeviceFence& fence, std::function<void()> then) {
+  auto& s = self->state;
+  if (s.after_device.empty() && fence.ready()) return then();
+  s.after_device.push_back({fence, std::move(then)});
+  if (s.device_check_due) return;
+  s.device_check_due = true;
+  // Behind what the mailbox holds now: the next micro-batches are queued on the device first.
+  self->send(self, device_ready_atom::value);
 }
 
 // One micro-batch's compute measured: into the rate the worker reports, and onto its probe,
@@ -125,8 +151,17 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   if (s.links.send(self, to, device == s.device_of.end() ? nullptr : &device->second,
                    messages::FrameKind::microbatch, frame))
     return;
-  for (auto& t : frame.tensors) t = t.to(at::kCPU);  // frames carry host memory
-  transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
+  // In this process the tensors go by reference, wherever they are; to another process a
+  // frame carries host memory, staged without stopping this worker's device.
+  if (to.node() == self->node()) {
+    transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
+    return;
+  }
+  auto staged = std::make_shared<transport::HostStaged>(transport::stage_to_host(frame.tensors));
+  frame.tensors = staged->host;
+  after_device(self, staged->done, [self, to, staged, frame = std::move(frame)]() mutable {
+    transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
+  });
 }
 
 }  // namespace
@@ -244,9 +279,15 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     if (h.micro_batch == 0 && static_cast<int64_t>(h.step) == ctx.config.chaos.overflow_at_step)
       seeded = model::overflowed(seeded);
     auto input_grad = backward(self, h, seeded, {}, input);
-    s.hop_reports.losses.push_back(
-        {h.step, h.micro_batch, h.attempt, loss.item<double>(), h.route});
-    flush_hop_reports(self);  // with the reports before it, as one message
+    // The loss is read once the device has computed it: on a GPU reading it at once would
+    // leave the device idle until this worker had queued the next micro-batch.
+    auto value = std::make_shared<transport::HostStaged>(
+        transport::stage_to_host({loss.detach().to(at::kFloat)}));
+    after_device(self, value->done, [self, h, value] {
+      self->state.hop_reports.losses.push_back(
+          {h.step, h.micro_batch, h.attempt, value->host[0].item<double>(), h.route});
+      flush_hop_reports(self);  // with the reports before it, as one message
+    });
     s.faults.slow_down(started);
     measure(s, h.samples, seconds_since(started));
     finish_backward(self, h, input_grad, upstream);
@@ -260,7 +301,8 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
   flush_outbox(self);
 }
 
-void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> ts) {
+void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> ts,
+                 bool check_values) {
   auto& s = self->state;
   const worker_state::Key key{h.step, h.micro_batch, h.attempt};
   auto it = s.inflight.find(key);
@@ -274,24 +316,28 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   auto input = it->second.input;
   auto upstream = it->second.upstream;
   const auto& swarm = s.setup.ctx->config.swarm;
-  if (swarm.hop_encoding != model::HopEncoding::none) {
-    try {
-      const auto& out = it->second.output;
+  const auto& out = it->second.output;
+  try {
+    // Checked where the wire is (in host memory it costs nothing), decoded on this device.
+    if (swarm.hop_encoding != model::HopEncoding::none)
+      model::check_hop(ts[0], swarm.hop_encoding, swarm.hop_block, model::HopDirection::backward,
+                       out.sizes(), out.scalar_type(), check_values || ts[0].is_cpu());
+    ts[0] = transport::to_device(ts[0], s.device);
+    if (swarm.hop_encoding != model::HopEncoding::none)
       ts[0] = model::decode_hop(ts[0], swarm.hop_encoding, swarm.hop_block,
-                                model::HopDirection::backward, out.sizes(), out.scalar_type())
-                  .to(s.device);
-    } catch (const std::invalid_argument& e) {
-      ++s.rejected;
-      spdlog::warn("worker {}: backward for {}/{} refused: {}", s.setup.id, h.step, h.micro_batch,
-                   e.what());
-      s.inflight.erase(it);
-      return;
-    }
+                                model::HopDirection::backward, out.sizes(), out.scalar_type(),
+                                /*check_values=*/false);
+  } catch (const std::invalid_argument& e) {
+    ++s.rejected;
+    spdlog::warn("worker {}: backward for {}/{} refused: {}", s.setup.id, h.step, h.micro_batch,
+                 e.what());
+    s.inflight.erase(it);
+    return;
   }
-  if (!ts[0].sizes().equals(it->second.output.sizes())) {
+  if (!ts[0].sizes().equals(out.sizes())) {
     ++s.rejected;
     spdlog::warn("worker {}: backward for {}/{} has shape {}, output was {}", s.setup.id, h.step,
-                 h.micro_batch, c10::str(ts[0].sizes()), c10::str(it->second.output.sizes()));
+                 h.micro_batch, c10::str(ts[0].sizes()), c10::str(out.sizes()));
     s.inflight.erase(it);
     return;
   }
@@ -415,9 +461,9 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   const bool took_data = !skip && (s.samples > 0 || ctx.syncs_gradients(step));
   if (took_data) {
     model::set_lr(*s.optimizer, lr);
-    s.optimizer->step();
+    model::adamw_step(*s.optimizer);
   }
-  s.optimizer->zero_grad();
+  model::zero_grads(*s.optimizer);
   s.samples = 0;
   if (s.replica) s.replica->load_missed(s.module);
   s.accumulated.clear();
@@ -512,7 +558,7 @@ void reset_step(Self* self, uint64_t step, uint32_t floor) {
   s.samples = 0;
   s.sum_pending = false;
   s.overflowed = false;
-  s.optimizer->zero_grad();
+  model::zero_grads(*s.optimizer);
 }
 
 }  // namespace swarmrt::actors::worker

@@ -9,6 +9,7 @@
 #include "model/hop_codec.hpp"
 #include "model/precision.hpp"
 #include "transport/bulk.hpp"
+#include "transport/staging.hpp"
 
 namespace swarmrt::actors::worker {
 using messages::Direction;
@@ -98,18 +99,25 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     }
   }
   try {
-    // Frames bring host memory and links the worker's device memory: both end up there.
+    // Frames from other processes bring host memory; links and this process's workers bring
+    // device memory. All of it ends up on this worker's device.
     std::vector<at::Tensor> ts(frame.tensors.begin(), frame.tensors.end());
-    // Encoded hidden states forward are decoded to [B, T, n_embd] (B and T are the targets');
-    // encoded gradients backward by on_backward, which holds the output they belong to.
+    // A hop one of this process's workers encoded on a device is not read back to check its
+    // values (that would wait for the device); any other is (model/hop_codec.hpp).
+    const bool ours = upstream && upstream.node() == self->node();
+    // Encoded hidden states forward are decoded to [B, T, n_embd] (B and T are the targets')
+    // on this worker's device; encoded gradients backward by on_backward, which holds the
+    // output they belong to.
     const auto& cfg = s.setup.ctx->config;
-    if (cfg.swarm.hop_encoding != model::HopEncoding::none && h.direction != Direction::backward &&
-        s.setup.stage > 0) {
+    const bool decode = cfg.swarm.hop_encoding != model::HopEncoding::none &&
+                        h.direction != Direction::backward && s.setup.stage > 0;
+    std::vector<int64_t> shape;
+    if (decode) shape = {ts[1].size(0), ts[1].size(1), cfg.model.n_embd};
+    const auto dtype = model::compute_dtype(cfg.train.precision);
+    if (decode) {
       try {
-        ts[0] = model::decode_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
-                                  model::HopDirection::forward,
-                                  {ts[1].size(0), ts[1].size(1), cfg.model.n_embd},
-                                  model::compute_dtype(cfg.train.precision));
+        model::check_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
+                         model::HopDirection::forward, shape, dtype, !ours || ts[0].is_cpu());
       } catch (const std::invalid_argument& e) {
         ++s.rejected;
         spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step, h.micro_batch,
@@ -117,14 +125,17 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
         return;
       }
     }
-    for (auto& t : ts) t = t.to(s.device);
+    if (h.direction == Direction::backward) return on_backward(self, h, std::move(ts), !ours);
+    for (auto& t : ts) t = transport::to_device(t, s.device);
+    if (decode)
+      ts[0] = model::decode_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
+                                model::HopDirection::forward, shape, dtype, /*check_values=*/false);
     switch (h.direction) {
       case Direction::forward:
         on_forward(self, std::move(h), std::move(ts), from);
         break;
       case Direction::backward:
-        on_backward(self, h, std::move(ts));
-        break;
+        break;  // above
       case Direction::eval:
         on_eval(self, std::move(h), std::move(ts));
         break;

@@ -117,6 +117,7 @@ caf::message_handler hop_handlers(Self* self) {
         self->state.flush_due = false;
         flush_hop_reports(self);
       },
+      [=](device_ready_atom) { on_device_ready(self); },
       [=](frame_atom, const Frame& frame) {
         deliver(self, messages::FrameKind::microbatch, frame,
                 caf::actor_cast<caf::actor>(self->current_sender()));

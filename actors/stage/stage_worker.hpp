@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "model/stage_model.hpp"
 #include "policy/wiring.hpp"
 #include "transport/parcel.hpp"
+#include "transport/staging.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors {
@@ -82,9 +84,18 @@ struct worker_state {
   std::vector<Clock::time_point> hop_times;  // when each of them happened
   bool flush_due = false;                    // a flush_atom is on its way (one at a time)
   Clock::time_point reports_sent;            // when they were last sent
-  transport::ChunkReceiver chunks;           // frames from other processes
-  PeerLinks links;                           // communicator links to workers in other processes
-  transport::ParcelInbox parcels;  // the stage's gradient sum from another process, in slices
+  // What waits for the worker's device, in order: a GPU worker's loss reports and frames to
+  // other processes leave once the device has computed them (transport/staging.hpp), while
+  // the worker goes on queueing the next micro-batch. Done at a device_ready_atom.
+  struct AfterDevice {
+    transport::DeviceFence fence;
+    std::function<void()> then;
+  };
+  std::deque<AfterDevice> after_device;
+  bool device_check_due = false;    // a device_ready_atom is on its way
+  transport::ChunkReceiver chunks;  // frames from other processes
+  PeerLinks links;                  // communicator links to workers in other processes
+  transport::ParcelInbox parcels;   // the stage's gradient sum from another process, in slices
   std::map<caf::actor_addr, std::string> device_of;  // every member's device, by handle
   at::Device device{at::kCPU};
 

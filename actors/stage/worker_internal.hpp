@@ -16,9 +16,13 @@ using Self = caf::stateful_actor<worker_state>;
 void flush_outbox(Self* self);
 // Sends the hop reports gathered since the last flush to the tracker, as one message.
 void flush_hop_reports(Self* self);
+// Does, in order, what waited for the device and is ready now (worker_state::after_device).
+void on_device_ready(Self* self);
 void on_forward(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts,
                 const caf::actor& upstream);
-void on_backward(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts);
+// `check_values`: read the gradient's encoded scales back for the check (model/hop_codec.hpp).
+void on_backward(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts,
+                 bool check_values);
 void on_eval(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts);
 void reduce_step(Self* self, uint64_t step);
 void take_sum(Self* self, uint64_t step, const messages::TensorList& sum);
