@@ -16,6 +16,7 @@ using messages::Direction;
 void close_step(Self* self) {
   auto& s = self->state;
   enter(self, Phase::reducing);
+  s.closed_at = tracker_state::Clock::now();
   s.sqnorms.clear();
   s.outcome.samples.clear();
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
@@ -82,6 +83,7 @@ void maybe_apply(Self* self) {
 void send_apply(Self* self) {
   auto& s = self->state;
   enter(self, Phase::applying);
+  s.applying_at = tracker_state::Clock::now();
   s.applied.clear();
   for (const auto& [id, handle] : s.by_id)
     self->send(handle, apply_atom::value, s.step, s.outcome.lr, s.outcome.coef);
@@ -95,6 +97,20 @@ void maybe_finish_step(Self* self) {
   auto& s = self->state;
   if (all_reported(s, s.applied)) finish_step(self);
 }
+
+namespace {
+// The step's time by phase: until every micro-batch was back, the reduce (norms) and the apply
+// (the inner step). A phase a restarted tracker did not see is left out.
+nlohmann::json phase_seconds(const tracker_state& s, tracker_state::Clock::time_point now) {
+  auto secs = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+  nlohmann::json out = nlohmann::json::object();
+  if (s.closed_at < s.step_start || s.applying_at < s.closed_at) return out;
+  out["compute"] = secs(s.step_start, s.closed_at);
+  out["reduce"] = secs(s.closed_at, s.applying_at);
+  out["apply"] = secs(s.applying_at, now);
+  return out;
+}
+}  // namespace
 
 void finish_step(Self* self) {
   auto& s = self->state;
@@ -133,6 +149,7 @@ void finish_step(Self* self) {
                           {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
                           {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
                           {"time_s", elapsed},
+                          {"phases_s", phase_seconds(s, now)},
                           {"stages", stages},
                           {"duplicates", s.outcome.duplicates},
                           {"extra_samples", s.outcome.extra_samples},

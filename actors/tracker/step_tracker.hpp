@@ -145,6 +145,9 @@ struct tracker_state {
 
   uint64_t step = 0;
   Clock::time_point run_start, step_start;
+  // When the open step's micro-batches were all back and when its apply went out: the step
+  // record splits its time into compute, reduce and apply (where a GPU worker's time goes).
+  Clock::time_point closed_at, applying_at;
   std::vector<Micro> micro;
   std::deque<uint32_t> waiting;  // micro-batches waiting for a free stage-0 slot
   std::map<uint32_t, double> sqnorms;
