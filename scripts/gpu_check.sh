@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with CUDA, builds swarmrt against that machine's CUDA LibTorch and
-# trains configs/tiny.toml for 50 steps on one worker (`swarm` 1x1: `single` trains in the
-# process of `swarmrt train`, which has no device option), in `pp` (2 stages), in
-# `diloco-swarm` (2x2) and `llama-tiny` in `pp`, every worker on cuda:0 (a coordinator and one
-# node, over 127.0.0.1); then the same four runs on the CPU, and `gpt2-small` on one GPU worker
-# for 20 steps. It prints a table: tokens/s (median step after the 5th), the GPU's peak memory
-# in use during the run (nvidia-smi, the CUDA context included), and each run's last training
-# and validation loss beside the CPU run's. The GPU runs compute in GPU_CHECK_PRECISION (bf16;
-# fp16 also runs there, with its loss scaler), the CPU runs in fp32 (a CPU without AVX-512 BF16
-# runs bf16 far slower, bench/precision.sh).
+# runs, by GPU_CHECK_PARTS (default "tests bench modes"):
+#   tests  tests/gpu (gpu_tests): the GPU paths against the CPU's (attention, fused AdamW, the
+#          one-read norm and overflow check, hop codecs on the device, pinned staging)
+#   bench  bench/gpu_vs_pytorch.sh: gpt2-small on the GPU beside the project's plain PyTorch loop
+#   modes  configs/tiny.toml for 50 steps on one worker (`swarm` 1x1: `single` trains in the
+#          process of `swarmrt train`, which has no device option), in `pp` (2 stages), in
+#          `diloco-swarm` (2x2) and `llama-tiny` in `pp`, every worker on cuda:0 (a coordinator
+#          and one node, over 127.0.0.1); then the same four runs on the CPU, and `gpt2-small`
+#          on one GPU worker for 20 steps. It prints a table: tokens/s (median step after the
+#          5th), the GPU's peak memory in use during the run (nvidia-smi, the CUDA context
+#          included), and each run's last training and validation loss beside the CPU run's.
+#          The GPU runs compute in GPU_CHECK_PRECISION (bf16; fp16 also runs there, with its
+#          loss scaler), the CPU runs in fp32 (a CPU without AVX-512 BF16 runs bf16 far slower,
+#          bench/precision.sh).
 # On a machine without CUDA it says so and exits 0.
 #
 # Usage: scripts/gpu_check.sh [DEBS_DIR]
 #   LibTorch: $TORCH_DIR (the folder holding share/cmake/Torch), else python3's torch.
 #   The other libraries (CAF, Cap'n Proto, spdlog, toml++, CLI11, cpp-httplib, OpenSSL,
-#   readline): installed, or Debian bookworm .deb files in DEBS_DIR, unpacked into a prefix
-#   beside the build (for a machine with no package registry).
+#   readline; GoogleTest for the tests): installed, or Debian bookworm .deb files in DEBS_DIR,
+#   unpacked into a prefix beside the build (for a machine with no package registry).
 #   GPU_CHECK_RUN_S: a run not finished after this many seconds (240) is stopped and reported.
 #   GPU_CHECK_RUNS: where the runs' logs and metrics go (build-gpu/runs), e.g. a folder that a
 #   remote machine's caller copies back even when the whole check is cut short.
@@ -41,7 +46,19 @@ echo "LibTorch: $torch_dir"
 
 # The libraries from DEBS_DIR, unpacked into a prefix (nothing installed system-wide).
 prefix=$out/deps
+parts=" ${GPU_CHECK_PARTS:-tests bench modes} "
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DSWARMRT_BUILD_TESTS=OFF -DSWARMRT_BUILD_BENCH=OFF)
+targets=(swarmrt)
+if [[ $parts == *" tests "* ]]; then
+  cmake_args+=(-DSWARMRT_BUILD_GPU_TESTS=ON)
+  targets+=(gpu_tests)
+fi
+if [[ $parts == *" bench "* ]]; then
+  cmake_args=("${cmake_args[@]/-DSWARMRT_BUILD_BENCH=OFF/-DSWARMRT_BUILD_BENCH=ON}")
+  targets+=(bench_train_throughput)  # the model library's own loop, beside the runtime
+fi
+# GPU_CHECK_TARGETS: only these (a short check that needs fewer than the parts' targets).
+[ -n "${GPU_CHECK_TARGETS:-}" ] && read -r -a targets <<<"$GPU_CHECK_TARGETS"
 if [ -n "$debs" ] && ! ls "$debs"/*.deb >/dev/null 2>&1; then
   echo "gpu_check: no .deb files in $debs (DEBS_DIR: Debian bookworm packages to unpack)" >&2
   exit 1
@@ -80,16 +97,26 @@ if [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ]; then
   cmake_args+=(-DNCCL_INCLUDE_DIR="$nccl/include" -DNCCL_LIBRARY="$(ls "$nccl"/lib/libnccl.so* | head -1)")
 fi
 
-echo "== configure and build (swarmrt only)"
+echo "== configure and build (${targets[*]})"
 cmake -S "$root" -B "$out/build" -G Ninja "${cmake_args[@]}" >"$out/configure.log" 2>&1 \
   || { tail -n 40 "$out/configure.log"; echo "gpu_check: configure failed ($out/configure.log)"; exit 1; }
 grep -E "NCCL transport|CUDA" "$out/configure.log" | head -3
 start=$(date +%s)
-cmake --build "$out/build" --target swarmrt -j "$(nproc)" >"$out/build.log" 2>&1 \
+cmake --build "$out/build" --target "${targets[@]}" -j "$(nproc)" >"$out/build.log" 2>&1 \
   || { grep -E "error|Error" "$out/build.log" | head -30; echo "gpu_check: build failed ($out/build.log)"; exit 1; }
 echo "built in $(($(date +%s) - start)) s"
 bin=$out/build/bin/swarmrt
 [ -f "$root/data/brown.txt" ] || scripts/fetch_data.sh
+
+if [[ $parts == *" tests "* ]]; then
+  echo "== tests/gpu"
+  "$out/build/bin/gpu_tests" --gtest_brief=1 2>&1 | tail -n 40
+fi
+if [[ $parts == *" bench "* ]]; then
+  echo "== bench/gpu_vs_pytorch.sh"
+  GPU_BENCH_LOGS=${GPU_CHECK_BENCH_LOGS:-$out/bench} bench/gpu_vs_pytorch.sh "$bin"
+fi
+[[ $parts == *" modes "* ]] || exit 0
 
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <cstdlib>
+#include <filesystem>
 
 #include "model/config.hpp"
 
@@ -221,4 +223,26 @@ TEST(Config, SlowdownListGivesEachListedWorkerItsFactor) {
       EXPECT_NE(std::string(e.what()).find("chaos.slowdown"), std::string::npos) << e.what();
     }
   }
+}
+
+// Every configuration the project ships loads (a key renamed in code would break a file no
+// test reads otherwise), and the GPU one is the benchmark's shape: gpt2-small in bf16, 16,384
+// tokens a step in 4 micro-batches of 4.
+TEST(Config, EveryShippedConfigLoads) {
+  const char* data = std::getenv("SWARMRT_TEST_DATA");
+  ASSERT_NE(data, nullptr) << "SWARMRT_TEST_DATA names data/brown.txt of the checkout";
+  const auto configs = std::filesystem::path(data).parent_path().parent_path() / "configs";
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs)) {
+    if (entry.path().extension() != ".toml") continue;
+    EXPECT_NO_THROW(load_config(entry.path().string())) << entry.path();
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 8);
+  const auto gpu = load_config((configs / "gpu-small.toml").string());
+  EXPECT_EQ(gpu.model.preset, "gpt2-small");
+  EXPECT_EQ(gpu.model.n_embd, 768);
+  EXPECT_EQ(gpu.train.precision, Precision::bf16);
+  EXPECT_EQ(gpu.tokens_per_step(), 16384);
+  EXPECT_EQ(gpu.train.micro_batches, 4);
 }
