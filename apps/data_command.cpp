@@ -42,8 +42,8 @@ void add_data_command(CLI::App& app, int& exit_code) {
       std::printf(
           "prepared %s: tokenizer of %lld pieces; %lld training tokens (%.3f bytes a token) in "
           "%zu shard(s), %lld validation tokens (%.3f bytes a token)\n"
-          "train on it with: --set data.path=%s --set data.format=tokens --set "
-          "model.vocab_size=%lld\n",
+          "train on it with: --set data.path=%s --set data.format=tokens (the model takes its "
+          "%lld pieces as model.vocab_size)\n",
           options->out.c_str(), static_cast<long long>(r.vocab_size),
           static_cast<long long>(r.train_tokens),
           double(r.train_bytes) / double(std::max<int64_t>(1, r.train_tokens)), r.shards.size() - 1,

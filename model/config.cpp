@@ -84,7 +84,8 @@ static std::vector<Field> training_rows() {
       SWARMRT_NUMBER(model, block_size, shared, at_least(2),
                      "context length in tokens (bytes for byte data)"),
       SWARMRT_NUMBER(model, vocab_size, shared, between(256, 1 << 20),
-                     "token ids; byte data uses 256, token data at least the tokenizer's pieces"),
+                     "token ids; byte data uses 256, token data at least the tokenizer's pieces "
+                     "(a directory of `data prepare` gives its own unless this is set)"),
       SWARMRT_FIELD(model, tie_embeddings, shared, any(), nullptr,
                     "the head reuses the token embeddings (needs swarm.stages = 1)"),
       SWARMRT_NUMBER(train, steps, shared, at_least(1), "optimizer steps"),

@@ -8,6 +8,7 @@
 
 #include "model/config.hpp"
 #include "model/config_rows.hpp"
+#include "tokens/prepare.hpp"
 
 namespace swarmrt::model {
 namespace {
@@ -205,6 +206,15 @@ RunConfig parse_config(const std::string& text, const std::string& origin,
   for (const auto& f : fields()) {
     if (auto* tbl = root[f.section].as_table())
       if (auto* n = tbl->get(f.key)) assign(f, *n, config, origin);
+  }
+  // Token shards made by `swarmrt data prepare` know their vocabulary: the model takes it
+  // unless model.vocab_size says otherwise (else the first id above 255 was refused).
+  if (config.data.format == DataFormat::tokens && !root["model"]["vocab_size"]) {
+    try {
+      if (auto v = tokens::prepared_vocab_size(config.data.path)) config.model.vocab_size = *v;
+    } catch (const std::exception& e) {
+      throw ConfigError(origin + ": data.path: " + e.what());
+    }
   }
   validate(config, origin);
   return config;

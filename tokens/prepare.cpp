@@ -129,4 +129,21 @@ PrepareResult prepare(const PrepareOptions& o) {
   }
 }
 
+std::optional<int64_t> prepared_vocab_size(const std::string& dir) {
+  const fs::path path = fs::path(dir) / kDataInfo;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  nlohmann::json info;
+  try {
+    info = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw TokenizerError(path.string() + ": not JSON: " + e.what());
+  }
+  const auto v = info.find("vocab_size");
+  if (v == info.end() || !v->is_number_integer() || v->get<int64_t>() < 1)
+    throw TokenizerError(path.string() + ": no vocab_size (a positive integer)");
+  return v->get<int64_t>();
+}
+
 }  // namespace swarmrt::tokens

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,9 @@ struct DataInfo {
 };
 constexpr const char* kDataInfo = "data.json";
 constexpr const char* kTokenizerFile = "tokenizer.model";
+
+// The vocabulary `dir` was prepared with (its data.json's vocab_size), or nothing where `dir`
+// holds no data.json. Throws TokenizerError naming the file when it holds no usable one.
+std::optional<int64_t> prepared_vocab_size(const std::string& dir);
 
 }  // namespace swarmrt::tokens

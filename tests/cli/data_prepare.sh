@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # BPE end to end: `data prepare` trains a tokenizer on Brown text and writes shards; `train`
-# learns from them (validation bits per byte below the unigram entropy of the shards' own
-# tokens, in bits per byte); `sample` decodes through the tokenizer; pp reads them too; a
-# corrupt shard and a vocabulary too small for the ids are refused before any step.
+# learns from them with the tokenizer's vocabulary, which the prepared directory records (no
+# model.vocab_size given), validation bits per byte below the unigram entropy of the shards'
+# own tokens; `sample` decodes through the tokenizer; pp reads them too; a corrupt shard and a
+# vocabulary set too small for the ids are refused before any step.
 bin=$1 data=$2 config=$3
 source "$(dirname "$0")/lib.sh"
 unset SWARMRT_SPM_SHIM  # the shim this build made
@@ -17,7 +18,7 @@ done
   fail "preparing into a prepared directory must be refused"
 grep -q "not an empty directory" "$tmp/again.log" || fail "refusal: $(cat "$tmp/again.log")"
 
-common=(--set model.vocab_size=1024 --set data.path="$tmp/bpe" --set data.format=tokens
+common=(--set data.path="$tmp/bpe" --set data.format=tokens
   --set swarm.mode=single --set swarm.stages=1 --set swarm.workers_per_stage=1
   --set train.threads=2 --set checkpoint.every_steps=0)
 "$bin" train -c "$config" -o "$tmp/run" "${common[@]}" --set train.steps=80 --set train.eval_every=0 \
@@ -27,6 +28,8 @@ bpb=$(sed -n 's/.*final validation loss [0-9.]* nats\/token, \([0-9.]*\) bits\/b
 grep -q '"val_bpb":' "$tmp/run/metrics.jsonl" || fail "no val_bpb in the eval record"
 grep -q '"bpb":' "$tmp/run/metrics.jsonl" || fail "no bpb in the step records"
 [ -f "$tmp/run/tokenizer.model" ] || fail "the run keeps no copy of its tokenizer"
+grep -qx "vocab_size = 1024" "$tmp/run/config.toml" ||
+  fail "the run's model did not take the prepared vocabulary: $(grep vocab "$tmp/run/config.toml")"
 
 # The best context-free model of the shards' own tokens: training-shard frequencies (add-one
 # smoothed over the 1024 ids) scored on the validation shard, in bits per byte of its text.
