@@ -53,6 +53,7 @@ struct CoordinatorArgs {
   std::string http;                 // HOST:PORT of the status page, empty: none
   std::string run_id;               // hex; empty: a random one
   double signal_checkpoint_s = 60;  // SIGTERM/SIGUSR1: wait this long for a checkpoint
+  uint32_t world_nodes = 0;         // node processes the launcher's world brings; 0: unknown
   NetOptions net;
   LeaderOptions leader;  // --etcd: one of several replicas of the run
 };
@@ -126,6 +127,7 @@ struct CoordinatorInputs {
   std::string secret;   // empty: the coordinator makes one
   uint64_t run_id = 0;  // 0: a random one
   std::string out;      // the run directory
+  uint32_t world_nodes = 0;
 };
 
 // Exit code 2 and the reason logged when anything is wrong; 0 when `in` is complete.
@@ -142,6 +144,7 @@ int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
     }
     if (!args.http.empty()) in.http = parse_host_port(args.http, true);
     in.secret = resolve_secret(args.net);
+    in.world_nodes = args.world_nodes;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
@@ -215,6 +218,7 @@ MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& co
   ds.sink = core.sink;
   ds.roster = core.roster;
   ds.replicas = std::move(replicas);
+  ds.world_nodes = in.world_nodes;
   // The console's entry: a console asks the directory for it, then sends it commands.
   actors::InspectorSetup is;
   is.roster = core.roster;
@@ -601,6 +605,9 @@ void add_coordinator_command(CLI::App& app, int& exit_code) {
                   "on SIGTERM or SIGUSR1, wait this long for a checkpoint of the step under way "
                   "before stopping the swarm (0: stop at once, as on SIGINT)")
       ->capture_default_str();
+  cmd->add_option("--world-nodes", args->world_nodes,
+                  "node processes the launcher started with this coordinator (launch --from-env "
+                  "sets it): once all have joined short of a full swarm, it says what fills it");
   add_net_options(*cmd, args->net);
   add_leader_options(*cmd, args->leader);
   cmd->callback([args, &exit_code] { exit_code = run_coordinator(*args); });

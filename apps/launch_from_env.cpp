@@ -111,6 +111,9 @@ int launch_from_env(const FromEnvArgs& args, const std::string& secret) {
     if (args.overwrite) argv.push_back("--overwrite");
     if (!args.http.empty()) add({"--http", args.http});
     add({"--signal-checkpoint-s", fmt::format("{}", args.signal_checkpoint_s)});
+    // Every other rank is a node: when they have all joined short of a full swarm, the
+    // coordinator says so instead of waiting in silence.
+    add({"--world-nodes", std::to_string(place.world - 1)});
     role = "coordinator on " + head_ip + ":" + std::to_string(place.port);
   } else {
     std::string listen = args.listen_addr;

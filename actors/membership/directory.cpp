@@ -78,6 +78,39 @@ void maybe_ready(Self* self) {
   s.ready.clear();
 }
 
+// Once every node of a world that launch --from-env started has joined and the swarm is still
+// short, nothing more will come: says how many workers the config wants, how many the nodes
+// brought, and which setting fills the swarm (once).
+void explain_short_world(Self* self) {
+  auto& s = self->state;
+  const auto& cfg = s.setup.ctx->config;
+  const uint32_t world = s.setup.world_nodes;
+  if (world == 0 || s.full || s.short_world_said) return;
+  size_t nodes = 0;
+  for (const auto& [agent, node] : s.nodes) nodes += node.workers.empty() ? 0 : 1;
+  const size_t joined = joined_workers(s), wanted = expected_workers(cfg);
+  if (nodes < world || joined >= wanted) return;
+  s.short_world_said = true;
+  const size_t per_node = (wanted + world - 1) / world;
+  std::string fill = fmt::format("give each node {} worker(s) (launch --from-env --workers {})",
+                                 per_node, per_node);
+  const auto stages = static_cast<size_t>(cfg.swarm.stages);
+  if (joined / stages >= 1)
+    fill += fmt::format(", or train with what came: swarm.workers_per_stage = {}", joined / stages);
+  const auto why = fmt::format(
+      "every one of the world's {} node(s) has joined and they brought {} worker(s), but the "
+      "config wants {} (swarm.stages = {} x swarm.workers_per_stage = {}): the swarm will not "
+      "fill; {}",
+      world, joined, wanted, stages, cfg.swarm.workers_per_stage, fill);
+  spdlog::error("{}", why);
+  messages::send_metrics(self, s.setup.sink,
+                         {{"event", "short_world"},
+                          {"world_nodes", world},
+                          {"workers", joined},
+                          {"wanted", wanted},
+                          {"why", why}});
+}
+
 // Admits a node's workers on `stages` (one per worker): ids, the reply, the node book.
 messages::JoinReply admit(Self* self, const messages::JoinRequest& r,
                           const std::vector<uint32_t>& stages, const std::string& how) {
@@ -246,6 +279,7 @@ caf::message_handler membership_handlers(Self* self) {
         spdlog::info("swarm has {}/{} workers (membership version {})", joined_workers(s),
                      expected_workers(s.setup.ctx->config), s.membership.version);
         maybe_ready(self);
+        explain_short_world(self);
       },
       // A node's stage supervisor restarted one of its workers: same id, new handle.
       [=](restarted_atom, const messages::Member& w) {

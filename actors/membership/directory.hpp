@@ -41,6 +41,9 @@ struct DirectorySetup {
   // --etcd); unset: this coordinator alone. A node is told them at its join and asks again
   // (replicas_atom), so it can find the next leader on its own.
   std::function<std::vector<std::string>()> replicas;
+  // How many node processes this run's world brings (launch --from-env knows it); 0: unknown.
+  // Once they have all joined short of a full swarm, the directory says what would fill it.
+  uint32_t world_nodes = 0;
 };
 
 struct directory_state {
@@ -59,8 +62,9 @@ struct directory_state {
   std::set<caf::node_id> joined;             // processes whose join was admitted
   std::vector<caf::response_promise> ready;  // waiting for a full swarm
   bool stopped = false;
-  bool full = false;           // the swarm has been full once: the run has started
-  std::mt19937_64 rng{12345};  // picks the node of a forwarded chaos kill
+  bool full = false;              // the swarm has been full once: the run has started
+  bool short_world_said = false;  // the world's nodes all joined short of a full swarm: said
+  std::mt19937_64 rng{12345};     // picks the node of a forwarded chaos kill
   static inline const char* name = "directory";
 };
 
