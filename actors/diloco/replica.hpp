@@ -40,7 +40,6 @@ class DilocoReplica : public WorkerReplica {
   }
   void take_state(const messages::WorkerState& st, model::NamedTensors anchor) override;
   void give_state(messages::WorkerState& st) const override;
-  void set_round(uint64_t round) { round_ = round; }
   uint64_t round() const { return round_; }
 
   // Whether this replica's round is open: the tracker hears `applied` when it closes.

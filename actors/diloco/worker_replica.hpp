@@ -100,7 +100,6 @@ class WorkerReplica {
   void set_anchor(const model::StageModel& module);
   void set_anchor(model::NamedTensors anchor);
   const model::NamedTensors& anchor() const { return anchor_; }
-  void set_group(const caf::actor& group) { setup_.group = group; }
 
  protected:
   ReplicaSetup setup_;

@@ -79,7 +79,6 @@ bool PeerLinks::send(caf::local_actor* self, const caf::actor& to, const std::st
     return false;
   }
   caf::unsafe_send_as(self, to, comm_atom::value, id, static_cast<uint8_t>(kind), frame.header);
-  ++frames_out_;
   return true;
 }
 

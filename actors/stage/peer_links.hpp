@@ -51,8 +51,6 @@ class PeerLinks {
   transport::CommOptions comm_options() const;
 
   uint64_t frames_in() const { return frames_in_; }
-  uint64_t frames_out() const { return frames_out_; }
-  size_t open_links() const { return links_.size(); }
 
  private:
   struct Link {
@@ -72,7 +70,6 @@ class PeerLinks {
   std::set<caf::actor_addr> frames_only_;    // peers whose link failed
   std::map<caf::actor_addr, std::string> names_;
   uint64_t frames_in_ = 0;
-  uint64_t frames_out_ = 0;
 };
 
 }  // namespace swarmrt::actors

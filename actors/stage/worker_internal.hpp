@@ -1,5 +1,6 @@
 // The stage worker's parts, sharing its state (stage_worker.hpp):
-//   compute.cpp       forward, backward, evaluation, the step's reduce and apply
+//   compute.cpp       forward, backward, evaluation of each hop
+//   step.cpp          the step's reduce and apply, states for peers, cancels and reopenings
 //   inbox.cpp         every way a frame arrives, folded into one (kind, frame, sender)
 //   stage_worker.cpp  set-up and the behaviour: which message calls which of these
 // DiLoCo's replica side is actors/diloco/replica.*, fault injection worker_faults.*.
@@ -24,6 +25,8 @@ void on_forward(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor
 void on_backward(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts,
                  bool check_values);
 void on_eval(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts);
+
+// step.cpp
 void reduce_step(Self* self, uint64_t step);
 void take_sum(Self* self, uint64_t step, const messages::TensorList& sum);
 void apply_step(Self* self, uint64_t step, double lr, double coef);
