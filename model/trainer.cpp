@@ -85,159 +85,204 @@ StageModel load_model(const std::string& path, RunConfig* config) {
   return model;
 }
 
+namespace {
+
+// What the single-process trainer holds through a run.
+struct SingleRun {
+  SingleRun(const RunConfig& c, const Corpus& corpus_, const TrainOptions& o)
+      : config(c),
+        corpus(corpus_),
+        options(o),
+        model(make_stage_model(c.model, StageSpec{}, static_cast<uint64_t>(c.train.seed))),
+        optimizer(make_adamw(*model, c.train)),
+        train_windows(corpus_.train(), c.model.block_size),
+        val_windows(corpus_.val(), c.model.block_size),
+        loader(train_windows, 0, 1, static_cast<uint64_t>(c.train.seed)),
+        val_batches(validation_batches(val_windows, c.train.eval_batches, c.train.micro_batch)),
+        params(model->parameters()),
+        scaler(c.train.scales_loss() ? Precision::fp16 : Precision::fp32) {}
+
+  const RunConfig& config;
+  const Corpus& corpus;
+  const TrainOptions& options;
+  StageModel model;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  Windows train_windows, val_windows;
+  ShardLoader loader;
+  std::vector<Batch> val_batches;
+  std::vector<torch::Tensor> params;
+  LossScaler scaler;
+};
+
+// The run's newest valid checkpoint taken up: parameters, optimizer, data position. Returns
+// the step it holds.
+int64_t resume(SingleRun& r) {
+  auto found = r.options.run->checkpoints().newest_valid(
+      [](const auto& p, const auto& why) { spdlog::error("refusing checkpoint {}: {}", p, why); });
+  if (!found) throw CheckpointError(r.options.run->root() + ": no valid checkpoint to resume from");
+  const auto& [file, ckpt] = *found;
+  auto meta = parse_checkpoint_meta(ckpt.meta_json, file);
+  load_parameters(*r.model, ckpt, file);
+  auto blob = ckpt.blobs.find("optimizer");
+  if (blob == ckpt.blobs.end()) throw CheckpointError(file + ": no optimizer state");
+  load_optimizer_bytes(*r.optimizer, blob->second);
+  if (meta.loaders.size() != 1)
+    throw CheckpointError(file + ": checkpoint has " + std::to_string(meta.loaders.size()) +
+                          " loader positions, single mode needs 1");
+  r.loader.seek(meta.loaders[0]);
+  spdlog::info("resumed from {} at step {}", file, meta.step);
+  return meta.step;
+}
+
+struct StepOutcome {
+  double loss = 0;         // mean over the micro-batches
+  double grad_norm = NAN;  // before clipping; NaN when skipped
+  double scale = 1;        // the loss scale the step ran at
+  bool skipped = false;    // the loss scaler found the gradient overflowed
+};
+
+// One optimizer step: every micro-batch forward and backward, the loss scaler's check, the
+// clip and AdamW.
+StepOutcome train_step(SingleRun& r, int64_t step) {
+  const auto& t = r.config.train;
+  const int64_t step_samples = t.micro_batch * t.micro_batches;
+  set_lr(*r.optimizer, lr_at(step, t));
+  zero_grads(*r.optimizer);
+  StepOutcome o;
+  for (int64_t m = 0; m < t.micro_batches; ++m) {
+    auto batch = r.loader.next(t.micro_batch);
+    torch::Tensor loss;
+    {
+      Autocast autocast(t.precision, c10::Device(c10::kCPU));
+      loss = lm_loss(r.model->forward(batch.inputs), batch.targets);
+    }
+    // Each micro-batch carries its share of the step's samples: the step's gradient is the
+    // mean over all of its samples. The stage workers seed backward with the same factor,
+    // times the loss scale (1 without the scaler).
+    auto seed = loss * (static_cast<double>(batch.samples()) / static_cast<double>(step_samples));
+    if (r.scaler.scale() != 1.0) seed = seed * r.scaler.scale();
+    if (m == 0 && step == r.config.chaos.overflow_at_step) seed = overflowed(seed);
+    seed.backward();
+    o.loss += loss.item<double>();
+  }
+  o.loss /= static_cast<double>(t.micro_batches);
+  o.scale = r.scaler.scale();
+  const bool finite = unscale_grads(r.params, o.scale);
+  // The scaler skips a step whose gradient overflowed: no update, a smaller scale next.
+  o.skipped = t.scales_loss() && !r.scaler.update(finite);
+  if (o.skipped) {
+    spdlog::warn("step {}: the gradient overflowed at loss scale {}: step skipped, scale now {}",
+                 step, o.scale, r.scaler.scale());
+  } else {
+    o.grad_norm = clip_grad_norm(r.params, t.grad_clip);
+    adamw_step(*r.optimizer);
+  }
+  return o;
+}
+
+// The step's record in the run's metrics and, every train.log_every steps, a progress line.
+void report_step(SingleRun& r, const StepStats& s, const StepOutcome& o, int64_t first_step) {
+  const auto& t = r.config.train;
+  if (r.options.run) {
+    nlohmann::json record = {
+        {"event", "step"},
+        {"step", s.step},
+        {"loss", s.loss},
+        {"bpb", r.corpus.train_bits_per_byte(s.loss)},
+        {"lr", s.lr},
+        {"grad_norm", o.skipped ? nlohmann::json() : nlohmann::json(o.grad_norm)},
+        {"tokens", s.tokens},
+        {"tokens_per_s", s.tokens_per_s},
+        {"time_s", s.time_s}};
+    if (t.scales_loss()) {
+      record["loss_scale"] = o.scale;
+      record["skipped"] = o.skipped;
+      record["skipped_steps"] = r.scaler.skipped();
+    }
+    r.options.run->metrics().write(record);
+  }
+  if (r.options.progress && (s.step % t.log_every == 0 || s.step == t.steps)) {
+    const double done = static_cast<double>(s.step - first_step + 1);
+    const double eta = s.time_s / done * static_cast<double>(t.steps - s.step);
+    spdlog::info("step {}/{} | loss {:.4f} | bpb {} | lr {:.2e} | {:.0f} tok/s | ETA {}", s.step,
+                 t.steps, s.loss, format_bpb(r.corpus.train_bits_per_byte(s.loss)), s.lr,
+                 s.tokens_per_s, format_duration(eta));
+  }
+}
+
+// The validation loss of the model now, recorded and logged.
+double evaluate_at(SingleRun& r, int64_t step) {
+  const double val = evaluate(r.model, r.val_batches, r.config.train.precision);
+  const double bpb = r.corpus.bits_per_byte(val);
+  if (r.options.run)
+    r.options.run->metrics().write({{"event", "eval"},
+                                    {"step", step},
+                                    {"val_loss", val},
+                                    {"val_bpb", bpb},
+                                    {"val_ppl", std::exp(val)}});
+  if (r.options.progress)
+    spdlog::info("eval step {} | val_loss {:.4f} | val_bpb {} | val_ppl {:.2f}", step, val,
+                 format_bpb(bpb), std::exp(val));
+  return val;
+}
+
+// A checkpoint of the model, the optimizer and the data position after `step`.
+void save(SingleRun& r, int64_t step) {
+  Checkpoint ckpt;
+  ckpt.meta_json = checkpoint_meta(r.config, step, {r.loader.position()});
+  ckpt.tensors = parameters_of(*r.model);
+  ckpt.blobs["optimizer"] = optimizer_bytes(*r.optimizer);
+  r.options.run->checkpoints().save(step, ckpt, r.config.checkpoint.keep);
+}
+
+}  // namespace
+
+// The named steps of a single-process run: build (or resume) it, then train, record, evaluate
+// and checkpoint each step, and evaluate and save at the end.
 TrainResult train_single(const RunConfig& config, const Corpus& corpus,
                          const TrainOptions& options) {
   const auto& t = config.train;
   set_compute_threads(static_cast<int>(t.threads));
-
   if (auto why = check_precision(t.precision, c10::Device(c10::kCPU)); !why.empty())
     throw std::invalid_argument(why);
   if (t.precision == Precision::bf16)
     if (auto slow = slow_bf16_reason(); !slow.empty())
       spdlog::warn("train.precision = bf16: {}", slow);
-  auto model = make_stage_model(config.model, StageSpec{}, static_cast<uint64_t>(t.seed));
-  model->train();
-  auto optimizer = make_adamw(*model, t);
-  Windows train_windows(corpus.train(), config.model.block_size);
-  Windows val_windows(corpus.val(), config.model.block_size);
-  ShardLoader loader(train_windows, 0, 1, static_cast<uint64_t>(t.seed));
-  const auto val_batches = validation_batches(val_windows, t.eval_batches, t.micro_batch);
-  const auto params = model->parameters();
-
+  SingleRun r(config, corpus, options);
+  r.model->train();
   TrainResult result;
-  int64_t step = 0;
-  if (options.resume && options.run) {
-    auto found = options.run->checkpoints().newest_valid([](const auto& p, const auto& why) {
-      spdlog::error("refusing checkpoint {}: {}", p, why);
-    });
-    if (!found) throw CheckpointError(options.run->root() + ": no valid checkpoint to resume from");
-    const auto& [file, ckpt] = *found;
-    auto meta = parse_checkpoint_meta(ckpt.meta_json, file);
-    load_parameters(*model, ckpt, file);
-    auto blob = ckpt.blobs.find("optimizer");
-    if (blob == ckpt.blobs.end()) throw CheckpointError(file + ": no optimizer state");
-    load_optimizer_bytes(*optimizer, blob->second);
-    if (meta.loaders.size() != 1)
-      throw CheckpointError(file + ": checkpoint has " + std::to_string(meta.loaders.size()) +
-                            " loader positions, single mode needs 1");
-    loader.seek(meta.loaders[0]);
-    step = meta.step;
-    spdlog::info("resumed from {} at step {}", file, step);
-  }
+  int64_t step = options.resume && options.run ? resume(r) : 0;
   result.first_step = step + 1;
-
-  auto save = [&](int64_t s) {
-    Checkpoint ckpt;
-    ckpt.meta_json = checkpoint_meta(config, s, {loader.position()});
-    ckpt.tensors = parameters_of(*model);
-    ckpt.blobs["optimizer"] = optimizer_bytes(*optimizer);
-    return options.run->checkpoints().save(s, ckpt, config.checkpoint.keep);
-  };
-  auto eval = [&](int64_t s) {
-    const double val = evaluate(model, val_batches, t.precision);
-    const double bpb = corpus.bits_per_byte(val);
-    if (options.run)
-      options.run->metrics().write({{"event", "eval"},
-                                    {"step", s},
-                                    {"val_loss", val},
-                                    {"val_bpb", bpb},
-                                    {"val_ppl", std::exp(val)}});
-    if (options.progress)
-      spdlog::info("eval step {} | val_loss {:.4f} | val_bpb {} | val_ppl {:.2f}", s, val,
-                   format_bpb(bpb), std::exp(val));
-    return val;
-  };
-
   const auto start = Clock::now();
   const int64_t tokens_per_step = config.tokens_per_step();
-  const int64_t step_samples = t.micro_batch * t.micro_batches;
-  double val = NAN;
-  LossScaler scaler(t.scales_loss() ? Precision::fp16 : Precision::fp32);
   for (++step; step <= t.steps; ++step) {
     const auto step_start = Clock::now();
-    const double lr = lr_at(step, t);
-    set_lr(*optimizer, lr);
-    zero_grads(*optimizer);
-    double loss_sum = 0;
-    for (int64_t m = 0; m < t.micro_batches; ++m) {
-      auto batch = loader.next(t.micro_batch);
-      torch::Tensor loss;
-      {
-        Autocast autocast(t.precision, c10::Device(c10::kCPU));
-        loss = lm_loss(model->forward(batch.inputs), batch.targets);
-      }
-      // Each micro-batch carries its share of the step's samples: the step's gradient is the
-      // mean over all of its samples. The stage workers seed backward with the same factor,
-      // times the loss scale (1 without the scaler).
-      auto seed = loss * (static_cast<double>(batch.samples()) / static_cast<double>(step_samples));
-      if (scaler.scale() != 1.0) seed = seed * scaler.scale();
-      if (m == 0 && step == config.chaos.overflow_at_step) seed = overflowed(seed);
-      seed.backward();
-      loss_sum += loss.item<double>();
-    }
-    const double scale = scaler.scale();
-    const bool finite = unscale_grads(params, scale);
-    // The scaler skips a step whose gradient overflowed: no update, a smaller scale next.
-    const bool skipped = t.scales_loss() && !scaler.update(finite);
-    double grad_norm = NAN;
-    if (skipped) {
-      spdlog::warn("step {}: the gradient overflowed at loss scale {}: step skipped, scale now {}",
-                   step, scale, scaler.scale());
-    } else {
-      grad_norm = clip_grad_norm(params, t.grad_clip);
-      adamw_step(*optimizer);
-    }
-
+    const auto o = train_step(r, step);
     const auto now = Clock::now();
+    const double secs = std::chrono::duration<double>(now - step_start).count();
     StepStats s;
     s.step = step;
-    s.loss = loss_sum / static_cast<double>(t.micro_batches);
-    s.lr = lr;
-    s.grad_norm = grad_norm;
+    s.loss = o.loss;
+    s.lr = lr_at(step, t);
+    s.grad_norm = o.grad_norm;
     s.tokens = step * tokens_per_step;
-    s.tokens_per_s = static_cast<double>(tokens_per_step) /
-                     std::chrono::duration<double>(now - step_start).count();
+    s.tokens_per_s = static_cast<double>(tokens_per_step) / secs;
     s.time_s = std::chrono::duration<double>(now - start).count();
     result.losses.push_back(s.loss);
-    if (skipped) result.skipped_steps.push_back(step);
-    result.step_seconds.push_back(std::chrono::duration<double>(now - step_start).count());
-    if (options.run) {
-      nlohmann::json record = {
-          {"event", "step"},
-          {"step", s.step},
-          {"loss", s.loss},
-          {"bpb", corpus.train_bits_per_byte(s.loss)},
-          {"lr", s.lr},
-          {"grad_norm", skipped ? nlohmann::json() : nlohmann::json(grad_norm)},
-          {"tokens", s.tokens},
-          {"tokens_per_s", s.tokens_per_s},
-          {"time_s", s.time_s}};
-      if (t.scales_loss()) {
-        record["loss_scale"] = scale;
-        record["skipped"] = skipped;
-        record["skipped_steps"] = scaler.skipped();
-      }
-      options.run->metrics().write(record);
-    }
-    if (options.progress && (step % t.log_every == 0 || step == t.steps)) {
-      const double done = static_cast<double>(step - result.first_step + 1);
-      const double eta = s.time_s / done * static_cast<double>(t.steps - step);
-      spdlog::info("step {}/{} | loss {:.4f} | bpb {} | lr {:.2e} | {:.0f} tok/s | ETA {}", step,
-                   t.steps, s.loss, format_bpb(corpus.train_bits_per_byte(s.loss)), lr,
-                   s.tokens_per_s, format_duration(eta));
-    }
-    if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) eval(step);
+    if (o.skipped) result.skipped_steps.push_back(step);
+    result.step_seconds.push_back(secs);
+    report_step(r, s, o, result.first_step);
+    if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) evaluate_at(r, step);
     if (options.run && config.checkpoint.every_steps > 0 &&
         step % config.checkpoint.every_steps == 0)
-      save(step);
+      save(r, step);
   }
   --step;
-  val = eval(step);
+  result.val_loss = evaluate_at(r, step);
   if (options.run &&
       (config.checkpoint.every_steps == 0 || step % config.checkpoint.every_steps != 0))
-    save(step);
-  result.val_loss = val;
-  result.model = model;
+    save(r, step);
+  result.model = r.model;
   return result;
 }
 
