@@ -151,4 +151,15 @@ caf::actor request_watcher(caf::actor_system& sys, const caf::actor& dir,
 // (see find_coordinator in the .cpp).
 caf::actor find_coordinator(NodeProcess& p, std::chrono::steady_clock::time_point deadline);
 
+// How one attachment ended: the exit code if the node stops now, or lost (attach again).
+struct Attachment {
+  int code = 0;
+  bool lost = false;    // attach again
+  bool joined = false;  // the join was answered: the node served this coordinator
+};
+
+// One attachment: join the coordinator whose directory is `dir`, start the workers it assigns,
+// serve until the agent stops, and wait for this attachment's actors to go (node_attach.cpp).
+Attachment attach(NodeProcess& p, const caf::actor& dir);
+
 }  // namespace swarmrt::apps::node
