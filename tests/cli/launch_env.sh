@@ -17,11 +17,7 @@ at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 1'
 # Only what each case sets: nothing inherited from the shell that runs the suite.
 clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" OPENBLAS_NUM_THREADS=1)
 (umask 077 && echo launch-env-secret >"$tmp/secret")
-port=$((20000 + RANDOM % 40000))
-for _ in $(seq 1 20); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
-  port=$((20000 + RANDOM % 40000))
-done
+port=$(free_port)
 steps=30
 cfg=(-c "$root/configs/tiny.toml" --set train.steps=$steps --set train.eval_every=0
      --set train.eval_batches=2 --set diloco.inner_steps=3 --set checkpoint.every_steps=0)

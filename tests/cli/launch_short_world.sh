@@ -9,11 +9,7 @@ bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" OPENBLAS_NUM_THREADS=1)
 (umask 077 && echo short-world-secret >"$tmp/secret")
-port=$((20000 + RANDOM % 40000))
-for _ in $(seq 1 20); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
-  port=$((20000 + RANDOM % 40000))
-done
+port=$(free_port)
 rank() {  # RANK
   "${clean_env[@]}" RANK="$1" WORLD_SIZE=3 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
     SWARMRT_CPUS=1 "$bin" launch --from-env -c "$root/configs/tiny.toml" -o "$tmp/run" \
