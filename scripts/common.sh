@@ -70,6 +70,7 @@ install_test_tools() {
   fi
 }
 
+# build [TARGET...]: configures once, then builds the targets named (every target without).
 build() {
   # Precompiled headers are only cacheable by ccache with these sloppiness settings.
   export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
@@ -78,7 +79,11 @@ build() {
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
   fi
-  cmake --build "$BUILD_DIR" -j "$(nproc)"
+  if [ $# -gt 0 ]; then
+    cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$@"
+  else
+    cmake --build "$BUILD_DIR" -j "$(nproc)"
+  fi
 }
 
 # A benchmark's start: what it needs installed (extra packages as arguments) and built, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, fetches the Brown corpus, trains the default config across
+# Installs what is missing, builds the swarmrt executable, fetches the Brown corpus, trains the default config across
 # four processes on this machine (two coordinator replicas, of which one leads and one stands
 # by, and two nodes: `swarmrt launch --local 2 --coordinators 2`, with a private etcd for the
 # leader's lease), with the status page on a free loopback port while it trains, and shows the
@@ -7,7 +7,7 @@
 source "$(dirname "$0")/common.sh"
 install_deps
 install_daemons etcd-server
-build
+build swarmrt  # only what the demo runs; ./scripts/test.sh builds the rest
 "$ROOT/scripts/fetch_data.sh"
 cd "$ROOT"
 bin="$BUILD_DIR/bin/swarmrt"
