@@ -116,6 +116,15 @@ at::Tensor scales_of(const at::Tensor& bytes, int64_t nb) {
   return m;
 }
 
+// A scaled encoding's wire: one contiguous uint8 tensor of `expected` bytes, or the error.
+at::Tensor checked_wire(const at::Tensor& wire, uint64_t expected) {
+  if (wire.scalar_type() != at::kByte || wire.dim() != 1 ||
+      static_cast<uint64_t>(wire.numel()) != expected)
+    throw std::invalid_argument("expected " + std::to_string(expected) + " encoded bytes, got " +
+                                std::to_string(wire.numel()));
+  return wire.contiguous();
+}
+
 // values (x/m·top, n of them, double) back to float32 x̂ of `shape`, refusing non-finite ones.
 at::Tensor rescale(const at::Tensor& values, const at::Tensor& m, double top, int64_t n,
                    int64_t block, at::IntArrayRef shape) {
@@ -196,12 +205,8 @@ at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntA
   int64_t n = 1;
   for (auto d : shape) n *= d;
   const auto expected = bits_bytes(n, bits, block);
-  if (wire.scalar_type() != at::kByte || wire.dim() != 1 ||
-      static_cast<uint64_t>(wire.numel()) != expected)
-    throw std::invalid_argument("expected " + std::to_string(expected) + " encoded bytes, got " +
-                                std::to_string(wire.numel()));
   const int64_t nb = blocks_of(n, block);
-  const auto bytes = wire.contiguous();
+  const auto bytes = checked_wire(wire, expected);
   const auto m = scales_of(bytes, nb);
   const double top = levels(bits);
   const auto codes = unpack_codes(bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb), bits, n);
@@ -246,12 +251,8 @@ at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArra
       throw std::invalid_argument("expected " + std::to_string(n) + " float32 values");
     return wire.reshape(shape);
   }
-  if (wire.scalar_type() != at::kByte || wire.dim() != 1 ||
-      static_cast<uint64_t>(wire.numel()) != expected)
-    throw std::invalid_argument("expected " + std::to_string(expected) + " encoded bytes, got " +
-                                std::to_string(wire.numel()));
   const int64_t nb = blocks_of(n, block);
-  const auto bytes = wire.contiguous();
+  const auto bytes = checked_wire(wire, expected);
   const auto m = scales_of(bytes, nb);
   const auto codes = bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb);
   at::Tensor values;  // x/m·top, n of them, in double
