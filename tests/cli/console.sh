@@ -202,7 +202,9 @@ assert "kill stage1/worker*" in cmds and "kill-node node1" in cmds, cmds
 assert all(x["console"].startswith("ctl ") for x in e)
 ' "$tmp/events.json" || fail "events: $(cat "$tmp/events.json")"
 
-# The run completes.
+# The commands are done: the workers compute at full speed again (heal all undoes the
+# slowdowns), and the run completes.
+ctl heal all >/dev/null || fail "heal all"
 wait_exit "$coord" 120
 wait "$coord" || fail "coordinator exited with $?: $(tail -20 "$tmp/coord.log")"
 grep -q "final validation loss" "$tmp/coord.log" || fail "the run did not complete: $(tail -20 "$tmp/coord.log")"
