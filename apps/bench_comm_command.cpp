@@ -31,9 +31,9 @@
 #include <thread>
 
 #include "apps/commands.hpp"
-#include "apps/process.hpp"
-#include "apps/run_options.hpp"
-#include "model/config.hpp"
+#include "apps/options.hpp"
+#include "config/config.hpp"
+#include "launch/process.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -75,7 +75,7 @@ nlohmann::json machine() {
 
 // Runs `argv` to its end, its output appended to `log`; its exit status.
 int run_child(const std::string& label, const std::vector<std::string>& argv, const fs::path& log) {
-  Child child(label, argv);
+  launch::Child child(label, argv);
   std::ofstream out(log, std::ios::app);
   while (true) {
     for (const auto& line : child.read_lines()) out << line << "\n";
@@ -224,9 +224,9 @@ std::string markdown(const nlohmann::json& result, const std::vector<double>& ca
 int run_bench(const Args& args) {
   const auto loaded = load_config_or_say(args.config, args.overrides);
   if (!loaded) return 2;
-  const model::RunConfig& config = *loaded;
+  const config::RunConfig& config = *loaded;
   const auto& d = config.diloco;
-  if (!d.streaming()) {
+  if (d.whole_rounds()) {
     spdlog::error(
         "{}: the streaming mode needs diloco.fragments > 1, overlap_steps > 0 or a quantize "
         "encoding",
@@ -243,7 +243,7 @@ int run_bench(const Args& args) {
   char label[160];
   std::snprintf(label, sizeof label, "Streaming DiLoCo, H = %lld, P = %lld, τ = %lld, %s%s",
                 static_cast<long long>(d.inner_steps), static_cast<long long>(d.fragments),
-                static_cast<long long>(d.overlap_steps), model::name_of(d.quantize).c_str(),
+                static_cast<long long>(d.overlap_steps), config::name_of(d.quantize).c_str(),
                 d.eager ? ", eager" : "");
   std::vector<std::pair<std::string, Mode>> modes = {
       {"swarm (gradients every step)", {"swarm", {"swarm.mode=swarm"}, 8}},

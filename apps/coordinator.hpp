@@ -9,10 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "apps/coordinator_leader.hpp"
 #include "apps/net.hpp"
-#include "apps/process.hpp"
-#include "model/config.hpp"
+#include "config/config.hpp"
+#include "leader/takeover.hpp"
 
 namespace swarmrt::apps {
 
@@ -30,7 +29,7 @@ struct CoordinatorArgs {
   double signal_checkpoint_s = 60;  // SIGTERM/SIGUSR1: wait this long for a checkpoint
   uint32_t world_nodes = 0;         // node processes the launcher's world brings; 0: unknown
   NetOptions net;
-  LeaderOptions leader;  // --etcd: one of several replicas of the run
+  leader::LeaderOptions leader;  // --etcd: one of several replicas of the run
 };
 
 // The address this coordinator is listed under (etcd's replica list, a join's answer, `ctl
@@ -50,7 +49,7 @@ struct SignalTargets {
 
 // The command line read and checked: the config, the addresses, the secret and the run id.
 struct CoordinatorInputs {
-  model::RunConfig config;
+  config::RunConfig config;
   HostPort listen, http;
   std::string secret;   // empty: the coordinator makes one
   uint64_t run_id = 0;  // 0: a random one
@@ -59,7 +58,7 @@ struct CoordinatorInputs {
 };
 
 // The run itself, under this process's leadership when there are replicas; its exit code.
-int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leading,
+int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, leader::Leading& leading,
              SignalTargets& targets, const StopSignals& signals);
 
 }  // namespace swarmrt::apps

@@ -12,12 +12,13 @@
 
 #include "apps/commands.hpp"
 #include "apps/coordinator.hpp"
-#include "apps/run_options.hpp"
+#include "apps/options.hpp"
+#include "apps/standby_door.hpp"
+#include "config/fingerprint.hpp"
+#include "credential/credential.hpp"
 #include "messages/atoms.hpp"
 #include "messages/run_id.hpp"
-#include "model/fingerprint.hpp"
 #include "supervisors/entitled.hpp"
-#include "transport/credential.hpp"
 
 namespace swarmrt::apps {
 using namespace swarmrt::atoms;
@@ -74,7 +75,7 @@ std::function<void(int)> on_signal(const CoordinatorArgs& args, SignalTargets& t
 // Exit code 2 and the reason logged when anything is wrong; 0 when `in` is complete.
 int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
   try {
-    in.config = model::load_config(args.config, args.overrides);
+    in.config = config::load_config(args.config, args.overrides);
     in.listen = parse_host_port(args.listen, true);
     if (!args.advertise.empty()) {
       try {
@@ -90,7 +91,7 @@ int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (in.config.swarm.mode == model::Mode::single) {
+  if (in.config.swarm.mode == config::Mode::single) {
     spdlog::error("{}: swarm.mode = \"single\" trains without a swarm; use `swarmrt train`",
                   args.config);
     return 2;
@@ -112,13 +113,13 @@ int read_inputs(const CoordinatorArgs& args, CoordinatorInputs& in) {
 // learn the leader's there. None on port 0 (no one could know the port) or without the
 // cluster secret (given, or the run directory's, which the first leader wrote; a standby
 // writes nothing there).
-DoorOpener standby_door(const CoordinatorArgs& args, const CoordinatorInputs& in) {
-  return [&args, &in](StandbyDoor::Lister lister) -> std::unique_ptr<StandbyDoor> {
+leader::DoorOpener standby_door(const CoordinatorArgs& args, const CoordinatorInputs& in) {
+  return [&args, &in](leader::ReplicaLister lister) -> std::shared_ptr<void> {
     std::string secret = in.secret;
     const auto kept = std::filesystem::path(in.out) / "secret";
     try {
       if (secret.empty() && std::filesystem::exists(kept))
-        secret = transport::read_secret_file(kept.string());
+        secret = credential::read_secret_file(kept.string());
     } catch (const std::exception& e) {
       spdlog::warn("standby: {}", e.what());
     }
@@ -127,7 +128,7 @@ DoorOpener standby_door(const CoordinatorArgs& args, const CoordinatorInputs& in
                    in.listen.port == 0 ? "--listen has port 0" : "no cluster secret yet");
       return nullptr;
     }
-    return std::make_unique<StandbyDoor>(in.listen, secret, args.net,
+    return std::make_shared<StandbyDoor>(in.listen, secret, args.net,
                                          messages::run_id_text(in.run_id), std::move(lister));
   };
 }
@@ -143,14 +144,15 @@ int run_coordinator(const CoordinatorArgs& args) {
   if (int code = read_inputs(args, in)) return code;
   const auto& config = in.config;
   // With --etcd, nothing of the run is touched before this replica leads it.
-  Leading leading = stand_for_leader(
-      args.leader, in.run_id, model::fingerprint(config), in.secret, listed_address(args),
+  const auto run_id = in.run_id == 0 ? std::string() : messages::run_id_text(in.run_id);
+  leader::Leading leading = leader::stand_for_leader(
+      args.leader, run_id, config::fingerprint(config), in.secret, listed_address(args),
       [&] { return signals.fired(); }, standby_door(args, in));
   if (leading.exit_code >= 0) return leading.exit_code;
-  fence_and_keep(leading, in.out);
+  leader::fence_and_keep(leading, in.out);
   const int code = lead_run(args, in, leading, targets, signals);
   // However it ended, the run ended under this leader: no standby starts it again.
-  finish(leading, code == 0 ? "completed" : "stopped (exit " + std::to_string(code) + ")");
+  leader::finish(leading, code == 0 ? "completed" : "stopped (exit " + std::to_string(code) + ")");
   return code;
 }
 

@@ -18,23 +18,44 @@
 #include "actors/membership/state_keeper.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/coordinator.hpp"
+#include "apps/options.hpp"
 #include "apps/plot.hpp"
-#include "apps/run_options.hpp"
+#include "config/fingerprint.hpp"
+#include "credential/cluster_tls.hpp"
+#include "credential/credential.hpp"
 #include "inspect/probe.hpp"
 #include "messages/run_id.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data.hpp"
-#include "model/fingerprint.hpp"
 #include "model/record_hook.hpp"
 #include "model/trainer.hpp"
 #include "transport/bulk.hpp"
 #include "transport/channel.hpp"
-#include "transport/cluster_tls.hpp"
-#include "transport/credential.hpp"
 #include "web/status_server.hpp"
 
 namespace swarmrt::apps {
 namespace {
+namespace fs = std::filesystem;
+
+// The step of the newest checkpoint file in the run directory; 0 when there is none.
+int64_t newest_checkpoint_step(const std::string& run_dir) {
+  const auto files = model::CheckpointDir((fs::path(run_dir) / "checkpoints").string()).list();
+  if (files.empty()) return 0;
+  const auto name = fs::path(files.front()).filename().string();  // step_XXXXXXXX.ckpt
+  try {
+    return std::stoll(name.substr(5));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// A takeover re-runs the steps after where it continues (the nodes' kept states or its
+// checkpoint): their step and eval records go from metrics.jsonl (written aside and renamed),
+// and a torn last line with them. Returns the latest wall time of any record: the previous
+// leader's last sign of life.
+double drop_records_after(const std::string& run_dir, int64_t step) {
+  return model::drop_records_after((fs::path(run_dir) / "metrics.jsonl").string(), step);
+}
 using namespace swarmrt::atoms;
 
 // Without a given secret the coordinator makes one, like a notebook server's token, and keeps
@@ -49,7 +70,7 @@ void ensure_secret(bool resume, CoordinatorInputs& in) {
 }
 
 // The transport's settings from the config, and the chaos a user asked for, said once.
-void set_up_transport(const model::RunConfig& config) {
+void set_up_transport(const config::RunConfig& config) {
   transport::set_max_message(config.max_message_bytes());
   transport::set_encrypt_mode(config.transport.encrypt);
   transport::set_link_delay(config.chaos.link_delay_ms);
@@ -78,8 +99,8 @@ MembershipActors spawn_membership(caf::actor_system& sys, actors::CoreActors& co
   const auto& config = in.config;
   actors::DirectorySetup ds;
   ds.ctx = ctx;
-  ds.config_toml = model::to_toml(config);
-  ds.fingerprint_text = model::fingerprint_text(config);
+  ds.config_toml = config::to_toml(config);
+  ds.fingerprint_text = config::fingerprint_text(config);
   ds.secret = in.secret;
   ds.endpoint = endpoint;
   ds.tracker = core.tracker;
@@ -119,8 +140,8 @@ std::unique_ptr<web::StatusServer> start_status_page(caf::actor_system& sys,
                                                      const caf::actor& inspector) {
   const std::string& out = in.out;
   const std::string token_path = (std::filesystem::path(out) / "http_token").string();
-  const std::string token = transport::http_token(in.secret);
-  transport::write_secret_file(token_path, token);
+  const std::string token = credential::http_token(in.secret);
+  credential::write_secret_file(token_path, token);
   web::StatusServerSetup ws;
   ws.system = &sys;
   ws.inspector = inspector;
@@ -207,7 +228,7 @@ int train_swarm(caf::actor_system& sys, const actors::CoreActors& core,
   }
   if (result.comm_frames > 0)
     spdlog::info("{} hops came over communicator links (transport.links = {})", result.comm_frames,
-                 model::name_of(config.transport.links));
+                 config::name_of(config.transport.links));
   if (result.group_reduces > 0)
     spdlog::info("{} pseudo-gradients were all-reduced over group communicators",
                  result.group_reduces);
@@ -245,7 +266,8 @@ struct StartPoint {
   bool kept_evaluated = false;
 };
 
-StartPoint where_to_start(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leading) {
+StartPoint where_to_start(const CoordinatorArgs& args, CoordinatorInputs& in,
+                          leader::Leading& leading) {
   StartPoint at;
   at.resume = args.resume;
   at.overwrite = args.overwrite;
@@ -285,7 +307,7 @@ StartPoint where_to_start(const CoordinatorArgs& args, CoordinatorInputs& in, Le
 
 // A takeover's fault record, and its recovery, recorded with the first step this leader
 // completes: from the previous leader's last record (its last sign of life) to that step.
-void record_takeover(model::RunDir& run, const Leading& leading, const StartPoint& at) {
+void record_takeover(model::RunDir& run, const leader::Leading& leading, const StartPoint& at) {
   nlohmann::json fault{{"event", "fault"},
                        {"kind", "coordinator"},
                        {"previous", leading.previous},
@@ -311,16 +333,16 @@ struct ReplicaViews {
   std::function<std::vector<std::string>()> replicas;  // none without --etcd
 };
 ReplicaViews replica_views(const CoordinatorArgs& args, const CoordinatorInputs& in,
-                           const Leading& leading,
+                           const leader::Leading& leading,
                            const std::shared_ptr<std::atomic<uint16_t>>& bound) {
   ReplicaViews v;
   if (leading.replicas) {
     v.coordinators = [view = leading.replicas] { return view->rows(); };
-    v.replicas = [view = leading.replicas] { return replica_addresses(view->rows()); };
+    v.replicas = [view = leading.replicas] { return leader::replica_addresses(view->rows()); };
     return v;
   }
-  v.coordinators = [row = lone_coordinator_row(listed_address(args)), bound, host = in.listen.host,
-                    fixed = !args.advertise.empty()] {
+  v.coordinators = [row = leader::lone_coordinator_row(listed_address(args)), bound,
+                    host = in.listen.host, fixed = !args.advertise.empty()] {
     auto r = row;
     if (*bound != 0 && !fixed) r["address"] = host + ":" + std::to_string(bound->load());
     return nlohmann::json::array({r});
@@ -344,10 +366,10 @@ std::optional<uint16_t> listen(caf::actor_system& sys, const CoordinatorArgs& ar
   }
   bound = *port;
   spdlog::info("run {} | mode {} | {}x{} workers wanted | fingerprint {}", in.out,
-               model::name_of(config.swarm.mode), config.swarm.stages,
-               config.swarm.workers_per_stage, model::fingerprint(config));
+               config::name_of(config.swarm.mode), config.swarm.stages,
+               config.swarm.workers_per_stage, config::fingerprint(config));
   spdlog::info("control plane on {}:{} (mutual TLS, cluster CA {}); frame link {}", in.listen.host,
-               *port, transport::cluster_ca_id(in.secret), endpoint.empty() ? "none" : endpoint);
+               *port, credential::cluster_ca_id(in.secret), endpoint.empty() ? "none" : endpoint);
   std::printf("run id %s\n", messages::run_id_text(run_id).c_str());
   std::printf("coordinator listening on %s:%u\n", in.listen.host.c_str(), *port);
   std::fflush(stdout);
@@ -358,7 +380,7 @@ std::optional<uint16_t> listen(caf::actor_system& sys, const CoordinatorArgs& ar
 
 // The named steps of the run: where it starts, the run directory, the data, the actor system
 // and the swarm's actors, the membership, the status page, listening, training.
-int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, Leading& leading,
+int lead_run(const CoordinatorArgs& args, CoordinatorInputs& in, leader::Leading& leading,
              SignalTargets& targets, const StopSignals& signals) {
   const auto& config = in.config;
   const auto at = where_to_start(args, in, leading);

@@ -25,10 +25,11 @@
 #include <utility>
 
 #include "apps/commands.hpp"
-#include "apps/coordinator_leader.hpp"
 #include "apps/ctl_console.hpp"
 #include "apps/ctl_format.hpp"
 #include "apps/net.hpp"
+#include "apps/options.hpp"
+#include "leader/replicas.hpp"
 #include "messages/console_commands.hpp"
 #include "messages/run_id.hpp"
 #include "messages/types.hpp"
@@ -158,10 +159,10 @@ std::vector<std::string> replicas_from_etcd(const CtlArgs& args, const std::stri
     throw std::invalid_argument("--run-id '" + args.run_id +
                                 "': not a run id (the 16 hex digits a coordinator prints)");
   TlsFilesGuard files;
-  leader::Etcd etcd(args.etcd, etcd_tls(args.etcd, args.etcd_tls, secret, files.files));
+  leader::Etcd etcd(args.etcd, leader::etcd_tls(args.etcd, args.etcd_tls, secret, files.files));
   std::vector<std::string> listed;
   try {
-    listed = replica_addresses_in(etcd, *id);
+    listed = leader::replica_addresses_in(etcd, messages::run_id_text(*id));
   } catch (const std::exception& e) {
     throw std::runtime_error("--etcd " + args.etcd + ": " + e.what());
   }
@@ -263,7 +264,7 @@ int run_ctl(const CtlArgs& args, std::vector<std::string> command) {
   // As a node does: the process ends here, without waiting for CAF's teardown of the
   // connection.
   std::fflush(nullptr);
-  transport::remove_cluster_tls(tls.files);
+  credential::remove_cluster_tls(tls.files);
   _exit(code);
 }
 

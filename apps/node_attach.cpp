@@ -139,7 +139,7 @@ std::shared_ptr<actors::SwarmContext> run_context(NodeProcess& p, const messages
                                                   const caf::actor& inspector) {
   auto ctx = std::make_shared<actors::SwarmContext>();
   try {
-    ctx->config = model::parse_config(reply.config_toml, "the coordinator's config");
+    ctx->config = config::parse_config(reply.config_toml, "the coordinator's config");
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return nullptr;
@@ -176,7 +176,7 @@ bool serve_until_stopped(NodeProcess& p, const caf::actor& agent,
   bool failed = false;
   self->receive([&](const caf::down_msg& down) { failed = static_cast<bool>(down.reason); });
   self->send_exit(setup.chaos, caf::exit_reason::user_shutdown);
-  const auto grace = model::as_duration(ctx.config.supervision.reply_timeout_s);
+  const auto grace = config::as_duration(ctx.config.supervision.reply_timeout_s);
   for (const auto& sup : setup.supervisors) {
     self->monitor(sup);
     bool gone = false;

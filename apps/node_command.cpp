@@ -17,13 +17,14 @@
 #include "actors/membership/node_agent.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
-#include "apps/coordinator_leader.hpp"
 #include "apps/net.hpp"
 #include "apps/node_process.hpp"
+#include "apps/options.hpp"
+#include "config/fingerprint.hpp"
 #include "inspect/probe.hpp"
+#include "leader/takeover.hpp"
 #include "messages/device.hpp"
 #include "messages/run_id.hpp"
-#include "model/fingerprint.hpp"
 #include "model/precision.hpp"
 #include "model/threads.hpp"
 #include "supervisors/chaos_control.hpp"
@@ -96,7 +97,7 @@ int read_request(const NodeArgs& args, std::vector<HostPort>& coords, HostPort& 
     if (!args.console.empty()) console_at = parse_host_port(args.console, true);
     if (!args.config.empty())
       request.fingerprint =
-          model::fingerprint_text(model::load_config(args.config, args.overrides));
+          config::fingerprint_text(config::load_config(args.config, args.overrides));
     request.secret = resolve_secret(args.net);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
@@ -114,7 +115,7 @@ int read_request(const NodeArgs& args, std::vector<HostPort>& coords, HostPort& 
   }
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
-  request.protocol = model::kProtocolVersion;
+  request.protocol = config::kProtocolVersion;
   if (!args.run_id.empty()) {
     const auto id = messages::parse_run_id(args.run_id);
     if (!id) {
@@ -146,7 +147,7 @@ int run_node(const NodeArgs& args) {
   // Every worker computes with one torch thread on its own (detached) thread.
   model::set_compute_threads(1);
   caf::actor_system_config cfg;
-  transport::TlsFiles tls;
+  credential::TlsFiles tls;
   try {
     tls = configure_network(cfg, args.net, request.secret, request.node_name);
   } catch (const std::exception& e) {
@@ -167,7 +168,8 @@ int run_node(const NodeArgs& args) {
   if (!args.etcd.empty()) {
     try {
       p.etcd = std::make_unique<leader::Etcd>(
-          args.etcd, etcd_tls(args.etcd, args.etcd_tls, request.secret, p.etcd_files.files));
+          args.etcd,
+          leader::etcd_tls(args.etcd, args.etcd_tls, request.secret, p.etcd_files.files));
     } catch (const std::exception& e) {
       spdlog::error("--etcd {}: {}", args.etcd, e.what());
       return 2;
@@ -220,7 +222,7 @@ int run_node(const NodeArgs& args) {
   // a detached worker's thread while a message to a vanished peer still references it, so the
   // process ends here instead of in the actor system's destructor.
   std::fflush(nullptr);
-  transport::remove_cluster_tls(tls);
+  credential::remove_cluster_tls(tls);
   _exit(code);
 }
 

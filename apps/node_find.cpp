@@ -4,8 +4,9 @@
 #include <thread>
 #include <utility>
 
-#include "apps/coordinator_leader.hpp"
 #include "apps/node_process.hpp"
+#include "leader/replicas.hpp"
+#include "messages/run_id.hpp"
 
 namespace swarmrt::apps::node {
 using namespace swarmrt::atoms;
@@ -55,7 +56,8 @@ void refresh_known(NodeProcess& p) {
   }
   if (p.etcd) {
     try {
-      const auto now = replica_addresses_in(*p.etcd, p.request.run_id);
+      const auto now =
+          leader::replica_addresses_in(*p.etcd, messages::run_id_text(p.request.run_id));
       say(p.name, missing_from(missing_from(now, known), listed), "learned from etcd");
       say(p.name, missing_from(p.etcd_listed, now), "no longer listed in etcd");
       p.etcd_listed = now;

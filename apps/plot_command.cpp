@@ -15,7 +15,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/plot.hpp"
-#include "apps/process.hpp"
+#include "launch/process.hpp"
 #include "report/chart.hpp"
 
 namespace swarmrt::apps {
@@ -56,7 +56,7 @@ std::vector<std::string> run_names(const std::vector<std::string>& paths) {
 // Runs gnuplot on `script_path`; its output (errors) in `log`. False on failure or timeout.
 bool run_gnuplot(const std::string& gnuplot, const std::string& script_path, double timeout_s,
                  std::string& log) {
-  Child child("gnuplot", {gnuplot, script_path});
+  launch::Child child("gnuplot", {gnuplot, script_path});
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
   for (;;) {

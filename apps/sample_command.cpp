@@ -13,8 +13,8 @@ namespace fs = std::filesystem;
 
 // The tokenizer a checkpoint's ids are read with: none for bytes; for tokens the run
 // directory's copy (train and coordinator keep one), else the data directory's.
-std::string tokenizer_for(const std::string& checkpoint, const model::RunConfig& config) {
-  if (config.data.format == model::DataFormat::bytes) return "";
+std::string tokenizer_for(const std::string& checkpoint, const config::RunConfig& config) {
+  if (config.data.format == config::DataFormat::bytes) return "";
   const fs::path p(checkpoint);
   std::vector<fs::path> candidates;
   if (fs::is_directory(p)) {
@@ -55,7 +55,7 @@ void add_sample_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", args->options.seed, "sampling seed");
   cmd->callback([args, &exit_code] {
     try {
-      model::RunConfig config;
+      config::RunConfig config;
       auto model = model::load_model(args->checkpoint, &config);
       const auto tokenizer = model::open_tokenizer(
           args->tokenizer.empty() ? tokenizer_for(args->checkpoint, config) : args->tokenizer);

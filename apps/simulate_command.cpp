@@ -13,15 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
-#include "apps/run_options.hpp"
-#include "model/config.hpp"
+#include "apps/options.hpp"
+#include "config/config.hpp"
 #include "model/stage_cost.hpp"
 #include "policy/simulator.hpp"
 
 namespace swarmrt::apps {
 namespace {
 
-policy::SimParams params_of(const model::RunConfig& c) {
+policy::SimParams params_of(const config::RunConfig& c) {
   policy::SimParams p;
   const auto& s = c.simulate;
   // Costs relative to the average stage: min_rate is a slowest peer's on such a stage.
@@ -44,7 +44,7 @@ policy::SimParams params_of(const model::RunConfig& c) {
   p.max_inflight = c.swarm.max_inflight;
   p.microbatch = double(c.train.micro_batch);
   const bool diloco =
-      c.swarm.mode == model::Mode::diloco || c.swarm.mode == model::Mode::diloco_swarm;
+      c.swarm.mode == config::Mode::diloco || c.swarm.mode == config::Mode::diloco_swarm;
   p.inner_steps = diloco ? c.diloco.inner_steps : 0;
   p.step_samples = double(c.tokens_per_step() / c.model.block_size);
   p.balance.min_gain = c.balancer.min_gain;
@@ -114,7 +114,7 @@ int run_simulate(const std::string& config_path, const std::vector<std::string>&
                  const std::string& out) {
   const auto loaded = load_config_or_say(config_path, overrides);
   if (!loaded) return 2;
-  const model::RunConfig& config = *loaded;
+  const config::RunConfig& config = *loaded;
   try {
     auto p = params_of(config);
     std::printf(

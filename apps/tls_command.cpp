@@ -1,6 +1,6 @@
 // swarmrt tls --out DIR --host H[,H...]: the cluster's certificates as files, for a service the
 // swarm talks to over TLS, such as the etcd members of coordinator replicas. The CA comes from
-// the cluster secret (transport/cluster_tls.hpp), so an etcd started with these files admits
+// the cluster secret (credential/cluster_tls.hpp), so an etcd started with these files admits
 // only holders of the secret, and the coordinators trust it without any file of their own.
 #include <spdlog/spdlog.h>
 
@@ -52,9 +52,9 @@ void add_tls_command(CLI::App& app, int& exit_code) {
       std::string hosts;
       for (const auto& h : args->hosts) hosts += (hosts.empty() ? "" : ",") + h;
       const auto files =
-          transport::write_cluster_tls(secret, "swarmrt service " + hosts, args->hosts, args->out);
+          credential::write_cluster_tls(secret, "swarmrt service " + hosts, args->hosts, args->out);
       std::printf("wrote %s, %s and %s (cluster CA %s; certificate for %s)\n", files.ca.c_str(),
-                  files.cert.c_str(), files.key.c_str(), transport::cluster_ca_id(secret).c_str(),
+                  files.cert.c_str(), files.key.c_str(), credential::cluster_ca_id(secret).c_str(),
                   hosts.c_str());
       exit_code = 0;
     } catch (const std::exception& e) {

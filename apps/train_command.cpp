@@ -6,11 +6,11 @@
 
 #include "actors/runtime/runtime.hpp"
 #include "apps/commands.hpp"
-#include "apps/run_options.hpp"
+#include "apps/options.hpp"
+#include "config/config.hpp"
+#include "config/fingerprint.hpp"
 #include "model/checkpoint.hpp"
-#include "model/config.hpp"
 #include "model/data.hpp"
-#include "model/fingerprint.hpp"
 #include "model/precision.hpp"
 #include "model/sampling.hpp"
 #include "model/trainer.hpp"
@@ -28,7 +28,7 @@ struct TrainArgs {
   int64_t sample_tokens = 200;
 };
 
-model::TrainResult train_single(const model::RunConfig& config, const model::Corpus& corpus,
+model::TrainResult train_single(const config::RunConfig& config, const model::Corpus& corpus,
                                 model::RunDir& run, bool resume) {
   model::TrainOptions options;
   options.run = &run;
@@ -38,7 +38,7 @@ model::TrainResult train_single(const model::RunConfig& config, const model::Cor
 
 // Every other mode runs on the actor runtime; the whole model it ends with is written as a
 // checkpoint so `swarmrt sample` works the same on every run directory.
-model::TrainResult train_swarm(const model::RunConfig& config, const model::Corpus& corpus,
+model::TrainResult train_swarm(const config::RunConfig& config, const model::Corpus& corpus,
                                model::RunDir& run, bool resume) {
   actors::RuntimeOptions options;
   options.run = &run;
@@ -70,7 +70,7 @@ model::TrainResult train_swarm(const model::RunConfig& config, const model::Corp
 int run_train(const TrainArgs& args) {
   const auto loaded = load_config_or_say(args.config, args.overrides);
   if (!loaded) return 2;
-  const model::RunConfig& config = *loaded;
+  const config::RunConfig& config = *loaded;
   // `train` computes on this process's CPU: a precision it cannot compute in is a config error.
   if (auto why = model::check_precision(config.train.precision, c10::Device(c10::kCPU));
       !why.empty()) {
@@ -89,12 +89,12 @@ int run_train(const TrainArgs& args) {
     spdlog::info(
         "run {} | mode {} | model {} {}L {}H d{} ctx{} ({:.2f}M parameters) | {} {} train, {} "
         "val | {} tokens/step | fingerprint {}",
-        out, model::name_of(config.swarm.mode), model::name_of(config.model.arch),
+        out, config::name_of(config.swarm.mode), config::name_of(config.model.arch),
         config.model.n_layer, config.model.n_head, config.model.n_embd, config.model.block_size,
-        double(config.model.parameters()) / 1e6, model::name_of(config.data.format),
+        double(config.model.parameters()) / 1e6, config::name_of(config.data.format),
         corpus.train_tokens(), corpus.val_tokens(), config.tokens_per_step(),
-        model::fingerprint(config));
-    auto result = config.swarm.mode == model::Mode::single
+        config::fingerprint(config));
+    auto result = config.swarm.mode == config::Mode::single
                       ? train_single(config, corpus, run, args.resume)
                       : train_swarm(config, corpus, run, args.resume);
     std::printf(

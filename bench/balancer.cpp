@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
         "train.threads=1",
         std::string("balancer.enabled=") + (balance ? "true" : "false")};
     overrides.insert(overrides.end(), sets.begin(), sets.end());
-    auto config = model::load_config(argv[1], overrides);
+    auto config = config::load_config(argv[1], overrides);
     auto corpus = model::Corpus::load(config.data, config.model.vocab_size);
     actors::RuntimeOptions o;
     o.progress = false;

@@ -17,8 +17,7 @@ for d in "$old" "$new"; do
 done
 scripts/fetch_data.sh >/dev/null
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp) tmp=$(mktemp -d)
-trap 'rm -rf "$tmp" "$out"' EXIT
+bench_scratch
 in_process() {  # build-name bin-dir round
   "$2/bench_runtime_throughput" configs/bench_tiny.toml "$steps" 3 swarm:1x1 pp:2x1 \
     | sed "s/^{/{\"build\":\"$1\",\"round\":$3,\"where\":\"in-process\",/" >>"$out"

@@ -25,13 +25,7 @@ result=bench/results/failover.json
 steps=30
 export OPENBLAS_NUM_THREADS=1 TZ=UTC SWARMRT_SECRET=bench-failover
 unset SWARMRT_SECRET_FILE
-out=$(mktemp) tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$tmp" "$out"
-}
-trap cleanup EXIT
+bench_scratch
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_for() { for _ in $(seq 1 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 

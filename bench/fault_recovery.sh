@@ -17,13 +17,7 @@ prepare_bench
 rounds=${1:-3}
 steps=40
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp) tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$tmp" "$out"
-}
-trap cleanup EXIT
+bench_scratch
 common=(--set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=1
   --set checkpoint.every_steps=0 --set train.log_every=1)
 

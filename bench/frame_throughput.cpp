@@ -24,11 +24,11 @@
 #include <string>
 
 #include "actors/runtime/runtime.hpp"
+#include "credential/credential.hpp"
 #include "messages/frame.hpp"
 #include "transport/bulk.hpp"
 #include "transport/channel.hpp"
 #include "transport/comm.hpp"
-#include "transport/credential.hpp"
 #include "transport/transport.hpp"
 
 using namespace swarmrt;
@@ -63,10 +63,10 @@ void configure(caf::actor_system_config& cfg) {
 
 // Both processes hold the same credential (the frame link and the communicator refuse any
 // other); bulk-tls asks for TLS on the frame link, bulk asks for none (loopback).
-void credential() {
-  transport::set_cluster_secret("frame-throughput-bench");
+void hold_the_credential() {
+  credential::set_cluster_secret("frame-throughput-bench");
   if (const char* e = std::getenv("SWARMRT_BENCH_ENCRYPT"))
-    transport::set_encrypt_mode(model::parse_choice<model::Encrypt>(e));
+    transport::set_encrypt_mode(config::parse_choice<config::Encrypt>(e));
 }
 
 struct receiver_state {
@@ -284,7 +284,7 @@ double run_tcp(const char* self_path, const at::Tensor& t, int frames) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  credential();
+  hold_the_credential();
   if (argc == 5 && std::string(argv[1]) == "--serve-comm")
     return serve_comm(std::atoi(argv[2]), std::atoi(argv[3]), argv[4]);
   if (argc == 4 && std::string(argv[1]) == "--serve")
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
   // The server process is this one re-executed: it inherits the choice.
   if (path == "bulk-tls") {
     setenv("SWARMRT_BENCH_ENCRYPT", "on", 1);
-    credential();
+    hold_the_credential();
   }
   const auto t = at::rand({static_cast<int64_t>(mib) << 18});  // mib MiB of float32
   const double secs = path == "tcp"    ? run_tcp("/proc/self/exe", t, frames)

@@ -22,6 +22,8 @@
 #                        swarmrt run: a dry run of the script elsewhere (cpu, --set model.preset=tiny)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/common.sh  # log_port
+set +e  # its strict mode off here: a part that fails is reported, and the others still run
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_vs_pytorch: no CUDA GPU on this machine (nvidia-smi finds none): nothing to measure"
   exit 0
@@ -100,12 +102,8 @@ swarmrt() {
     --set checkpoint.every_steps=0 "$@" "${extra[@]}" >"$logs/$name.coord.log" 2>&1 &
   local coord=$!
   pids+=("$coord")
-  local port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$logs/$name.coord.log" 2>/dev/null)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  local port
+  port=$(log_port "$logs/$name.coord.log" coordinator)
   if [ -z "$port" ]; then
     echo "$name: the coordinator did not listen"; tail -n 5 "$logs/$name.coord.log"
     kill -9 "$coord" 2>/dev/null; sample_stop; return 1

@@ -21,8 +21,7 @@ rounds=${1:-2} steps=${2:-100} mbit=${3:-100} warmup=${WARMUP:-5}
 [[ $rounds =~ ^[1-9][0-9]*$ && $steps =~ ^[0-9]+$ && $steps -gt $warmup && $mbit =~ ^[0-9]+$ ]] ||
   { echo "usage: bench/hops_capped.sh [ROUNDS] [STEPS > WARMUP] [MBIT]" >&2; exit 2; }
 prepare_bench
-out=$(mktemp) tmp=$(mktemp -d)
-trap 'rm -rf "$tmp" "$out"' EXIT
+bench_scratch
 streaming=(--set diloco.fragments=2 --set diloco.overlap_steps=1 --set diloco.quantize=fp4)
 one() {  # ROUND NAME ENCODING CAP [--set ...]
   local round=$1 name=$2 enc=$3 cap=$4

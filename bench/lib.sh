@@ -15,3 +15,11 @@ machine = json.loads(sys.argv[1])
 runs = [json.loads(l) for l in open(sys.argv[2])]
 $code" "$(bench/machine.sh)" "$@"
 }
+
+# bench_scratch: $out (a file for the runs' JSON lines) and $tmp (a directory), removed at
+# exit with every process whose pid is in $pids, killed first.
+bench_scratch() {
+  out=$(mktemp) tmp=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$tmp" "$out"' EXIT
+}

@@ -11,8 +11,7 @@ source "$(dirname "$0")/lib.sh"
 prepare_bench
 rounds=${1:-5} steps=${2:-12}
 export OPENBLAS_NUM_THREADS=1
-out=$(mktemp) tmp=$(mktemp -d)
-trap 'rm -rf "$tmp" "$out"' EXIT
+bench_scratch
 in_process() {
   build/bin/bench_runtime_throughput configs/bench_tiny.toml "$steps" 3 pp:2x1 \
     | sed "s/^{/{\"round\":$1,\"where\":\"in-process\",/" >>"$out"

@@ -18,8 +18,7 @@ prepare_bench
 rounds=${1:-5} steps=${2:-120}
 export OPENBLAS_NUM_THREADS=1 SWARMRT_SECRET=bench-replicas
 unset SWARMRT_SECRET_FILE
-out=$(mktemp) tmp=$(mktemp -d)
-trap 'rm -rf "$tmp" "$out"' EXIT
+bench_scratch
 
 one_run() { # K ROUND
   local k=$1 r=$2 d="$tmp/k$1-$2"

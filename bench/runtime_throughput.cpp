@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       mode = spec.substr(0, colon);
       std::sscanf(spec.c_str() + colon + 1, "%ldx%ld", &stages, &workers);
     }
-    auto config = model::load_config(
+    auto config = config::load_config(
         argv[1], {"swarm.mode=\"" + mode + "\"", "swarm.stages=" + std::to_string(stages),
                   "swarm.workers_per_stage=" + std::to_string(workers),
                   "train.steps=" + std::to_string(steps + warmup), "train.eval_every=0",

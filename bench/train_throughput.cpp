@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/data.hpp"
 #include "model/optim.hpp"
 #include "model/precision.hpp"
@@ -21,6 +21,7 @@
 #include "transport/staging.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -45,7 +45,7 @@ struct MicroBatchHeader {
   // backward with loss x loss_scale and every worker divides its gradient by it. 1: none.
   double loss_scale = 1.0;
   // How tensor 0 (hidden states or their gradient) is encoded: swarm.hop_encoding's value
-  // (model::HopEncoding, model/hop_codec.hpp). A hop whose encoding is not the run's, or whose
+  // (config::HopEncoding, model/hop_codec.hpp). A hop whose encoding is not the run's, or whose
   // tensor is not what its encoding writes, is refused.
   uint8_t hop_encoding = 0;
 };

@@ -48,7 +48,7 @@ struct TensorList {
 // What a node asks when it joins a swarm, and what the coordinator answers.
 struct JoinRequest {
   uint32_t protocol = 0;
-  std::string fingerprint;  // model::fingerprint_text of the node's config; empty: adopt
+  std::string fingerprint;  // config::fingerprint_text of the node's config; empty: adopt
   std::string secret;
   std::string node_name;
   uint32_t workers = 1;

@@ -1,6 +1,6 @@
 #include "model/checkpoint.hpp"
 
-#include "model/fence.hpp"
+#include "leader/fence.hpp"
 
 #include <ATen/ATen.h>
 #include <fcntl.h>
@@ -173,8 +173,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
                             " (disk full?)");
     }
   }
-  // A replaced leader moves no checkpoint into place (model/fence.hpp).
-  if (const auto why = write_fenced(); !why.empty()) {
+  // A replaced leader moves no checkpoint into place (leader/fence.hpp).
+  if (const auto why = leader::write_fenced(); !why.empty()) {
     std::remove(tmp.c_str());
     throw CheckpointError(path + ": not written: " + why);
   }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "policy/splitmix.hpp"
 #include "tokens/prepare.hpp"
 #include "tokens/shard.hpp"
 #include "tokens/tokenizer.hpp"
@@ -26,16 +27,6 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// splitmix64: a fixed, portable mixing of (seed, shard, epoch) into one RNG seed.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
-namespace {
 // Owns a byte corpus's text; spans point into it, and it does not move while shared.
 struct TextStorage {
   std::string train, val;
@@ -57,8 +48,8 @@ int64_t count_of(const nlohmann::json& info, const char* key) {
 }
 }  // namespace
 
-Corpus Corpus::load(const DataConfig& data, int64_t vocab_size) {
-  if (data.format == DataFormat::tokens) return load_shards(data.path, vocab_size);
+Corpus Corpus::load(const config::DataConfig& data, int64_t vocab_size) {
+  if (data.format == config::DataFormat::tokens) return load_shards(data.path, vocab_size);
   return load_text(data.path, data.val_fraction);
 }
 
@@ -222,7 +213,10 @@ ShardLoader::ShardLoader(const Windows& windows, int64_t shard, int64_t shards, 
 
 void ShardLoader::shuffle_for_epoch() {
   indices_ = base_;
-  std::mt19937_64 rng(mix(seed_ ^ mix(static_cast<uint64_t>(shard_) ^ mix(pos_.epoch))));
+  // A fixed, portable mixing of (seed, shard, epoch) into one RNG seed.
+  using policy::splitmix64;
+  std::mt19937_64 rng(
+      splitmix64(seed_ ^ splitmix64(static_cast<uint64_t>(shard_) ^ splitmix64(pos_.epoch))));
   // Fisher-Yates with our own index draw, so the order does not depend on the standard
   // library's distribution implementation.
   for (size_t i = indices_.size(); i > 1; --i) std::swap(indices_[i - 1], indices_[rng() % i]);

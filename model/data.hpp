@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::model {
 
@@ -45,7 +45,7 @@ class Corpus {
   // data.format decides: bytes of data.path (a file, or a directory's files in path order,
   // the last data.val_fraction held out), or the .bin shards of directory data.path (files
   // named *val* are validation; every id must be below `vocab_size`).
-  static Corpus load(const DataConfig& data, int64_t vocab_size);
+  static Corpus load(const config::DataConfig& data, int64_t vocab_size);
   static Corpus load_text(const std::string& path, double val_fraction);
   static Corpus from_text(std::string text, double val_fraction);
   static Corpus load_shards(const std::string& dir, int64_t vocab_size);

@@ -36,43 +36,11 @@ bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragme
   return step >= 1 && step >= offset && (step - offset) % static_cast<uint64_t>(inner_steps) == 0;
 }
 
-std::vector<InnerPhase> parse_inner_schedule(const std::string& spec) {
-  std::vector<InnerPhase> out;
-  if (spec.empty()) return out;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const auto end = std::min(spec.find(',', start), spec.size());
-    const auto item = spec.substr(start, end - start);
-    const auto colon = item.find(':');
-    auto number = [](const std::string& v) -> int64_t {  // digits only, at most 9 of them
-      const auto b = v.find_first_not_of(' '), e = v.find_last_not_of(' ');
-      if (b == std::string::npos) return -1;
-      const auto t = v.substr(b, e - b + 1);
-      if (t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) return -1;
-      return std::stoll(t);
-    };
-    const int64_t h = colon == std::string::npos ? -1 : number(item.substr(0, colon));
-    const int64_t n = colon == std::string::npos ? -1 : number(item.substr(colon + 1));
-    if (h < 1 || n < 1)
-      throw std::invalid_argument(
-          "must be H:STEPS entries separated by commas (e.g. "
-          "\"16:256,32:512\"), not '" +
-          item + "'");
-    if (n % h != 0)
-      throw std::invalid_argument("phase '" + item +
-                                  "' must run whole rounds: " + std::to_string(n) +
-                                  " steps are not a multiple of H = " + std::to_string(h));
-    out.push_back({h, n});
-    start = end + 1;
-  }
-  return out;
-}
-
-bool fragment_due(uint64_t step, uint32_t p, const DilocoConfig& d) {
+bool fragment_due(uint64_t step, uint32_t p, const config::DilocoConfig& d) {
   const auto k = static_cast<uint64_t>(std::max<int64_t>(0, d.warmup_sync_steps));
   if (step <= k) return false;
   uint64_t from = k;  // the step before the phase's first
-  for (const auto& phase : parse_inner_schedule(d.inner_steps_schedule)) {
+  for (const auto& phase : config::parse_inner_schedule(d.inner_steps_schedule)) {
     const auto end = from + static_cast<uint64_t>(phase.steps);
     if (step <= end) return fragment_due(step - from, p, phase.inner_steps, d.fragments);
     from = end;
@@ -80,17 +48,17 @@ bool fragment_due(uint64_t step, uint32_t p, const DilocoConfig& d) {
   return fragment_due(step - from, p, d.inner_steps, d.fragments);
 }
 
-int64_t inner_steps_at(uint64_t step, const DilocoConfig& d) {
+int64_t inner_steps_at(uint64_t step, const config::DilocoConfig& d) {
   auto from = static_cast<uint64_t>(std::max<int64_t>(0, d.warmup_sync_steps));
-  for (const auto& phase : parse_inner_schedule(d.inner_steps_schedule)) {
+  for (const auto& phase : config::parse_inner_schedule(d.inner_steps_schedule)) {
     from += static_cast<uint64_t>(phase.steps);
     if (step <= from) return phase.inner_steps;
   }
   return d.inner_steps;
 }
 
-double outer_lr_at(uint64_t step, const DilocoConfig& d, int64_t total_steps) {
-  if (d.outer_lr_schedule == Schedule::constant) return d.outer_lr;
+double outer_lr_at(uint64_t step, const config::DilocoConfig& d, int64_t total_steps) {
+  if (d.outer_lr_schedule == config::Schedule::constant) return d.outer_lr;
   const auto k = std::max<int64_t>(0, d.warmup_sync_steps);
   const double span = static_cast<double>(std::max<int64_t>(1, total_steps - k));
   const double progress =
@@ -98,14 +66,14 @@ double outer_lr_at(uint64_t step, const DilocoConfig& d, int64_t total_steps) {
   return d.outer_min_lr + 0.5 * (d.outer_lr - d.outer_min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-bool round_in_flight(uint64_t step, const DilocoConfig& d) {
+bool round_in_flight(uint64_t step, const config::DilocoConfig& d) {
   for (uint32_t p = 0; p < static_cast<uint32_t>(d.fragments); ++p)
     for (uint64_t k = 0; k < static_cast<uint64_t>(std::max<int64_t>(0, d.overlap_steps)); ++k)
       if (step > k && fragment_due(step - k, p, d)) return true;
   return false;
 }
 
-bool checkpoint_due(uint64_t step, int64_t every, const DilocoConfig& d, bool streaming) {
+bool checkpoint_due(uint64_t step, int64_t every, const config::DilocoConfig& d, bool streaming) {
   if (every <= 0) return false;
   const auto every_u = static_cast<uint64_t>(every);
   if (!streaming || d.overlap_steps <= 0) return step % every_u == 0;
@@ -119,7 +87,7 @@ bool checkpoint_due(uint64_t step, int64_t every, const DilocoConfig& d, bool st
 }
 
 std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
-                                       FragmentPattern pattern) {
+                                       config::FragmentPattern pattern) {
   if (fragments < 1) throw std::invalid_argument("diloco.fragments must be at least 1");
   // The stage's blocks, numbered from 0 in order of their global layer.
   std::map<int64_t, int64_t> local;
@@ -133,8 +101,8 @@ std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, in
                                 " exceeds the stage's " + std::to_string(blocks) +
                                 " blocks: a fragment would hold no block");
   auto of_block = [&](int64_t b) {
-    return static_cast<uint32_t>(pattern == FragmentPattern::strided ? b % fragments
-                                                                     : b * fragments / blocks);
+    return static_cast<uint32_t>(
+        pattern == config::FragmentPattern::strided ? b % fragments : b * fragments / blocks);
   };
   std::vector<uint32_t> out;
   out.reserve(names.size());

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::model {
 
@@ -26,49 +26,38 @@ namespace swarmrt::model {
 // std::invalid_argument when P exceeds the stage's blocks (a fragment would be empty) or a name is
 // neither.
 std::vector<uint32_t> assign_fragments(const std::vector<std::string>& names, int64_t fragments,
-                                       FragmentPattern pattern);
+                                       config::FragmentPattern pattern);
 
 // Whether fragment p of P starts a round after the inner step of `step` (steps count from 1)
 // when every step has the same H and none is a warm-up's (the run's own schedule, with both:
 // the overload below).
 bool fragment_due(uint64_t step, uint32_t p, int64_t inner_steps, int64_t fragments);
 
-// One phase of diloco.inner_steps_schedule: `steps` local steps with H = inner_steps.
-struct InnerPhase {
-  int64_t inner_steps = 0;
-  int64_t steps = 0;
-};
-
-// diloco.inner_steps_schedule's phases ("H:STEPS,...", empty: none). Throws
-// std::invalid_argument naming the entry that is not H:STEPS with H >= 1 and STEPS a positive
-// multiple of H (a phase of whole rounds, so every fragment syncs in it as often as the others).
-std::vector<InnerPhase> parse_inner_schedule(const std::string& spec);
-
 // Fragment p's round schedule under the run's DiLoCo settings: none in a synchronous warm-up of
 // K steps; after it, each phase of diloco.inner_steps_schedule counts from its own start as a
 // run of its H would from step 1, then diloco.inner_steps for the rest. Without a schedule:
 // fragment_due(step − K, p, H, P) after step K.
-bool fragment_due(uint64_t step, uint32_t p, const DilocoConfig& d);
+bool fragment_due(uint64_t step, uint32_t p, const config::DilocoConfig& d);
 
 // The H in force at `step` (the warm-up's steps take the first phase's).
-int64_t inner_steps_at(uint64_t step, const DilocoConfig& d);
+int64_t inner_steps_at(uint64_t step, const config::DilocoConfig& d);
 
 // The outer learning rate of a round started at `step` of a run of `total_steps`:
 // diloco.outer_lr, or its cosine decay to diloco.outer_min_lr from the warm-up's end to the
 // run's last step.
-double outer_lr_at(uint64_t step, const DilocoConfig& d, int64_t total_steps);
+double outer_lr_at(uint64_t step, const config::DilocoConfig& d, int64_t total_steps);
 
 // The step offset ⌊p·H/P⌋ of fragment p.
 int64_t fragment_offset(uint32_t p, int64_t inner_steps, int64_t fragments);
 
 // Whether, once `step` has closed, a fragment's round is still in flight: it started after
 // the inner step of some t <= step and merges with step t + overlap_steps > step.
-bool round_in_flight(uint64_t step, const DilocoConfig& d);
+bool round_in_flight(uint64_t step, const config::DilocoConfig& d);
 
 // Whether a periodic checkpoint (every `every` steps) is taken when `step` closes: at each
 // multiple of `every`, unless a Streaming round is then in flight (the checkpoint could not
 // hold it, and a run resumed from it would not repeat it); then at the first step after it
 // where none is (at most overlap_steps later). `streaming`: the run's mode syncs fragments.
-bool checkpoint_due(uint64_t step, int64_t every, const DilocoConfig& d, bool streaming);
+bool checkpoint_due(uint64_t step, int64_t every, const config::DilocoConfig& d, bool streaming);
 
 }  // namespace swarmrt::model

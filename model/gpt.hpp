@@ -14,7 +14,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/stage_model.hpp"
 
 namespace swarmrt::model {
@@ -28,12 +28,12 @@ struct GPTConfig {
 
   bool tie_embeddings = false;  // the head reuses wte (GPT-2's own choice; ours defaults off)
 
-  static GPTConfig from(const ModelConfig& m) {
+  static GPTConfig from(const config::ModelConfig& m) {
     return {m.vocab_size, m.block_size, m.n_layer, m.n_head, m.n_embd, m.tie_embeddings};
   }
-  ModelConfig model() const {
-    ModelConfig m;
-    m.arch = Arch::gpt2;
+  config::ModelConfig model() const {
+    config::ModelConfig m;
+    m.arch = config::Arch::gpt2;
     m.vocab_size = vocab_size, m.block_size = block_size, m.n_layer = n_layer;
     m.n_head = n_head, m.n_embd = n_embd, m.tie_embeddings = tie_embeddings;
     return m;

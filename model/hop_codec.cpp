@@ -26,15 +26,15 @@ int64_t blocks_for(int64_t n, int64_t block) {
 }
 
 // The width of the rotated codes, by encoding and direction (0: not a rotated encoding).
-int rotated_bits(HopEncoding e, HopDirection d) {
-  if (e == HopEncoding::int4) return 4;
-  if (e == HopEncoding::int5_3) return d == HopDirection::forward ? 5 : 3;
+int rotated_bits(config::HopEncoding e, HopDirection d) {
+  if (e == config::HopEncoding::int4) return 4;
+  if (e == config::HopEncoding::int5_3) return d == HopDirection::forward ? 5 : 3;
   return 0;
 }
 
 // The width of the codes on the wire (0: the encoding carries values, not codes).
-int code_bits(HopEncoding e, HopDirection d) {
-  return e == HopEncoding::int8 ? 8 : rotated_bits(e, d);
+int code_bits(config::HopEncoding e, HopDirection d) {
+  return e == config::HopEncoding::int8 ? 8 : rotated_bits(e, d);
 }
 
 // x as rows of `block` float32 values on x's device, zero-padded at the end: [blocks, block].
@@ -120,41 +120,41 @@ at::Tensor hadamard(int64_t n, const at::Device& device) {
   return cached;
 }
 
-at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute) {
+at::ScalarType hop_wire_dtype(config::HopEncoding e, at::ScalarType compute) {
   switch (e) {
-    case HopEncoding::bf16:
+    case config::HopEncoding::bf16:
       return at::kBFloat16;
-    case HopEncoding::int8:
-    case HopEncoding::int4:
-    case HopEncoding::int5_3:
+    case config::HopEncoding::int8:
+    case config::HopEncoding::int4:
+    case config::HopEncoding::int5_3:
       return at::kByte;
-    case HopEncoding::none:
+    case config::HopEncoding::none:
       break;
   }
   return compute;
 }
 
-uint64_t hop_wire_bytes(HopEncoding e, int64_t block, HopDirection d, at::IntArrayRef shape,
+uint64_t hop_wire_bytes(config::HopEncoding e, int64_t block, HopDirection d, at::IntArrayRef shape,
                         at::ScalarType dtype) {
   const int64_t n = numel_of(shape);
-  if (e == HopEncoding::int8) return bits_bytes(n, 8, block);
+  if (e == config::HopEncoding::int8) return bits_bytes(n, 8, block);
   if (rotated_bits(e, d) > 0)
     return bits_bytes(blocks_for(n, block) * block, rotated_bits(e, d), block);
   return static_cast<uint64_t>(n) * c10::elementSize(hop_wire_dtype(e, dtype));
 }
 
-at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block, HopDirection d,
+at::Tensor encode_hop(const at::Tensor& x, config::HopEncoding e, int64_t block, HopDirection d,
                       uint64_t seed) {
   at::NoGradGuard no_grad;
   switch (e) {
-    case HopEncoding::none:
+    case config::HopEncoding::none:
       return x;
-    case HopEncoding::bf16:
+    case config::HopEncoding::bf16:
       return x.to(at::kBFloat16);
-    case HopEncoding::int8:
+    case config::HopEncoding::int8:
       return encode_blocks(blocks_of(x, block), x.numel(), 8, std::nullopt);
-    case HopEncoding::int4:
-    case HopEncoding::int5_3: {
+    case config::HopEncoding::int4:
+    case config::HopEncoding::int5_3: {
       const auto rotated = at::matmul(blocks_of(x, block), hadamard(block, x.device()));
       std::optional<uint64_t> stochastic;
       if (d == HopDirection::backward) stochastic = seed;
@@ -164,11 +164,11 @@ at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block, HopDire
   return x;
 }
 
-void check_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopDirection d,
+void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
                at::IntArrayRef shape, at::ScalarType dtype, bool values) {
   const auto want = hop_wire_dtype(e, dtype);
   if (wire.scalar_type() != want)
-    throw std::invalid_argument(std::string("a ") + name_of(e) + " hop carries " +
+    throw std::invalid_argument(std::string("a ") + config::name_of(e) + " hop carries " +
                                 c10::toString(want) + ", not " + c10::toString(wire.scalar_type()));
   const auto bytes = hop_wire_bytes(e, block, d, shape, dtype);
   const auto got = static_cast<uint64_t>(wire.numel()) * c10::elementSize(wire.scalar_type());
@@ -191,23 +191,23 @@ void check_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopDirectio
     throw std::invalid_argument("a block scale is NaN, Inf or negative");
 }
 
-at::Tensor decode_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopDirection d,
+at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
                       at::IntArrayRef shape, at::ScalarType dtype, bool check_values) {
   at::NoGradGuard no_grad;
   check_hop(wire, e, block, d, shape, dtype, check_values);
   const int64_t n = numel_of(shape);
   switch (e) {
-    case HopEncoding::none:
-    case HopEncoding::bf16:
+    case config::HopEncoding::none:
+    case config::HopEncoding::bf16:
       return wire.reshape(shape).to(dtype);
-    case HopEncoding::int8:
+    case config::HopEncoding::int8:
       return decode_blocks(wire.contiguous(), 8, block, n)
           .reshape({-1})
           .narrow(0, 0, n)
           .reshape(shape)
           .to(dtype);
-    case HopEncoding::int4:
-    case HopEncoding::int5_3: {
+    case config::HopEncoding::int4:
+    case config::HopEncoding::int5_3: {
       const int64_t nb = blocks_for(n, block);
       const auto rotated = decode_blocks(wire.contiguous(), rotated_bits(e, d), block, nb * block);
       return at::matmul(rotated, hadamard(block, wire.device()))

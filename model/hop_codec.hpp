@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::model {
 
@@ -35,26 +35,26 @@ enum class HopDirection { forward, backward };
 // on x's device in float32 (a GPU worker's hops never go through host memory to be encoded).
 // `seed` draws the stochastic rounding of gradients: the same seed on the same kind of
 // device, the same wire.
-at::Tensor encode_hop(const at::Tensor& x, HopEncoding e, int64_t block, HopDirection d,
+at::Tensor encode_hop(const at::Tensor& x, config::HopEncoding e, int64_t block, HopDirection d,
                       uint64_t seed);
 
 // Throws std::invalid_argument naming the problem when `wire` is not what the encoding writes
 // for that shape and direction (dtype, size) or, with `values`, when a block scale is NaN, Inf
 // or negative. Reading a device wire's scales waits for the device; a host wire's cost nothing.
-void check_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopDirection d,
+void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
                at::IntArrayRef shape, at::ScalarType dtype, bool values);
 
 // x̂ of `shape` in `dtype` (the compute dtype), on the wire's device, after check_hop. A worker
 // skips the values for a wire one of its own process's workers encoded on the device (as it
 // reads no hidden state of `none` for finiteness either): the check would wait for the device
 // on every hop.
-at::Tensor decode_hop(const at::Tensor& wire, HopEncoding e, int64_t block, HopDirection d,
+at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
                       at::IntArrayRef shape, at::ScalarType dtype, bool check_values = true);
 
 // The dtype of the wire tensor an encoding writes (for `none`: the compute dtype).
-at::ScalarType hop_wire_dtype(HopEncoding e, at::ScalarType compute);
+at::ScalarType hop_wire_dtype(config::HopEncoding e, at::ScalarType compute);
 // The bytes of that wire for a hop of `shape` in the compute dtype `dtype`.
-uint64_t hop_wire_bytes(HopEncoding e, int64_t block, HopDirection d, at::IntArrayRef shape,
+uint64_t hop_wire_bytes(config::HopEncoding e, int64_t block, HopDirection d, at::IntArrayRef shape,
                         at::ScalarType dtype);
 
 // The orthonormal Walsh–Hadamard matrix of size n (a power of two) on `device`: H = Hᵀ = H⁻¹.

@@ -47,7 +47,7 @@ torch::Tensor RotaryEmbedding::apply(const torch::Tensor& x) {
 
 // ---- attention ------------------------------------------------------------------------
 
-AttentionImpl::AttentionImpl(const ModelConfig& c)
+AttentionImpl::AttentionImpl(const config::ModelConfig& c)
     : n_head_(c.n_head), head_size_(c.n_embd / c.n_head), rope_(c.n_embd / c.n_head, c.block_size) {
   auto linear = [&](const char* name) {
     return register_module(
@@ -74,7 +74,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
 
 // ---- SwiGLU feed-forward and block --------------------------------------------------------
 
-FeedForwardImpl::FeedForwardImpl(const ModelConfig& c) {
+FeedForwardImpl::FeedForwardImpl(const config::ModelConfig& c) {
   const int64_t d = c.n_embd, hidden = c.ffn_hidden();
   auto linear = [&](const char* name, int64_t in, int64_t out) {
     return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)));
@@ -88,7 +88,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return w2(torch::silu(w1(x)) * w3(x));
 }
 
-TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c) {
+TransformerBlockImpl::TransformerBlockImpl(const config::ModelConfig& c) {
   attention_norm = register_module("attention_norm", RMSNorm(c.n_embd));
   attention = register_module("attention", Attention(c));
   ffn_norm = register_module("ffn_norm", RMSNorm(c.n_embd));
@@ -103,7 +103,7 @@ torch::Tensor TransformerBlockImpl::forward(torch::Tensor x) {
 
 // ---- Llama (one stage, or all of it) ---------------------------------------------------
 
-LlamaImpl::LlamaImpl(const ModelConfig& c, StageSpec stage, uint64_t seed)
+LlamaImpl::LlamaImpl(const config::ModelConfig& c, StageSpec stage, uint64_t seed)
     : StageModelImpl(c, stage) {
   if (stage.first())
     tok_embeddings =

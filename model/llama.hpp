@@ -45,7 +45,7 @@ class RotaryEmbedding {
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const ModelConfig& config);
+  explicit AttentionImpl(const config::ModelConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -60,7 +60,7 @@ TORCH_MODULE(Attention);
 // SwiGLU: w2(SiLU(w1 x) * w3 x), hidden width ModelConfig::ffn_hidden().
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  explicit FeedForwardImpl(const ModelConfig& config);
+  explicit FeedForwardImpl(const config::ModelConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -70,7 +70,7 @@ TORCH_MODULE(FeedForward);
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:
-  explicit TransformerBlockImpl(const ModelConfig& config);
+  explicit TransformerBlockImpl(const config::ModelConfig& config);
   torch::Tensor forward(torch::Tensor x);
 
  private:
@@ -83,7 +83,7 @@ TORCH_MODULE(TransformerBlock);
 
 class LlamaImpl : public StageModelImpl {
  public:
-  LlamaImpl(const ModelConfig& config, StageSpec stage = {}, uint64_t seed = 1337);
+  LlamaImpl(const config::ModelConfig& config, StageSpec stage = {}, uint64_t seed = 1337);
   torch::Tensor forward(const torch::Tensor& input) override;
 
  private:

@@ -10,7 +10,8 @@
 
 namespace swarmrt::model {
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module, const TrainConfig& t) {
+std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module,
+                                                const config::TrainConfig& t) {
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : module.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto options = [&](double wd) {
@@ -23,10 +24,10 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module, const
   return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(t.lr));
 }
 
-double lr_at(int64_t step, const TrainConfig& t) {
+double lr_at(int64_t step, const config::TrainConfig& t) {
   if (t.warmup_steps > 0 && step <= t.warmup_steps)
     return t.lr * static_cast<double>(step) / static_cast<double>(t.warmup_steps);
-  if (t.schedule == Schedule::constant) return t.lr;
+  if (t.schedule == config::Schedule::constant) return t.lr;
   const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
   const double progress = std::min(1.0, static_cast<double>(step - t.warmup_steps) / span);
   return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));

@@ -5,17 +5,18 @@
 #include <torch/optim/adamw.h>
 #include <memory>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::model {
 
 // AdamW over `module`'s parameters with the config's betas; weight decay applies to
 // matrices and embeddings only (dim >= 2), never to biases or LayerNorm gains.
-std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module, const TrainConfig& t);
+std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& module,
+                                                const config::TrainConfig& t);
 
 // Learning rate at 1-based step `step`: linear warmup to train.lr over warmup_steps, then
 // constant, or cosine decay to train.min_lr at train.steps.
-double lr_at(int64_t step, const TrainConfig& t);
+double lr_at(int64_t step, const config::TrainConfig& t);
 
 void set_lr(torch::optim::Optimizer& opt, double lr);
 

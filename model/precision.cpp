@@ -12,13 +12,13 @@
 
 namespace swarmrt::model {
 
-at::ScalarType compute_dtype(Precision p) {
+at::ScalarType compute_dtype(config::Precision p) {
   switch (p) {
-    case Precision::bf16:
+    case config::Precision::bf16:
       return at::kBFloat16;
-    case Precision::fp16:
+    case config::Precision::fp16:
       return at::kHalf;
-    case Precision::fp32:
+    case config::Precision::fp32:
       break;
   }
   return at::kFloat;
@@ -65,12 +65,12 @@ void set_autocast_dtype(bool cuda, at::ScalarType t) {
 
 }  // namespace
 
-Autocast::Autocast(Precision p, c10::Device device) {
-  if (p == Precision::fp32) return;
+Autocast::Autocast(config::Precision p, c10::Device device) {
+  if (p == config::Precision::fp32) return;
   cuda_ = device.is_cuda();
   // This LibTorch's CPU autocast takes bf16 only ("AutocastCPU only support Bfloat16"): fp16
   // is refused before a run starts (check_precision), so this is a caller's mistake.
-  if (!cuda_ && p == Precision::fp16)
+  if (!cuda_ && p == config::Precision::fp16)
     throw std::invalid_argument("fp16 autocast needs a CUDA device");
   on_ = true;
   was_enabled_ = autocast_enabled(cuda_);
@@ -135,8 +135,8 @@ at::Tensor overflowed(const at::Tensor& loss) {
   return loss * std::numeric_limits<double>::infinity();
 }
 
-std::string check_precision(Precision p, const c10::Device& device) {
-  if (p == Precision::fp16 && !device.is_cuda())
+std::string check_precision(config::Precision p, const c10::Device& device) {
+  if (p == config::Precision::fp16 && !device.is_cuda())
     return "train.precision = \"fp16\" needs a CUDA device: this LibTorch autocasts the CPU "
            "to bf16 only (use \"bf16\" on the CPU, or \"fp16\" with --device cuda:K)";
   return "";

@@ -14,19 +14,19 @@
 #include <string>
 #include <vector>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::model {
 
 // float32, bfloat16 or float16.
-at::ScalarType compute_dtype(Precision p);
+at::ScalarType compute_dtype(config::Precision p);
 
 // Autocast to `p`'s dtype on `device`'s kind (CPU or CUDA) for the guard's lifetime; fp32: no
 // effect. Autocast state is per thread: a guard covers one forward inside one actor handler.
 // Backward needs none: the casts autocast inserted are recorded in the graph.
 class Autocast {
  public:
-  Autocast(Precision p, c10::Device device);
+  Autocast(config::Precision p, c10::Device device);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
@@ -52,8 +52,8 @@ class LossScaler {
   static constexpr double kGrowth = 2.0, kBackoff = 0.5;
   static constexpr int64_t kGrowthInterval = 2000;
 
-  explicit LossScaler(Precision p = Precision::fp32)
-      : scale_(p == Precision::fp16 ? kInitScale : 1.0) {}
+  explicit LossScaler(config::Precision p = config::Precision::fp32)
+      : scale_(p == config::Precision::fp16 ? kInitScale : 1.0) {}
   double scale() const { return scale_; }
   // After a step's gradient was checked: false when it overflowed (the step is skipped).
   bool update(bool finite);
@@ -75,7 +75,7 @@ at::Tensor overflowed(const at::Tensor& loss);
 
 // Empty when `p` can run on `device`; otherwise why not, naming the setting. Checked where a
 // run or a node starts, before anything trains.
-std::string check_precision(Precision p, const c10::Device& device);
+std::string check_precision(config::Precision p, const c10::Device& device);
 
 // Why the CPU computes bf16 slowly, or empty when it has AVX-512 BF16 or AMX (read from
 // /proc/cpuinfo): without them a bf16 GEMM converts every element and runs far below fp32.

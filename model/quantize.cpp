@@ -18,13 +18,13 @@ int64_t blocks_of(int64_t n, int64_t block) {
 }
 
 // The largest code magnitude: x/m is scaled to it.
-double top(Quantize q) {
+double top(config::Quantize q) {
   switch (q) {
-    case Quantize::int8:
+    case config::Quantize::int8:
       return 127;
-    case Quantize::int4:
+    case config::Quantize::int4:
       return 7;
-    case Quantize::fp4:
+    case config::Quantize::fp4:
       return 6;
     default:
       return 1;
@@ -140,13 +140,13 @@ at::Tensor rescale(const at::Tensor& values, const at::Tensor& m, double top, in
   return out.reshape(shape);
 }
 
-uint64_t code_bytes(int64_t n, Quantize q) {
+uint64_t code_bytes(int64_t n, config::Quantize q) {
   switch (q) {
-    case Quantize::none:
+    case config::Quantize::none:
       return 4 * static_cast<uint64_t>(n);
-    case Quantize::fp16:
+    case config::Quantize::fp16:
       return 2 * static_cast<uint64_t>(n);
-    case Quantize::int8:
+    case config::Quantize::int8:
       return static_cast<uint64_t>(n);
     default:
       return static_cast<uint64_t>((n + 1) / 2);
@@ -155,23 +155,23 @@ uint64_t code_bytes(int64_t n, Quantize q) {
 
 }  // namespace
 
-uint64_t encoded_bytes(int64_t numel, Quantize q, int64_t block) {
-  if (q == Quantize::none) return code_bytes(numel, q);
+uint64_t encoded_bytes(int64_t numel, config::Quantize q, int64_t block) {
+  if (q == config::Quantize::none) return code_bytes(numel, q);
   return 4 * static_cast<uint64_t>(blocks_of(numel, block)) + code_bytes(numel, q);
 }
 
-double error_bound(double x, double m, Quantize q) {
+double error_bound(double x, double m, config::Quantize q) {
   const double rounding = std::ldexp(std::abs(x) + m, -24);  // float32 rounding of x̂
   switch (q) {
-    case Quantize::none:
+    case config::Quantize::none:
       return 0;
-    case Quantize::fp16:
+    case config::Quantize::fp16:
       return std::ldexp(std::abs(x), -11) + std::ldexp(m, -25) + rounding;
-    case Quantize::int8:
+    case config::Quantize::int8:
       return m / 254 + rounding;
-    case Quantize::int4:
+    case config::Quantize::int4:
       return m / 14 + rounding;
-    case Quantize::fp4:
+    case config::Quantize::fp4:
       return (std::abs(x) <= m / 3 ? m / 24 : m / 6) + rounding;
   }
   return 0;
@@ -213,23 +213,23 @@ at::Tensor decode_bits(const at::Tensor& wire, int bits, int64_t block, at::IntA
   return rescale((codes - static_cast<int64_t>(top + 1)).to(at::kDouble), m, top, n, block, shape);
 }
 
-at::Tensor encode(const at::Tensor& x, Quantize q, int64_t block) {
+at::Tensor encode(const at::Tensor& x, config::Quantize q, int64_t block) {
   at::NoGradGuard no_grad;
   switch (q) {
-    case Quantize::none:
+    case config::Quantize::none:
       return x.detach().to(at::kCPU).to(at::kFloat).contiguous();
-    case Quantize::int8:
+    case config::Quantize::int8:
       return encode_bits(x, 8, block);
-    case Quantize::int4:
+    case config::Quantize::int4:
       return encode_bits(x, 4, block);
-    case Quantize::fp16: {
+    case config::Quantize::fp16: {
       auto s = scale_blocks(x, block, top(q));
       auto half = s.values.reshape({-1}).narrow(0, 0, s.n).to(at::kHalf).contiguous();
       auto codes = at::empty({static_cast<int64_t>(code_bytes(s.n, q))}, at::kByte);
       std::memcpy(codes.data_ptr(), half.data_ptr(), codes.numel());
       return wire_of(s.m, codes, s.nb);
     }
-    case Quantize::fp4: {
+    case config::Quantize::fp4: {
       auto s = scale_blocks(x, block, top(q));
       auto flat = s.values.reshape({-1}).narrow(0, 0, s.n);
       auto grid = at::tensor(std::vector<double>(kFp4Grid, kFp4Grid + 8), at::kDouble);
@@ -240,13 +240,14 @@ at::Tensor encode(const at::Tensor& x, Quantize q, int64_t block) {
   throw std::invalid_argument("unknown quantization");
 }
 
-at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArrayRef shape) {
-  if (q == Quantize::int8) return decode_bits(wire, 8, block, shape);
-  if (q == Quantize::int4) return decode_bits(wire, 4, block, shape);
+at::Tensor decode(const at::Tensor& wire, config::Quantize q, int64_t block,
+                  at::IntArrayRef shape) {
+  if (q == config::Quantize::int8) return decode_bits(wire, 8, block, shape);
+  if (q == config::Quantize::int4) return decode_bits(wire, 4, block, shape);
   int64_t n = 1;
   for (auto d : shape) n *= d;
   const auto expected = encoded_bytes(n, q, block);
-  if (q == Quantize::none) {
+  if (q == config::Quantize::none) {
     if (wire.scalar_type() != at::kFloat || static_cast<uint64_t>(wire.numel()) * 4 != expected)
       throw std::invalid_argument("expected " + std::to_string(n) + " float32 values");
     return wire.reshape(shape);
@@ -256,7 +257,7 @@ at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArra
   const auto m = scales_of(bytes, nb);
   const auto codes = bytes.narrow(0, 4 * nb, bytes.numel() - 4 * nb);
   at::Tensor values;  // x/m·top, n of them, in double
-  if (q == Quantize::fp16) {
+  if (q == config::Quantize::fp16) {
     auto half = at::empty({n}, at::kHalf);
     std::memcpy(half.data_ptr(), codes.data_ptr(), 2 * n);
     values = half.to(at::kDouble);

@@ -23,24 +23,24 @@
 #include <cstdint>
 #include <optional>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::model {
 
 // The wire form of x (float32, any shape).
-at::Tensor encode(const at::Tensor& x, Quantize q, int64_t block);
+at::Tensor encode(const at::Tensor& x, config::Quantize q, int64_t block);
 
 // x̂ as a float32 tensor of `shape`. Throws std::invalid_argument naming the problem: a wire
 // tensor of the wrong dtype or size, a scale that is NaN, Inf or negative, a decoded value
 // that is not finite.
-at::Tensor decode(const at::Tensor& wire, Quantize q, int64_t block, at::IntArrayRef shape);
+at::Tensor decode(const at::Tensor& wire, config::Quantize q, int64_t block, at::IntArrayRef shape);
 
 // Bytes of the wire form of `numel` values.
-uint64_t encoded_bytes(int64_t numel, Quantize q, int64_t block);
+uint64_t encoded_bytes(int64_t numel, config::Quantize q, int64_t block);
 
 // The largest |x − x̂| the encoding allows for a value of magnitude `x` in a block whose
 // largest magnitude is `m` (the bounds above, float32 rounding included).
-double error_bound(double x, double m, Quantize q);
+double error_bound(double x, double m, config::Quantize q);
 
 // Uniform codes of any width from 2 to 8 bits (the hop encodings use 3, 4 and 5; int8 and int4
 // above are 8 and 4, byte for byte): code = round(L·x/m) + L + 1 with L = 2^(bits−1) − 1,

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "model/fence.hpp"
+#include "leader/fence.hpp"
 #include "model/record_hook.hpp"
 
 namespace swarmrt::model {
@@ -20,7 +20,7 @@ MetricsLog::MetricsLog(const std::string& path, bool append)
 
 void MetricsLog::drop_after(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!write_fenced().empty()) return;
+  if (!leader::write_fenced().empty()) return;
   out_.close();
   // Reopened whatever happens: the log goes on after a failed rewrite.
   struct Reopen {
@@ -114,13 +114,13 @@ void follow_next_record(const std::string& event,
 void MetricsLog::write(const nlohmann::json& record) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // A replaced leader adds nothing to the run's history (model/fence.hpp).
-    if (const auto why = write_fenced(); !why.empty()) {
+    // A replaced leader adds nothing to the run's history (leader/fence.hpp).
+    if (const auto why = leader::write_fenced(); !why.empty()) {
       static std::atomic<bool> told{false};
       if (!told.exchange(true)) spdlog::error("metrics records are no longer written: {}", why);
       return;
     }
-    const int64_t epoch = write_epoch();
+    const int64_t epoch = leader::write_epoch();
     if (record.is_object() && (!record.contains("wall") || epoch != 0)) {
       auto stamped = record;
       if (!record.contains("wall")) stamped["wall"] = wall_clock_s();
@@ -135,7 +135,7 @@ void MetricsLog::write(const nlohmann::json& record) {
   if (auto more = take_follow_up(record); !more.is_null()) write(more);
 }
 
-RunDir::RunDir(std::string root, const RunConfig& config, RunStart start)
+RunDir::RunDir(std::string root, const config::RunConfig& config, RunStart start)
     : root_(std::move(root)), checkpoints_((fs::path(root_) / "checkpoints").string()) {
   const fs::path dir(root_);
   const bool has_run = fs::exists(dir / "config.toml") || fs::exists(dir / "metrics.jsonl");
@@ -157,7 +157,7 @@ RunDir::RunDir(std::string root, const RunConfig& config, RunStart start)
     // The effective config, written like a checkpoint: temp file then rename.
     const auto tmp = dir / "config.toml.tmp";
     std::ofstream out(tmp);
-    out << to_toml(config);
+    out << config::to_toml(config);
     out.close();
     if (!out) throw std::runtime_error((dir / "config.toml").string() + ": cannot write it");
     fs::rename(tmp, dir / "config.toml");

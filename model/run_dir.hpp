@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "config/config.hpp"
 #include "model/checkpoint.hpp"
-#include "model/config.hpp"
 
 namespace swarmrt::model {
 
@@ -23,7 +23,7 @@ class MetricsLog {
   explicit MetricsLog(const std::string& path, bool append);
   void write(const nlohmann::json& record);
   // Drops the step and eval records of steps after `step` (they run again), between two
-  // writes; nothing when this process no longer leads (model/fence.hpp).
+  // writes; nothing when this process no longer leads (leader/fence.hpp).
   void drop_after(int64_t step);
 
  private:
@@ -44,7 +44,7 @@ class RunDir {
  public:
   // fresh: refuses a directory that already holds a run; resume: requires one and keeps its
   // metrics; overwrite: clears the directory first.
-  RunDir(std::string root, const RunConfig& config, RunStart start);
+  RunDir(std::string root, const config::RunConfig& config, RunStart start);
 
   const std::string& root() const { return root_; }
   MetricsLog& metrics() { return *metrics_; }

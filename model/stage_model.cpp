@@ -27,7 +27,7 @@ std::pair<int64_t, int64_t> stage_layers(int64_t n_layer, StageSpec stage) {
   return {begin, begin + size};
 }
 
-StageModelImpl::StageModelImpl(const ModelConfig& config, StageSpec stage)
+StageModelImpl::StageModelImpl(const config::ModelConfig& config, StageSpec stage)
     : config_(config), stage_(stage), layers_(stage_layers(config.n_layer, stage)) {
   TORCH_CHECK(!config.tie_embeddings || (stage.first() && stage.last()),
               "tied embeddings need the embedding and the head in one stage");
@@ -52,9 +52,9 @@ int64_t StageModelImpl::num_parameters() const {
   return n;
 }
 
-StageModel make_stage_model(const ModelConfig& config, StageSpec stage, uint64_t seed) {
+StageModel make_stage_model(const config::ModelConfig& config, StageSpec stage, uint64_t seed) {
   std::shared_ptr<StageModelImpl> impl;
-  if (config.arch == Arch::llama)
+  if (config.arch == config::Arch::llama)
     impl = std::make_shared<LlamaImpl>(config, stage, seed);
   else
     impl = std::make_shared<GPTImpl>(GPTConfig::from(config), stage, seed);

@@ -10,20 +10,20 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/stage_spec.hpp"
 
 namespace swarmrt::model {
 
 class StageModelImpl : public torch::nn::Module {
  public:
-  StageModelImpl(const ModelConfig& config, StageSpec stage);
+  StageModelImpl(const config::ModelConfig& config, StageSpec stage);
 
   // Stage 0 takes token ids [B, T] (int64); later stages take hidden states [B, T, n_embd].
   // The last stage returns logits [B, T, vocab]; others return hidden states.
   virtual torch::Tensor forward(const torch::Tensor& input) = 0;
 
-  const ModelConfig& config() const { return config_; }
+  const config::ModelConfig& config() const { return config_; }
   StageSpec stage() const { return stage_; }
   std::pair<int64_t, int64_t> layers() const { return layers_; }
   int64_t num_parameters() const;
@@ -33,7 +33,7 @@ class StageModelImpl : public torch::nn::Module {
   void check_input(const torch::Tensor& input) const;
 
  private:
-  ModelConfig config_;
+  config::ModelConfig config_;
   StageSpec stage_;
   std::pair<int64_t, int64_t> layers_;
 };
@@ -42,7 +42,7 @@ TORCH_MODULE(StageModel);
 // Stage `stage` of the model `config.arch` names, initialized from `seed`. Initialization is
 // keyed by parameter name, so a stage holds exactly the values the whole model has under the
 // same seed.
-StageModel make_stage_model(const ModelConfig& config, StageSpec stage, uint64_t seed);
+StageModel make_stage_model(const config::ModelConfig& config, StageSpec stage, uint64_t seed);
 
 // Mean cross-entropy of logits [B, T, V] against targets [B, T].
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);

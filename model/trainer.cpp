@@ -15,7 +15,7 @@ namespace swarmrt::model {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double evaluate(StageModel& model, const std::vector<Batch>& batches, Precision precision) {
+double evaluate(StageModel& model, const std::vector<Batch>& batches, config::Precision precision) {
   torch::NoGradGuard no_grad;
   Autocast autocast(precision, c10::Device(c10::kCPU));
   const bool was_training = model->is_training();
@@ -38,12 +38,12 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-std::string checkpoint_meta(const RunConfig& config, int64_t step,
+std::string checkpoint_meta(const config::RunConfig& config, int64_t step,
                             const std::vector<LoaderPosition>& loaders) {
   nlohmann::json j;
   j["format"] = "swarmrt-checkpoint";
   j["step"] = step;
-  j["config"] = to_toml(config);
+  j["config"] = config::to_toml(config);
   j["loaders"] = nlohmann::json::array();
   for (const auto& p : loaders) j["loaders"].push_back({{"epoch", p.epoch}, {"cursor", p.cursor}});
   return j.dump();
@@ -53,7 +53,8 @@ CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::st
   try {
     auto j = nlohmann::json::parse(meta_json);
     CheckpointMeta m;
-    m.config = parse_config(j.at("config").get<std::string>(), origin + " (embedded config)");
+    m.config =
+        config::parse_config(j.at("config").get<std::string>(), origin + " (embedded config)");
     m.step = j.at("step").get<int64_t>();
     for (const auto& p : j.at("loaders"))
       m.loaders.push_back({p.at("epoch").get<int64_t>(), p.at("cursor").get<int64_t>()});
@@ -63,7 +64,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::st
   }
 }
 
-StageModel load_model(const std::string& path, RunConfig* config) {
+StageModel load_model(const std::string& path, config::RunConfig* config) {
   std::string file = path;
   Checkpoint ckpt;
   if (fs::is_directory(path)) {
@@ -89,7 +90,7 @@ namespace {
 
 // What the single-process trainer holds through a run.
 struct SingleRun {
-  SingleRun(const RunConfig& c, const Corpus& corpus_, const TrainOptions& o)
+  SingleRun(const config::RunConfig& c, const Corpus& corpus_, const TrainOptions& o)
       : config(c),
         corpus(corpus_),
         options(o),
@@ -100,9 +101,9 @@ struct SingleRun {
         loader(train_windows, 0, 1, static_cast<uint64_t>(c.train.seed)),
         val_batches(validation_batches(val_windows, c.train.eval_batches, c.train.micro_batch)),
         params(model->parameters()),
-        scaler(c.train.scales_loss() ? Precision::fp16 : Precision::fp32) {}
+        scaler(c.train.scales_loss() ? config::Precision::fp16 : config::Precision::fp32) {}
 
-  const RunConfig& config;
+  const config::RunConfig& config;
   const Corpus& corpus;
   const TrainOptions& options;
   StageModel model;
@@ -239,13 +240,13 @@ void save(SingleRun& r, int64_t step) {
 
 // The named steps of a single-process run: build (or resume) it, then train, record, evaluate
 // and checkpoint each step, and evaluate and save at the end.
-TrainResult train_single(const RunConfig& config, const Corpus& corpus,
+TrainResult train_single(const config::RunConfig& config, const Corpus& corpus,
                          const TrainOptions& options) {
   const auto& t = config.train;
   set_compute_threads(static_cast<int>(t.threads));
   if (auto why = check_precision(t.precision, c10::Device(c10::kCPU)); !why.empty())
     throw std::invalid_argument(why);
-  if (t.precision == Precision::bf16)
+  if (t.precision == config::Precision::bf16)
     if (auto slow = slow_bf16_reason(); !slow.empty())
       spdlog::warn("train.precision = bf16: {}", slow);
   SingleRun r(config, corpus, options);

@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/data.hpp"
 #include "model/run_dir.hpp"
 #include "model/stage_model.hpp"
@@ -39,16 +39,16 @@ struct TrainOptions {
 
 // Mean loss of `model` over the given batches (no gradient), computed in `precision`.
 double evaluate(StageModel& model, const std::vector<Batch>& batches,
-                Precision precision = Precision::fp32);
+                config::Precision precision = config::Precision::fp32);
 
-TrainResult train_single(const RunConfig& config, const Corpus& corpus,
+TrainResult train_single(const config::RunConfig& config, const Corpus& corpus,
                          const TrainOptions& options);
 
 // Checkpoint metadata shared by every mode.
-std::string checkpoint_meta(const RunConfig& config, int64_t step,
+std::string checkpoint_meta(const config::RunConfig& config, int64_t step,
                             const std::vector<LoaderPosition>& loaders);
 struct CheckpointMeta {
-  RunConfig config;
+  config::RunConfig config;
   int64_t step = 0;
   std::vector<LoaderPosition> loaders;
 };
@@ -56,7 +56,8 @@ CheckpointMeta parse_checkpoint_meta(const std::string& meta_json, const std::st
 
 // Loads a whole model from a checkpoint file, or from the newest valid checkpoint of a run
 // directory; `config`, where given, receives the configuration the checkpoint was trained with.
-StageModel load_model(const std::string& checkpoint_or_run_dir, RunConfig* config = nullptr);
+StageModel load_model(const std::string& checkpoint_or_run_dir,
+                      config::RunConfig* config = nullptr);
 
 std::string format_duration(double seconds);
 

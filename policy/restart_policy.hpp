@@ -10,7 +10,7 @@
 
 namespace swarmrt::policy {
 
-// The supervision.* keys it needs (model/config.hpp's SupervisionConfig holds them).
+// The supervision.* keys it needs (config/config.hpp's SupervisionConfig holds them).
 struct RestartLimits {
   int64_t max_restarts = 10;
   double restart_window_s = 10.0;

@@ -1,5 +1,7 @@
 #include "policy/wiring.hpp"
 
+#include "policy/splitmix.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,14 +11,6 @@ namespace swarmrt::policy {
 namespace {
 // What a sample is taken to cost on a worker while none of the candidates is measured.
 constexpr double kUnmeasuredSecondsPerSample = 1.0;
-
-// SplitMix64's finalizer: a well-mixed 64-bit function of its input.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 }  // namespace
 
 Wiring::Wiring(WiringPolicy policy, uint64_t seed, int max_inflight)
@@ -73,7 +67,7 @@ std::optional<uint32_t> Wiring::choose(double samples, std::optional<uint32_t> p
   if (policy_ == WiringPolicy::uniform && key) {
     // By id, not by the order the membership listed them (that follows who joined first).
     std::sort(open.begin(), open.end());
-    pick = open[mix(seed_ ^ mix(*key)) % open.size()];
+    pick = open[splitmix64(seed_ ^ splitmix64(*key)) % open.size()];
   } else if (policy_ == WiringPolicy::uniform) {
     pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
   } else {

@@ -97,3 +97,16 @@ prepare_bench() {
   prepare_build "$@"
   "$ROOT/scripts/fetch_data.sh"
 }
+
+# log_port LOG WHO: the port WHO ("coordinator") printed it listens on in LOG, waiting up to 30 s
+# for the line (a backgrounded process's log may not exist yet at the first look); empty when
+# it never came.
+log_port() {
+  local port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n "s/^$2 listening on 127.0.0.1:\([0-9]*\)\$/\1/p" "$1" 2>/dev/null)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  echo "$port"
+}

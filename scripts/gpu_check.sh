@@ -27,6 +27,8 @@
 #   -> table on stdout, build-gpu/gpu_check.json, the runs' logs under build-gpu/runs/
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/common.sh  # log_port
+set +e  # its strict mode off here: a part that fails is reported, and the others still run
 root=$PWD
 out=$root/build-gpu
 debs=${1:-}
@@ -137,13 +139,8 @@ run() {
     --set checkpoint.every_steps=0 "$@" >"$runs/$name.coord.log" 2>&1 &
   local coord=$!
   pids+=("$coord")
-  local port=""
-  # The log appears when the backgrounded coordinator's shell opens it, maybe after the first look.
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/^coordinator listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$runs/$name.coord.log" 2>/dev/null)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  local port
+  port=$(log_port "$runs/$name.coord.log" coordinator)
   [ -n "$port" ] || { echo "$name: the coordinator did not listen"; tail -n 5 "$runs/$name.coord.log"; return 1; }
   "$bin" node --join "127.0.0.1:$port" --secret-file "$dir/secret" --name n1 -w "$workers" \
     --device "$device" >"$runs/$name.node.log" 2>&1 &

@@ -88,7 +88,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
   s.rng.seed(static_cast<uint64_t>(s.setup.config.seed));
   const auto& c = s.setup.config;
   if (!c.kill.empty() && c.kill_every_s > 0)
-    self->delayed_send(self, model::as_duration(c.kill_every_s), chaos_timer_atom::value);
+    self->delayed_send(self, config::as_duration(c.kill_every_s), chaos_timer_atom::value);
   return {
       // Registered as "chaos": reachable by name from any peer that asks this process's
       // registry. Only this process (its node agent, the directory, its own schedule, a test)
@@ -119,7 +119,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         // Once: a restarted tracker that reaches the same point again is not killed again.
         if (!c.kill.empty() && c.kill_at_step > 0 && !s.killed_at_step &&
             step == static_cast<uint64_t>(c.kill_at_step) &&
-            phase == model::name_of(c.kill_at_phase)) {
+            phase == config::name_of(c.kill_at_phase)) {
           s.killed_at_step = true;
           kill(self, c.kill,
                "chaos.kill_at_step = " + std::to_string(step) + ", " + phase + " of the step");
@@ -135,7 +135,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         }
         const auto& c = s.setup.config;
         if (c.kill.empty() || c.kill_at_step <= 0 || s.killed_at_step ||
-            c.kill_at_phase != model::KillPhase::join ||
+            c.kill_at_phase != config::KillPhase::join ||
             s.last_step < static_cast<uint64_t>(c.kill_at_step))
           return true;
         s.killed_at_step = true;
@@ -153,7 +153,7 @@ caf::behavior chaos_control(Self* self, ChaosSetup setup) {
         const auto before = s.kills;
         kill(self, c.kill, "chaos.kill_every_s");
         if (s.kills > before || c.kill == "node") ++s.timed;
-        self->delayed_send(self, model::as_duration(c.kill_every_s), chaos_timer_atom::value);
+        self->delayed_send(self, config::as_duration(c.kill_every_s), chaos_timer_atom::value);
       },
       [=](faults_atom) { return self->state.kills; },
   };

@@ -18,13 +18,13 @@
 #include <random>
 #include <string>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {
 
 struct ChaosSetup {
-  model::ChaosConfig config;
+  config::ChaosConfig config;
   std::shared_ptr<Roster> roster;
   caf::actor metrics;  // optional
   // Optional: where kills of absent targets go (set once the directory exists).

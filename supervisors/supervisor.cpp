@@ -99,7 +99,7 @@ caf::result<int64_t> move_child(Self* self, uint32_t old_id, uint32_t stage, uin
   }
   // The worker's speed, so that its successor is as slow (an emulated machine); a worker that
   // does not answer within the query timeout is treated as normal speed.
-  self->request(it->current, model::as_duration(s.setup.policy.query_timeout_s), info_atom::value)
+  self->request(it->current, config::as_duration(s.setup.policy.query_timeout_s), info_atom::value)
       .then(
           [=](const std::string& info) mutable {
             double slow = 1.0;

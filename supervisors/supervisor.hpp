@@ -36,7 +36,7 @@ struct ChildSpec {
 
 struct SupervisorSetup {
   std::string name;  // "stage 1 on node 'a'", "DiLoCo groups", ...
-  model::SupervisionConfig policy;
+  config::SupervisionConfig policy;
   std::vector<ChildSpec> children;  // already started (current set)
   caf::actor metrics;               // optional metrics sink
   std::shared_ptr<Roster> roster;   // optional

@@ -37,7 +37,7 @@
 namespace swarmrt::supervisors {
 
 struct TrackerSupervisorSetup {
-  model::SupervisionConfig policy;
+  config::SupervisionConfig policy;
   std::function<caf::actor()> start;  // spawns a tracker (which reads the store)
   caf::actor metrics;                 // optional metrics sink
   std::shared_ptr<Roster> roster;     // optional: the tracker is "tracker" in it

@@ -22,10 +22,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "credential/credential.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/bulk_inbox.hpp"
 #include "transport/channel.hpp"
-#include "transport/credential.hpp"
 
 namespace swarmrt::transport {
 namespace {

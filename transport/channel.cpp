@@ -19,8 +19,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "transport/cluster_tls.hpp"
-#include "transport/credential.hpp"
+#include "credential/cluster_tls.hpp"
+#include "credential/credential.hpp"
 
 namespace swarmrt::transport {
 namespace {
@@ -36,14 +36,14 @@ struct Contexts {
 };
 SSL_CTX* context(bool server) {
   static Contexts* c = new Contexts;  // never destroyed: reader threads may outlive main
-  const auto secret = cluster_secret();
+  const auto secret = credential::cluster_secret();
   std::lock_guard<std::mutex> lock(c->mutex);
   if (c->secret != secret || !c->client) {
     // Connections made with the old contexts keep them alive (SSL objects hold a reference).
     if (c->client) SSL_CTX_free(c->client);
     if (c->server) SSL_CTX_free(c->server);
-    c->client = make_cluster_tls_context(secret, false);
-    c->server = make_cluster_tls_context(secret, true);
+    c->client = credential::make_cluster_tls_context(secret, false);
+    c->server = credential::make_cluster_tls_context(secret, true);
     c->secret = secret;
   }
   return server ? c->server : c->client;
@@ -110,7 +110,7 @@ Channel::Channel(int fd, bool initiator, std::chrono::milliseconds timeout) : fd
 }
 
 std::string Channel::open(bool initiator, std::chrono::milliseconds timeout) {
-  if (auto why = authenticate(fd_, initiator, timeout); !why.empty()) return why;
+  if (auto why = credential::authenticate(fd_, initiator, timeout); !why.empty()) return why;
   // Encrypted if either end asks: each asks by its transport.encrypt and the peer's address.
   const auto mode = g_mode.load();
   const bool want =

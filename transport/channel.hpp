@@ -14,11 +14,11 @@
 #include <memory>
 #include <string>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 
 namespace swarmrt::transport {
 
-using EncryptMode = model::Encrypt;  // transport.encrypt, read with the rest of the config
+using EncryptMode = config::Encrypt;  // transport.encrypt, read with the rest of the config
 void set_encrypt_mode(EncryptMode mode);
 EncryptMode encrypt_mode();
 

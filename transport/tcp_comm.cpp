@@ -16,8 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "credential/credential.hpp"
 #include "transport/buffer_pool.hpp"
-#include "transport/credential.hpp"
 
 namespace swarmrt::transport {
 namespace {
@@ -178,7 +178,7 @@ void TcpComm::accept_ranks() {
       continue;
     }
     no_delay(fd);
-    // The cluster credential first (transport/credential.hpp), then the communicator's token.
+    // The cluster credential first (credential/credential.hpp), then the communicator's token.
     auto link = std::make_unique<Channel>(fd, false, std::chrono::milliseconds(kHandshakeMs));
     if (!link->ok()) {
       spdlog::warn("tcp communicator: refused a connection: {}", link->error());

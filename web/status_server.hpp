@@ -1,7 +1,7 @@
 // `coordinator --http HOST:PORT`: the swarm's status page, its JSON and /metrics, answered
 // from the coordinator's inspector (the same data and commands as `swarmrt ctl`).
 //
-// No open port: every request needs the token (transport::http_token of the cluster secret,
+// No open port: every request needs the token (credential::http_token of the cluster secret,
 // written to RUN_DIR/http_token), as `Authorization: Bearer TOKEN` or the cookie the page
 // sets when opened once as /?token=TOKEN; without it, 401. A request body over 16 KiB is
 // refused (413), reads and writes time out after 5 s, four threads serve. Commands from the
@@ -25,7 +25,7 @@ namespace swarmrt::web {
 struct StatusServerSetup {
   caf::actor_system* system = nullptr;
   caf::actor inspector;    // the coordinator's
-  std::string token;       // transport::http_token(secret)
+  std::string token;       // credential::http_token(secret)
   std::string token_file;  // where the token is, for the 401 message
   // Draws the run's chart as SVG text; empty with `error` set when it cannot.
   std::function<std::string(std::string& error)> chart_svg;

@@ -34,7 +34,7 @@ void schedule(Self* self) {
   auto& s = self->state;
   std::uniform_real_distribution<double> jitter(-0.2, 0.2);
   const double secs = s.setup.ctx->config.balancer.period_s * (1.0 + jitter(s.rng));
-  self->delayed_send(self, model::as_duration(secs), balance_timer_atom::value);
+  self->delayed_send(self, config::as_duration(secs), balance_timer_atom::value);
 }
 
 void done(Self* self) {
@@ -90,7 +90,7 @@ void execute(Self* self, std::vector<policy::Move> moves, size_t i) {
     execute(self, moves, i + 1);
   };
   if (s.setup.hosts.empty()) return done(self);
-  const auto timeout = model::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
+  const auto timeout = config::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
   for (const auto& host : s.setup.hosts)
     self->request(host, timeout, move_atom::value, m.worker, m.to, proposed)
         .then([=](int64_t id) { answered(id); }, [=](const caf::error&) { answered(-1); });
@@ -141,7 +141,7 @@ void on_members(Self* self, const messages::Membership& m) {
     }
   s.carried = std::move(carried);
   if (poll->waiting == 0) return done(self);
-  const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+  const auto timeout = config::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
   for (const auto& stage : m.stages)
     for (const auto& w : stage) {
       const uint32_t id = w.id, k = w.stage;
@@ -216,7 +216,7 @@ caf::behavior balancer(Self* self, BalancerSetup setup) {
         if (s.planning) return;
         s.planning = true;
         ++s.periods;
-        const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+        const auto timeout = config::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
         self->request(s.setup.tracker, timeout, ask_members_atom::value)
             .then([=](const messages::Membership& m) { on_members(self, m); },
                   [=](const caf::error&) { done(self); });

@@ -5,20 +5,20 @@
 #include <string>
 
 #include "actors/common/byte_counters.hpp"
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "policy/wiring.hpp"
 
 namespace swarmrt::actors {
 
 // The config's swarm.wiring as the wiring policy's own enum (model/ and policy/ know nothing
 // of each other).
-inline policy::WiringPolicy wiring_policy(model::WiringPolicy w) {
-  return w == model::WiringPolicy::uniform ? policy::WiringPolicy::uniform
-                                           : policy::WiringPolicy::throughput;
+inline policy::WiringPolicy wiring_policy(config::WiringPolicy w) {
+  return w == config::WiringPolicy::uniform ? policy::WiringPolicy::uniform
+                                            : policy::WiringPolicy::throughput;
 }
 
 struct SwarmContext {
-  model::RunConfig config;
+  config::RunConfig config;
   uint64_t run_id = 0;
   std::shared_ptr<ByteCounters> bytes = std::make_shared<ByteCounters>();  // this process's
   // Which process this is: empty for the coordinator's (and a run in one process), "node<K>"
@@ -28,18 +28,16 @@ struct SwarmContext {
   // Tests: what every wiring takes a completion's duration as (Wiring::set_measure); unset,
   // the measured duration.
   policy::Wiring::Measure wiring_measure;
-  // Tests: DiLoCo rounds go through Streaming DiLoCo's replica and fragment rounds even when
-  // the config is plain DiLoCo (P = 1, τ = 0, no quantization), to compare the two.
-  bool force_streaming = false;
 
-  model::Mode mode() const { return config.swarm.mode; }
+  config::Mode mode() const { return config.swarm.mode; }
   // pp, dp and swarm average gradients inside each stage and clip by the norm over all
   // stages, so every replica takes the same step as the whole model would.
   bool grad_sync() const {
-    return mode() == model::Mode::pp || mode() == model::Mode::dp || mode() == model::Mode::swarm;
+    return mode() == config::Mode::pp || mode() == config::Mode::dp ||
+           mode() == config::Mode::swarm;
   }
   bool diloco() const {
-    return mode() == model::Mode::diloco || mode() == model::Mode::diloco_swarm;
+    return mode() == config::Mode::diloco || mode() == config::Mode::diloco_swarm;
   }
   // Whether `step`'s gradients are averaged inside each stage: always in the grad-sync modes,
   // and in DiLoCo's during its synchronous warm-up (diloco.warmup_sync_steps).
@@ -51,8 +49,6 @@ struct SwarmContext {
     return (grad_sync() || (diloco() && config.diloco.warmup_sync_steps > 0)) &&
            config.swarm.workers_per_stage > 1;
   }
-  // DiLoCo rounds by fragments (actors/diloco/streaming_replica.hpp).
-  bool streaming() const { return diloco() && (config.diloco.streaming() || force_streaming); }
   int64_t step_samples() const { return config.train.micro_batch * config.train.micro_batches; }
   int64_t stages() const { return config.swarm.stages; }
 

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/console/commands.hpp"
+#include "config/config.hpp"
 #include "messages/metrics.hpp"
-#include "model/config.hpp"
 
 namespace swarmrt::actors::console {
 using namespace swarmrt::atoms;
@@ -17,7 +17,7 @@ Result checkpoint_command(const Call& c) {
   c.record();
   Promise promise = c.promise();
   // The tracker saves once the open step closes: a step may take a while.
-  self->request(*tracker, model::as_duration(messages::kCheckpointWaitS), checkpoint_atom::value)
+  self->request(*tracker, config::as_duration(messages::kCheckpointWaitS), checkpoint_atom::value)
       .then([=](const std::string& answer) mutable { promise.deliver(answer); },
             [=](const caf::error& e) mutable {
               promise.deliver(failure("checkpoint: " + self->system().render(e)));

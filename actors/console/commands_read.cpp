@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/console/commands.hpp"
+#include "config/config.hpp"
 #include "messages/metrics.hpp"
-#include "model/config.hpp"
 
 namespace swarmrt::actors::console {
 using namespace swarmrt::atoms;
@@ -145,7 +145,7 @@ Result stats_command(const Call& c) {
   if (a.size() != 1) return c.usage();
   if (!s.setup.metrics) return failure("this run writes no metrics");
   Promise promise = c.promise();
-  self->request(s.setup.metrics, model::as_duration(c.timeout_s), stats_atom::value)
+  self->request(s.setup.metrics, config::as_duration(c.timeout_s), stats_atom::value)
       .then(
           [=](const std::string& last) mutable {
             promise.deliver(json{{"ok", true}, {"last_step", json::parse(last)}}.dump());
@@ -169,7 +169,7 @@ Result events_command(const Call& c) {
   }
   if (!s.setup.metrics) return failure("this run writes no metrics");
   Promise promise = c.promise();
-  self->request(s.setup.metrics, model::as_duration(c.timeout_s), events_atom::value, since)
+  self->request(s.setup.metrics, config::as_duration(c.timeout_s), events_atom::value, since)
       .then(
           [=](const std::string& events) mutable {
             auto out = json::parse(events);

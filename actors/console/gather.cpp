@@ -4,8 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "config/config.hpp"
 #include "messages/metrics.hpp"
-#include "model/config.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::actors::console {
@@ -48,7 +48,7 @@ void fan_out(Self* self, const ConsoleRequest& part, double timeout_s,
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     g->parts[i].process = targets[i].first;
-    self->request(targets[i].second, model::as_duration(timeout_s), inspect_atom::value, part)
+    self->request(targets[i].second, config::as_duration(timeout_s), inspect_atom::value, part)
         .then(
             [=](const std::string& answer) {
               g->parts[i].answer = json::parse(answer);

@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "actors/console/internal.hpp"
+#include "config/config.hpp"
 #include "inspect/probe.hpp"
 #include "inspect/process_stats.hpp"
 #include "messages/metrics.hpp"
-#include "model/config.hpp"
 #include "supervisors/entitled.hpp"
 #include "transport/bulk.hpp"
 
@@ -164,7 +164,7 @@ Part local_read_part(Self* self, const ConsoleRequest& r) {
     if (e->kind != "worker" && e->kind != "group" && e->kind != "tracker" && e->kind != "balancer")
       return json{{"ok", true}, {"found", true}, {"actor", row}}.dump();
     auto promise = self->make_response_promise<std::string>();
-    self->request(e->handle, model::as_duration(s.setup.query_timeout_s / 2), info_atom::value)
+    self->request(e->handle, config::as_duration(s.setup.query_timeout_s / 2), info_atom::value)
         .then(
             [=](const std::string& info) mutable {
               auto out = row;
@@ -189,7 +189,7 @@ Part local_read_part(Self* self, const ConsoleRequest& r) {
                            std::chrono::milliseconds(static_cast<int64_t>(secs * 1e3)));
     const auto id = s.next_trace++;
     s.traces[id] = {self->make_response_promise(), display(self, e->name), e->handle};
-    self->delayed_send(self, model::as_duration(secs), trace_timer_atom::value, id);
+    self->delayed_send(self, config::as_duration(secs), trace_timer_atom::value, id);
     return s.traces[id].promise;
   }
   // Everything below changes the swarm.
@@ -225,7 +225,7 @@ Part local_chaos_part(Self* self, const ConsoleRequest& r) {
         answered("");
         continue;
       }
-      self->request(chaos_of(self), model::as_duration(s.setup.query_timeout_s), kill_atom::value,
+      self->request(chaos_of(self), config::as_duration(s.setup.query_timeout_s), kill_atom::value,
                     e->name)
           .then(answered, [=](const caf::error&) mutable { answered(""); });
     }

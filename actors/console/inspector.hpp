@@ -57,7 +57,7 @@ struct InspectorSetup {
   caf::actor metrics;       // the metrics sink: stats, events, console records
   std::string config_toml;  // the run's effective config
   // The run's coordinator replicas, [{role, epoch, pid, host, address}], as etcd last listed
-  // them (apps/coordinator_leader.hpp); must not block. Unset: this coordinator has none.
+  // them (leader/replicas.hpp); must not block. Unset: this coordinator has none.
   std::function<nlohmann::json()> coordinators;
   // A node only: the coordinator's process, whose inspector may send it commands.
   caf::node_id coordinator_node;

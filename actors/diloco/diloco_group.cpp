@@ -76,11 +76,7 @@ void on_warmup_end(Self* self, const messages::RoundHeader& h, const messages::F
     for (size_t i = 0; i < current.size(); ++i)
       theta.emplace_back(s.names[i], frame.tensors[i].clone());
     for (auto& f : s.fragments) {
-      f.outer = std::make_unique<model::OuterNesterov>(slice(theta, f.index), d.outer_lr,
-                                                       d.outer_momentum);
-      f.residual.clear();
-      f.last_mean.clear();
-      f.last_contributions.clear();
+      f.outer = std::make_unique<model::OuterRound>(slice(theta, f.index), s.ctx->config);
     }
     {
       std::lock_guard<std::mutex> lock(s.store->mu);
@@ -140,7 +136,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   // its block's scale, which decoding refuses.)
   model::NamedTensors delta;
   bool excuse = false;
-  auto bad = decode_contribution(s, f, h, frame, delta, excuse);
+  auto bad = decode_contribution(f, h, frame, delta, excuse);
   if (bad.empty()) excuse = !(bad = model::nonfinite_tensor(frame.tensors, h.tensor_names)).empty();
   if (excuse) {
     for (auto id : who) f.excused.insert(id);
@@ -157,7 +153,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   // Waiting for the rest: after round_timeout_s a quorum of min_replicas is enough.
   if (!f.timer_armed) {
     f.timer_armed = true;
-    self->delayed_send(self, model::as_duration(s.ctx->config.diloco.round_timeout_s),
+    self->delayed_send(self, config::as_duration(s.ctx->config.diloco.round_timeout_s),
                        round_timer_atom::value, f.round, p);
   }
 }
@@ -202,7 +198,6 @@ void set_up_diloco_group(Self* self, ContextPtr ctx, uint32_t stage, model::Name
 // from `theta` (θ(0)).
 void take_store(Self* self, const model::NamedTensors& theta) {
   auto& s = self->state;
-  const auto& d = s.ctx->config.diloco;
   {
     std::lock_guard<std::mutex> lock(s.store->mu);
     const bool stored = !s.store->theta.empty();
@@ -210,15 +205,14 @@ void take_store(Self* self, const model::NamedTensors& theta) {
     for (uint32_t p = 0; p < s.fragments.size(); ++p) {
       auto& f = s.fragments[p];
       if (!stored) {
-        f.outer = std::make_unique<model::OuterNesterov>(slice(theta, f.index), d.outer_lr,
-                                                         d.outer_momentum);
+        f.outer = std::make_unique<model::OuterRound>(slice(theta, f.index), s.ctx->config);
         continue;
       }
       model::NamedTensors t, m;
       for (const auto& [name, x] : slice(s.store->theta, f.index)) t.emplace_back(name, x.clone());
       for (const auto& [name, x] : slice(s.store->momentum, f.index))
         m.emplace_back(name, x.clone());
-      f.outer = std::make_unique<model::OuterNesterov>(t, d.outer_lr, d.outer_momentum);
+      f.outer = std::make_unique<model::OuterRound>(t, s.ctx->config);
       f.outer->restore(std::move(t), std::move(m));
       f.last_applied = p < s.store->fragment_applied.size() ? s.store->fragment_applied[p]
                        : p == 0                             ? s.store->last_applied
@@ -316,17 +310,15 @@ caf::message_handler query_handlers(Self* self) {
                             {"members", s.members.size()},
                             {"rejected", s.rejected},
                             {"communicator", s.comm_backend.empty() ? "none" : s.comm_backend}};
-        if (s.ctx->streaming()) {
-          info["quantize"] = model::name_of(s.ctx->config.diloco.quantize);
-          for (uint32_t p = 0; p < s.fragments.size(); ++p) {
-            const auto& f = s.fragments[p];
-            info["fragments"].push_back({{"fragment", p},
-                                         {"tensors", f.index.size()},
-                                         {"round", f.round},
-                                         {"last_applied", f.last_applied},
-                                         {"contributions", f.contributions.size()},
-                                         {"bytes_sent", f.bytes}});
-          }
+        info["quantize"] = config::name_of(s.ctx->config.diloco.quantize);
+        for (uint32_t p = 0; p < s.fragments.size(); ++p) {
+          const auto& f = s.fragments[p];
+          info["fragments"].push_back({{"fragment", p},
+                                       {"tensors", f.index.size()},
+                                       {"round", f.round},
+                                       {"last_applied", f.last_applied},
+                                       {"contributions", f.contributions.size()},
+                                       {"bytes_sent", f.bytes}});
         }
         return info.dump();
       },
@@ -360,9 +352,6 @@ caf::message_handler query_handlers(Self* self) {
         for (auto& f : s.fragments) {
           f.contributions.clear();
           f.excused.clear();
-          f.residual.clear();
-          f.last_mean.clear();
-          f.last_contributions.clear();
           f.final = false;
           f.timer_armed = false;  // a timer of the old round finds it no more
           f.step = 0;

@@ -42,7 +42,7 @@
 
 #include "actors/common/context.hpp"
 #include "messages/frame.hpp"
-#include "model/diloco.hpp"
+#include "model/outer_round.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors {
@@ -69,21 +69,16 @@ using GroupStorePtr = std::shared_ptr<GroupStore>;
 
 // One fragment's outer rounds (the whole stage without Streaming DiLoCo).
 struct FragmentRounds {
-  std::vector<size_t> index;  // its tensors' positions in the stage's θ
-  std::unique_ptr<model::OuterNesterov> outer;
-  uint64_t round = 0;         // the round being collected
-  int64_t last_applied = -1;  // never applied twice
+  std::vector<size_t> index;                 // its tensors' positions in the stage's θ
+  std::unique_ptr<model::OuterRound> outer;  // θ, outer momentum and the round arithmetic
+  uint64_t round = 0;                        // the round being collected
+  int64_t last_applied = -1;                 // never applied twice
   std::map<uint32_t, model::NamedTensors> contributions;
   std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
   bool timer_armed = false;
-  bool final = false;            // a contribution of the run's last step: answer with θ(t)
-  uint64_t step = 0;             // the step the round started after: its outer learning rate
-  model::NamedTensors residual;  // error feedback of the quantized updates sent
-  uint64_t bytes = 0;            // its answers' payload, to every member
-  // Eager: the last applied round's mean as the workers decode it, and who was in it; the
-  // others' term of each worker's next eager step (model::eager_delta).
-  model::NamedTensors last_mean;
-  std::map<uint32_t, model::NamedTensors> last_contributions;
+  bool final = false;  // a contribution of the run's last step: answer with θ(t)
+  uint64_t step = 0;   // the step the round started after: its outer learning rate
+  uint64_t bytes = 0;  // its answers' payload, to every member
 };
 
 struct group_state {

@@ -18,14 +18,15 @@ namespace {
 // run asks for links everywhere.
 std::string group_backend(const group_state& s) {
   const auto& mode = s.ctx->config.transport.links;
-  if (mode == model::Links::frames || s.members.size() < 2 || s.ctx->streaming()) return "";
+  if (mode == config::Links::frames || s.members.size() < 2 || !s.ctx->config.diloco.whole_rounds())
+    return "";
   bool all_cuda = true;
   for (const auto& [id, handle] : s.members) {
     auto d = s.devices.find(id);
     all_cuda = all_cuda && d != s.devices.end() && d->second.rfind("cuda", 0) == 0;
   }
   if (all_cuda && transport::comm_backend_built("nccl")) return "nccl";
-  return mode == model::Links::comm ? "tcp" : "";
+  return mode == config::Links::comm ? "tcp" : "";
 }
 
 // Round `round` of the current communicator is reported per worker: the workers that said

@@ -7,17 +7,17 @@
 
 #include <cstdio>
 
+#include "config/fingerprint.hpp"
+#include "credential/credential.hpp"
 #include "messages/metrics.hpp"
-#include "model/fingerprint.hpp"
 #include "supervisors/entitled.hpp"
 #include "supervisors/roster.hpp"
-#include "transport/credential.hpp"
 
 namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 using Self = caf::stateful_actor<directory_state>;
 
-size_t expected_workers(const model::RunConfig& config) {
+size_t expected_workers(const config::RunConfig& config) {
   return static_cast<size_t>(config.swarm.stages * config.swarm.workers_per_stage);
 }
 
@@ -37,12 +37,12 @@ caf::error refuse(Self* self, const messages::JoinRequest& r, const std::string&
 
 // Why `r` may not join, or empty.
 std::string check_join(const directory_state& s, const messages::JoinRequest& r) {
-  if (r.protocol != model::kProtocolVersion)
+  if (r.protocol != config::kProtocolVersion)
     return "protocol version " + std::to_string(r.protocol) + ", the coordinator speaks " +
-           std::to_string(model::kProtocolVersion);
+           std::to_string(config::kProtocolVersion);
   // TLS already proved the node holds the cluster secret; the join checks it once more
   // (defence in depth), in constant time.
-  if (!s.setup.secret.empty() && !transport::equal_secrets(r.secret, s.setup.secret))
+  if (!s.setup.secret.empty() && !credential::equal_secrets(r.secret, s.setup.secret))
     return r.secret.empty() ? "this swarm requires a secret (--secret-file or SWARMRT_SECRET)"
                             : "wrong secret";
   // A node started for one run (launch passes --run-id) never joins another that took over
@@ -51,7 +51,7 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
     return "this node was started for run " + messages::run_id_text(r.run_id) +
            ", this coordinator runs " + messages::run_id_text(s.setup.ctx->run_id);
   if (!r.fingerprint.empty()) {
-    auto diff = model::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
+    auto diff = config::fingerprint_mismatch(s.setup.fingerprint_text, r.fingerprint);
     if (!diff.empty()) {
       std::string why = "config differs from the coordinator's:";
       for (auto line : diff) {
@@ -208,7 +208,7 @@ void place(Self* self, const messages::JoinRequest& r, caf::response_promise pro
     promise.deliver(admit(self, r, fewest_first(s, r.workers), ""));
     return;
   }
-  const auto timeout = model::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
+  const auto timeout = config::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
   self->request(balancer, timeout, place_atom::value, r.workers)
       .then(
           [=](const std::vector<uint32_t>& stages) mutable {
@@ -239,14 +239,15 @@ caf::message_handler membership_handlers(Self* self) {
         // chaos.kill_at_phase = "join": this process may die here, with the join unanswered.
         const auto& chaos = s.setup.ctx->config.chaos;
         std::optional<caf::actor> control;
-        if (s.full && !chaos.kill.empty() && chaos.kill_at_phase == model::KillPhase::join &&
+        if (s.full && !chaos.kill.empty() && chaos.kill_at_phase == config::KillPhase::join &&
             s.setup.roster)
           control = s.setup.roster->find("chaos");
         if (!control) {
           place(self, r, promise);
           return promise;
         }
-        self->request(*control, model::as_duration(s.setup.ctx->config.supervision.query_timeout_s),
+        self->request(*control,
+                      config::as_duration(s.setup.ctx->config.supervision.query_timeout_s),
                       join_atom::value)
             .then([=](bool) mutable { place(self, r, promise); },
                   [=](const caf::error&) mutable { place(self, r, promise); });
@@ -369,7 +370,7 @@ caf::message_handler command_handlers(Self* self) {
         owner->second.workers.push_back(new_id);
         const auto addr = owner->first;
         auto promise = self->make_response_promise<int64_t>();
-        const auto timeout = model::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
+        const auto timeout = config::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
         self->request(agent, timeout, move_atom::value, old_id, stage, new_id)
             .then(
                 [=](int64_t id) mutable {

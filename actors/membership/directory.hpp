@@ -24,7 +24,7 @@ namespace swarmrt::actors {
 struct DirectorySetup {
   std::shared_ptr<SwarmContext> ctx;
   std::string config_toml;       // the effective config every node trains with
-  std::string fingerprint_text;  // model::fingerprint_text of it
+  std::string fingerprint_text;  // config::fingerprint_text of it
   std::string secret;            // what joiners must present; empty: none
   std::string endpoint;          // this process's bulk frame link; empty: frames over CAF
   // The coordinator's actors a joining node's workers report to, and where records go.
@@ -71,6 +71,6 @@ struct directory_state {
 caf::behavior directory(caf::stateful_actor<directory_state>* self, DirectorySetup setup);
 
 // How many workers a full swarm has: stages x workers_per_stage.
-size_t expected_workers(const model::RunConfig& config);
+size_t expected_workers(const config::RunConfig& config);
 
 }  // namespace swarmrt::actors

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "supervisors/entitled.hpp"
 
 namespace swarmrt::actors {
@@ -44,7 +44,7 @@ void keep_states_and_stop(Self* self, const std::string& why) {
         self->state.setup.keep_each_worker ? "each worker's own" : "one per stage and step");
     stop(self, why);
   };
-  const auto timeout = model::as_duration(s.setup.keep_timeout_s);
+  const auto timeout = config::as_duration(s.setup.keep_timeout_s);
   for (const auto& w : workers)
     self->request(w.handle, timeout, state_atom::value)
         .then(
@@ -64,7 +64,7 @@ void keep_states_and_stop(Self* self, const std::string& why) {
 void ask_replicas(Self* self) {
   auto& s = self->state;
   if (!s.setup.on_replicas) return;
-  const auto every = model::as_duration(s.setup.replicas_every_s);
+  const auto every = config::as_duration(s.setup.replicas_every_s);
   self->request(s.setup.directory, every, replicas_atom::value)
       .then([=](const std::vector<std::string>& at) { self->state.setup.on_replicas(at); },
             [](const caf::error&) {});  // a coordinator lost is noticed by its monitor
@@ -125,7 +125,7 @@ caf::behavior node_agent(Self* self, NodeAgentSetup setup) {
           if (id >= 0) *found = id;
           if (--*waiting == 0) promise.deliver(*found);
         };
-        const auto timeout = model::as_duration(s.setup.move_timeout_s);
+        const auto timeout = config::as_duration(s.setup.move_timeout_s);
         for (const auto& sup : s.setup.supervisors)
           self->request(sup, timeout, move_atom::value, old_id, stage, new_id)
               .then([=](int64_t id) mutable { answered(id); },

@@ -9,7 +9,7 @@ namespace swarmrt::actors {
 using namespace swarmrt::atoms;
 
 bool keeps_states(const SwarmContext& ctx) {
-  return ctx.grad_sync() || (ctx.diloco() && !ctx.streaming());
+  return ctx.grad_sync() || (ctx.diloco() && ctx.config.diloco.whole_rounds());
 }
 
 size_t KeptStates::keep(uint32_t stage, messages::WorkerState st, bool each_worker) {

@@ -345,8 +345,8 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   // Restarted workers have new handles: ask the tracker who serves now. Every end-of-run
   // request has a deadline: a frozen node's worker must not hold the end of the run forever
   // (what it does not answer in time is left out of the result).
-  const auto small = model::as_duration(ctx->config.supervision.query_timeout_s);
-  const auto large = model::as_duration(ctx->config.supervision.state_timeout_s);
+  const auto small = config::as_duration(ctx->config.supervision.query_timeout_s);
+  const auto large = config::as_duration(ctx->config.supervision.state_timeout_s);
   messages::Membership now = membership;
   self->request(core.tracker, small, ask_members_atom::value)
       .receive([&](const messages::Membership& m) { now = m; }, [&](const caf::error&) {});
@@ -409,7 +409,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
   return result;
 }
 
-RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus& corpus,
+RuntimeResult run_in_process(const config::RunConfig& config, const model::Corpus& corpus,
                              const RuntimeOptions& options) {
   // One torch thread per worker: each detached worker computes on its own thread, so the
   // cores are shared out by running workers side by side, not by splitting each op.
@@ -418,7 +418,7 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus
   if (auto why = model::check_precision(config.train.precision, c10::Device(c10::kCPU));
       !why.empty())
     throw std::invalid_argument(why);
-  if (config.train.precision == model::Precision::bf16)
+  if (config.train.precision == config::Precision::bf16)
     if (auto slow = model::slow_bf16_reason(); !slow.empty())
       spdlog::warn("train.precision = bf16: {}", slow);
   caf::actor_system_config cfg;
@@ -429,7 +429,6 @@ RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus
   ctx->config = config;
   ctx->run_id = std::random_device{}();
   ctx->wiring_measure = options.wiring_measure;
-  ctx->force_streaming = options.force_streaming;
   const auto& sw = config.swarm;
   auto shared_corpus = std::shared_ptr<const model::Corpus>(&corpus, [](auto*) {});
   CoreOptions co;

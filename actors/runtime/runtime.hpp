@@ -16,9 +16,9 @@
 #include "actors/diloco/diloco_group.hpp"
 #include "actors/loader/data_loader.hpp"
 #include "actors/stage/stage_worker.hpp"
+#include "config/config.hpp"
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"
-#include "model/config.hpp"
 #include "model/data.hpp"
 #include "model/run_dir.hpp"
 #include "supervisors/roster.hpp"
@@ -37,7 +37,6 @@ struct RuntimeOptions {
   std::function<void(caf::actor_system&, const CoreActors&)> on_core;  // same, core actors
   // Tests of the wiring policy: what every wiring takes a completion's duration as.
   policy::Wiring::Measure wiring_measure;
-  bool force_streaming = false;  // SwarmContext::force_streaming
   // Workers each stage starts with; empty: swarm.workers_per_stage everywhere (a skewed start
   // for the balancer's tests and benchmark).
   std::vector<int64_t> stage_workers;
@@ -149,7 +148,7 @@ RuntimeResult run_and_collect(caf::actor_system& sys, const CoreActors& core,
                               const messages::Membership& membership, bool keep_grads,
                               const std::shared_ptr<SwarmContext>& ctx);
 
-RuntimeResult run_in_process(const model::RunConfig& config, const model::Corpus& corpus,
+RuntimeResult run_in_process(const config::RunConfig& config, const model::Corpus& corpus,
                              const RuntimeOptions& options);
 
 }  // namespace swarmrt::actors

@@ -123,7 +123,7 @@ void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::a
   if (!s.flush_due) {
     s.flush_due = true;
     self->delayed_send(self,
-                       model::as_duration(policy::report_window_s(
+                       config::as_duration(policy::report_window_s(
                            s.setup.ctx->config.supervision.microbatch_timeout_s)),
                        flush_atom::value);
   }
@@ -295,11 +295,11 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   const auto& out = it->second.output;
   try {
     // Checked where the wire is (in host memory it costs nothing), decoded on this device.
-    if (swarm.hop_encoding != model::HopEncoding::none)
+    if (swarm.hop_encoding != config::HopEncoding::none)
       model::check_hop(ts[0], swarm.hop_encoding, swarm.hop_block, model::HopDirection::backward,
                        out.sizes(), out.scalar_type(), check_values || ts[0].is_cpu());
     ts[0] = transport::to_device(ts[0], s.device);
-    if (swarm.hop_encoding != model::HopEncoding::none)
+    if (swarm.hop_encoding != config::HopEncoding::none)
       ts[0] = model::decode_hop(ts[0], swarm.hop_encoding, swarm.hop_block,
                                 model::HopDirection::backward, out.sizes(), out.scalar_type(),
                                 /*check_values=*/false);

@@ -23,20 +23,20 @@ namespace {
 void check_hidden(const worker_state& s, const MicroBatchHeader& h, const at::Tensor& t) {
   const auto& cfg = s.setup.ctx->config;
   const std::string what = h.direction == Direction::backward ? "gradients" : "activations";
-  const auto& encodings = model::names<model::HopEncoding>();
+  const auto& encodings = config::names<config::HopEncoding>();
   if (h.hop_encoding != static_cast<uint8_t>(cfg.swarm.hop_encoding))
     throw messages::DecodeError(
         what + " in hop encoding " +
         (h.hop_encoding < encodings.size() ? encodings[h.hop_encoding]
                                            : "#" + std::to_string(h.hop_encoding)) +
-        ", this run's is " + model::name_of(cfg.swarm.hop_encoding) + " (swarm.hop_encoding)");
+        ", this run's is " + config::name_of(cfg.swarm.hop_encoding) + " (swarm.hop_encoding)");
   const auto want =
       model::hop_wire_dtype(cfg.swarm.hop_encoding, model::compute_dtype(cfg.train.precision));
   if (t.scalar_type() != want)
     throw messages::DecodeError(
         what + " in " + c10::toString(t.scalar_type()) + ", this run sends " + c10::toString(want) +
-        " (train.precision = " + model::name_of(cfg.train.precision) +
-        ", swarm.hop_encoding = " + model::name_of(cfg.swarm.hop_encoding) + ")");
+        " (train.precision = " + config::name_of(cfg.train.precision) +
+        ", swarm.hop_encoding = " + config::name_of(cfg.swarm.hop_encoding) + ")");
 }
 
 // A micro-batch hop: decoded and checked against this stage, dropped when its attempt was
@@ -109,7 +109,7 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     // on this worker's device; encoded gradients backward by on_backward, which holds the
     // output they belong to.
     const auto& cfg = s.setup.ctx->config;
-    const bool decode = cfg.swarm.hop_encoding != model::HopEncoding::none &&
+    const bool decode = cfg.swarm.hop_encoding != config::HopEncoding::none &&
                         h.direction != Direction::backward && s.setup.stage > 0;
     std::vector<int64_t> shape;
     if (decode) shape = {ts[1].size(0), ts[1].size(1), cfg.model.n_embd};
@@ -157,7 +157,7 @@ void deliver(Self* self, messages::FrameKind kind, const Frame& frame, const caf
   // the parameters: a θ that arrives then waits for the inner step.
   auto reload = [self](const messages::WorkerState& st) { load_state(self, st); };
   const bool taken =
-      s.replica && s.replica->on_round(self, frame, s.module, !s.inflight.empty(), s.step, reload);
+      s.replica && s.replica->on_round(self, frame, s.module, !s.inflight.empty(), reload);
   if (!taken) ++s.rejected;
 }
 

@@ -23,7 +23,7 @@ std::string listen_host() {
 
 }  // namespace
 
-void PeerLinks::configure(std::string who, model::Links mode, std::string device,
+void PeerLinks::configure(std::string who, config::Links mode, std::string device,
                           double timeout_s) {
   who_ = std::move(who);
   mode_ = mode;
@@ -39,10 +39,10 @@ transport::CommOptions PeerLinks::comm_options() const {
 }
 
 std::string PeerLinks::backend_for(const std::string& peer_device) const {
-  if (mode_ == model::Links::frames) return "";
+  if (mode_ == config::Links::frames) return "";
   if (is_cuda(device_) && is_cuda(peer_device) && transport::comm_backend_built("nccl"))
     return "nccl";
-  return mode_ == model::Links::comm ? "tcp" : "";
+  return mode_ == config::Links::comm ? "tcp" : "";
 }
 
 bool PeerLinks::send(caf::local_actor* self, const caf::actor& to, const std::string* peer_device,

@@ -17,9 +17,9 @@
 #include <set>
 #include <string>
 
+#include "config/config.hpp"
 #include "messages/types.hpp"
 #include "messages/wire.hpp"
-#include "model/config.hpp"
 #include "transport/comm.hpp"
 
 namespace swarmrt::actors {
@@ -28,7 +28,7 @@ class PeerLinks {
  public:
   // `mode`: transport.links ("auto": NCCL between CUDA devices, frames otherwise; "comm": TCP
   // where NCCL does not apply; "frames": none). `device`: this worker's ("cpu", "cuda:K").
-  void configure(std::string who, model::Links mode, std::string device, double timeout_s);
+  void configure(std::string who, config::Links mode, std::string device, double timeout_s);
   // The backend of a link to a worker on `peer_device`; empty: frames.
   std::string backend_for(const std::string& peer_device) const;
 
@@ -62,7 +62,7 @@ class PeerLinks {
   std::string name_of(const caf::actor_addr& peer) const;
 
   std::string who_ = "worker";
-  model::Links mode_ = model::Links::automatic;
+  config::Links mode_ = config::Links::automatic;
   std::string device_ = "cpu";
   transport::CommOptions options_;
   std::map<uint64_t, Link> links_;           // by link id

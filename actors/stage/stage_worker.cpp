@@ -62,7 +62,7 @@ void set_up(Self* self, WorkerSetup setup) {
   // The tracker hands out a live peer's state, the DiLoCo group's θ or a checkpoint's.
   if (s.setup.tracker && s.setup.take_state) {
     transport::ask<messages::WorkerState>(
-        self, s.setup.tracker, model::as_duration(cfg.supervision.start_timeout_s),
+        self, s.setup.tracker, config::as_duration(cfg.supervision.start_timeout_s),
         start_state_atom::value,
         messages::StateRequest{s.setup.stage, s.setup.id, caf::actor_cast<caf::actor>(self)})
         .await(
@@ -261,7 +261,7 @@ caf::message_handler console_handlers(Self* self) {
             {"slow_factor", s.faults.slow_factor()},
             {"drop_fraction", s.faults.drop_fraction()},
             {"round", replica.value("round", nlohmann::json(0))},
-            {"streaming", replica.value("streaming", nlohmann::json())},
+            {"diloco", replica.value("diloco", nlohmann::json())},
             {"samples_per_s", s.rate.value() ? nlohmann::json(*s.rate.value()) : nlohmann::json()},
             {"rate_measurements", s.rate.measurements()},
             {"bytes_sent", s.sent->to_json()},

@@ -19,7 +19,7 @@
 
 #include "actors/common/byte_counters.hpp"
 #include "actors/common/context.hpp"
-#include "actors/diloco/worker_replica.hpp"
+#include "actors/diloco/replica.hpp"
 #include "actors/stage/peer_links.hpp"
 #include "actors/stage/worker_faults.hpp"
 #include "messages/frame.hpp"
@@ -118,8 +118,8 @@ struct worker_state {
   uint64_t step = 0;          // step being reduced/applied
   uint64_t applied_step = 0;  // the last step whose optimizer step this worker took
   model::NamedTensors last_grads;
-  // DiLoCo modes: θ(t-1), rounds (make_replica: plain or Streaming DiLoCo); null otherwise.
-  std::unique_ptr<WorkerReplica> replica;
+  // DiLoCo modes: θ(t-1) and rounds (actors/diloco/replica.hpp); null otherwise.
+  std::unique_ptr<DilocoReplica> replica;
   WorkerFaults faults;  // chaos: lost hops, slow compute, NaN sends
   // What the console's `info` shows of this worker alone: its compute rate (samples over
   // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.

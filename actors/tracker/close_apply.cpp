@@ -20,7 +20,7 @@ void close_step(Self* self) {
   s.sqnorms.clear();
   s.outcome.samples.clear();
   for (const auto& [id, handle] : s.by_id) self->send(handle, reduce_atom::value, s.step);
-  tell_chaos(self, model::KillPhase::reduce);
+  tell_chaos(self, config::KillPhase::reduce);
 }
 
 // Each micro-batch's counted attempt names one worker per stage (its route); each of those
@@ -87,7 +87,7 @@ void send_apply(Self* self) {
   s.applied.clear();
   for (const auto& [id, handle] : s.by_id)
     self->send(handle, apply_atom::value, s.step, s.outcome.lr, s.outcome.coef);
-  tell_chaos(self, model::KillPhase::apply);
+  tell_chaos(self, config::KillPhase::apply);
   // With no worker left (every stage's last one lost while the step reduced), no answer
   // would ever close the step: it closes now, and the restarted workers take the next one.
   maybe_finish_step(self);
@@ -207,7 +207,7 @@ void after_close(Self* self) {
   // Never with a Streaming round in flight (its merge lands in a later step): a run resumed
   // from such a checkpoint could not repeat the round. Asked ones wait too.
   const bool streaming =
-      cfg.swarm.mode == model::Mode::diloco || cfg.swarm.mode == model::Mode::diloco_swarm;
+      cfg.swarm.mode == config::Mode::diloco || cfg.swarm.mode == config::Mode::diloco_swarm;
   const bool in_flight = streaming && model::round_in_flight(s.step, cfg.diloco);
   if (s.setup.run &&
       (last || (!s.checkpoint_asks.empty() && !in_flight) ||

@@ -101,7 +101,7 @@ void start_step(Self* self) {
 void open_step(Self* self) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
-  tell_chaos(self, model::KillPhase::start);
+  tell_chaos(self, config::KillPhase::start);
   enter(self, Phase::running);
   s.busy.clear();  // what workers reported of the last step
   s.step_start = tracker_state::Clock::now();

@@ -35,7 +35,7 @@ void start_saving(Self* self) {
     write_saved(self);
     return;
   }
-  tell_chaos(self, model::KillPhase::save);
+  tell_chaos(self, config::KillPhase::save);
 }
 
 // Periodic checkpoint: every worker's state, gathered between steps, and the groups' stores.
@@ -95,7 +95,7 @@ void start_eval(Self* self) {
   s.val_have.assign(s.val.size(), false);
   if (empty_stage(s)) return;  // paused: evaluation starts when a worker joins
   send_eval(self);
-  tell_chaos(self, model::KillPhase::eval);
+  tell_chaos(self, config::KillPhase::eval);
 }
 
 }  // namespace swarmrt::actors::tracker

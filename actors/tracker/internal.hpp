@@ -48,26 +48,26 @@ inline void write_metrics(Self* self, nlohmann::json record) {
 // A micro-batch's wait (lost `losses` times so far) and an evaluation's: they follow the
 // slowest recent hop (policy/hop_deadline.hpp).
 inline std::chrono::milliseconds hop_wait(const tracker_state& s, int64_t losses) {
-  return model::as_duration(s.deadline.wait_s(losses));
+  return config::as_duration(s.deadline.wait_s(losses));
 }
 inline std::chrono::milliseconds microbatch_timeout(const tracker_state& s) {
   return hop_wait(s, 0);
 }
 inline std::chrono::milliseconds state_timeout(const tracker_state& s) {
-  return model::as_duration(s.setup.ctx->config.supervision.state_timeout_s);
+  return config::as_duration(s.setup.ctx->config.supervision.state_timeout_s);
 }
 inline std::chrono::milliseconds reply_timeout(const tracker_state& s) {
-  return model::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
+  return config::as_duration(s.setup.ctx->config.supervision.reply_timeout_s);
 }
 inline std::chrono::milliseconds retry_pause(const tracker_state& s) {
-  return model::as_duration(s.setup.ctx->config.supervision.retry_ms / 1000);
+  return config::as_duration(s.setup.ctx->config.supervision.retry_ms / 1000);
 }
 
 // Fault injection at named points of a step (chaos.kill_at_step, chaos.kill_at_phase).
-inline void tell_chaos(Self* self, model::KillPhase phase) {
+inline void tell_chaos(Self* self, config::KillPhase phase) {
   auto& s = self->state;
   if (s.setup.chaos)
-    self->send(s.setup.chaos, atoms::step_atom::value, s.step, model::name_of(phase));
+    self->send(s.setup.chaos, atoms::step_atom::value, s.step, config::name_of(phase));
 }
 
 // step_tracker.cpp: sets the phase and the behaviour that goes with it.

@@ -151,7 +151,7 @@ void on_microbatch_timer(Self* self, uint64_t step, uint32_t mb, uint32_t attemp
   if (std::find(s.waiting.begin(), s.waiting.end(), mb) != s.waiting.end()) return;
   const double wait = s.deadline.wait_s(m.losses);
   auto again = [&] {
-    self->delayed_send(self, model::as_duration(wait), microbatch_timer_atom::value, step, mb,
+    self->delayed_send(self, config::as_duration(wait), microbatch_timer_atom::value, step, mb,
                        attempt, m.moves);
   };
   if (s.paused) return again();  // nothing comes back while a stage is empty

@@ -300,8 +300,8 @@ caf::behavior step_tracker(Self* self, TrackerSetup setup) {
     s.step = swarm_checkpoint_step(*s.setup.resume, s.setup.resume_origin);
     s.first_step = s.step;
   }
-  s.scaler =
-      model::LossScaler(cfg.train.scales_loss() ? model::Precision::fp16 : model::Precision::fp32);
+  s.scaler = model::LossScaler(cfg.train.scales_loss() ? config::Precision::fp16
+                                                       : config::Precision::fp32);
   // A takeover chooses where it continues when the run starts (a tracker restarted after that
   // continues from its store).
   s.deciding = s.setup.kept_step.has_value();

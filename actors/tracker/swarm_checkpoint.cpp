@@ -44,7 +44,7 @@ nlohmann::json swarm_meta(const model::Checkpoint& ckpt, const std::string& orig
 
 }  // namespace
 
-model::Checkpoint make_swarm_checkpoint(const model::RunConfig& config, uint64_t step,
+model::Checkpoint make_swarm_checkpoint(const config::RunConfig& config, uint64_t step,
                                         const std::vector<SavedWorker>& workers,
                                         const std::vector<GroupStorePtr>& groups) {
   model::Checkpoint ckpt;

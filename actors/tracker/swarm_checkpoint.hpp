@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "actors/diloco/diloco_group.hpp"
+#include "config/config.hpp"
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"
-#include "model/config.hpp"
 
 namespace swarmrt::actors {
 
@@ -22,7 +22,7 @@ struct SavedWorker {
   messages::WorkerState state;
 };
 
-model::Checkpoint make_swarm_checkpoint(const model::RunConfig& config, uint64_t step,
+model::Checkpoint make_swarm_checkpoint(const config::RunConfig& config, uint64_t step,
                                         const std::vector<SavedWorker>& workers,
                                         const std::vector<GroupStorePtr>& groups);
 

@@ -11,7 +11,7 @@
 
 #include "../model/test_util.hpp"
 #include "actors/runtime/runtime.hpp"
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/data.hpp"
 #include "model/run_dir.hpp"
 
@@ -28,9 +28,9 @@ inline const model::Corpus& small_corpus() {
   return corpus;
 }
 
-inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64_t workers,
-                                  int64_t steps) {
-  model::RunConfig c;
+inline config::RunConfig micro_run(const std::string& mode, int64_t stages, int64_t workers,
+                                   int64_t steps) {
+  config::RunConfig c;
   c.model = {"tiny", 4, 2, 32, 32, 256};
   c.train.steps = steps;
   c.train.micro_batch = 2;
@@ -39,17 +39,17 @@ inline model::RunConfig micro_run(const std::string& mode, int64_t stages, int64
   c.train.lr = 2e-3;
   c.train.eval_every = 0;
   c.train.eval_batches = 2;
-  c.swarm.mode = model::parse_choice<model::Mode>(mode);
+  c.swarm.mode = config::parse_choice<config::Mode>(mode);
   c.swarm.stages = stages;
   c.swarm.workers_per_stage = workers;
-  model::validate(c, "test");
+  config::validate(c, "test");
   return c;
 }
 
 // Seeded uniform wiring with a slot for every micro-batch: the run routes the same way every
 // time, so a run with a fault differs from the clean one only where the fault is.
-inline void route_deterministically(model::RunConfig& c) {
-  c.swarm.wiring = model::WiringPolicy::uniform;
+inline void route_deterministically(config::RunConfig& c) {
+  c.swarm.wiring = config::WiringPolicy::uniform;
   c.swarm.max_inflight = c.train.micro_batches;
 }
 
@@ -73,7 +73,7 @@ inline void expect_every_micro_batch_once(const messages::RunReport& r, int64_t 
   }
 }
 
-inline actors::RuntimeResult run(const model::RunConfig& c, actors::RuntimeOptions o = {}) {
+inline actors::RuntimeResult run(const config::RunConfig& c, actors::RuntimeOptions o = {}) {
   o.progress = false;
   return actors::run_in_process(c, small_corpus(), o);
 }
@@ -94,7 +94,7 @@ inline void expect_stage_ends_on_the_groups_theta(const actors::RuntimeResult& r
 
 // A fresh run of `config` with its run directory at `dir` (metrics.jsonl, checkpoints).
 inline actors::RuntimeResult run_in(const std::filesystem::path& dir,
-                                    const model::RunConfig& config) {
+                                    const config::RunConfig& config) {
   model::RunDir rd(dir.string(), config, model::RunStart::fresh);
   actors::RuntimeOptions o;
   o.run = &rd;

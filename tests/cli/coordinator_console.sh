@@ -11,9 +11,7 @@
 # by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
-export SWARMRT_SECRET=coordinator-console-test
-unset SWARMRT_SECRET_FILE
-start_etcd
+replicas_test coordinator-console
 run_id=00000000000000dd steps=200
 pa=$(free_port) pb=$(free_port)
 replica() {  # NAME PORT [ARGS...]

@@ -22,12 +22,7 @@ coordinator() {  # LOG ARGS...
 }
 on_fail() { for n in first second third lone n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
 coordinator first
-for n in n1 n2; do
-  "$bin" node --join "127.0.0.1:$listen" --run-id $run_id --workers 2 --name $n \
-    --connect-timeout-s 60 >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-  eval "$n=$!"
-done
+join_run "127.0.0.1:$listen" "$run_id" n1 n2
 wait_log "$tmp/first.log" "step 25/$steps" 180 || fail "the run did not reach step 25"
 kill -KILL "$coord"
 wait_log "$tmp/n1.log" "attaching again" 20 || fail "node n1 did not try to attach again"
@@ -38,11 +33,7 @@ wait_exit "$coord" 300 || fail "the resumed coordinator still runs after 300 s"
 wait "$coord" || fail "the resumed coordinator exited with $?"
 grep -q "resuming from .* at step 20" "$tmp/second.log" || fail "not resumed from step 20"
 grep -q "final validation loss" "$tmp/second.log" || fail "no final loss"
-for n in n1 n2; do
-  wait_exit "${!n}" 15 || fail "node $n did not stop"
-  wait "${!n}" || fail "node $n exited with $?"
-  [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = 2 ] || fail "node $n: not two attachments"
-done
+nodes_ended 2 n1 n2
 py '
 import json, sys
 steps = [r["step"] for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "step"]

@@ -15,9 +15,7 @@
 # new leader's first). Processes are stopped by pid.
 bin=$1 root=$2 fault=${3:-kill} mode=${4:-diloco-swarm}
 source "$(dirname "$0")/lib.sh"
-export SWARMRT_SECRET=failover-test
-unset SWARMRT_SECRET_FILE
-start_etcd
+replicas_test failover
 run_id=0123456789abcdef steps=60
 pa=$(free_port) pb=$(free_port)
 replica() {  # NAME PORT
@@ -35,12 +33,7 @@ wait_log "$tmp/a.log" "leading run $run_id" 30 || fail "replica a does not lead"
 replica b "$pb"
 b=$!
 wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
-for n in n1 n2; do
-  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id $run_id --workers 2 --name $n \
-    --connect-timeout-s 60 >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-  eval "$n=$!"
-done
+join_run "127.0.0.1:$pa,127.0.0.1:$pb" "$run_id" n1 n2
 wait_log "$tmp/a.log" "step 25/$steps" 180 || fail "the run did not reach step 25"
 if [ "$fault" = kill ]; then kill -KILL "$a"; else kill -STOP "$a"; fi
 wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
@@ -65,11 +58,9 @@ fi
 wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
 wait "$b" || fail "the new leader exited with $?"
 grep -q "final validation loss" "$tmp/b.log" || fail "no final loss"
+nodes_ended 2 n1 n2
 for n in n1 n2; do
-  wait_exit "${!n}" 15 || fail "node $n did not stop"
-  wait "${!n}" || fail "node $n exited with $?"
   grep -q "attaching again" "$tmp/$n.log" || fail "node $n did not attach again"
-  [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = 2 ] || fail "node $n: not two attachments"
   # Its new workers start from the kept states, and none from the older checkpoint.
   [ "$(grep -c "took its state from the state a node kept of stage [01] at step $((first - 1))$" "$tmp/$n.log")" = 2 ] ||
     fail "node $n: its workers did not start from the kept states: $(grep 'took its state' "$tmp/$n.log")"

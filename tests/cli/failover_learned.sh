@@ -11,9 +11,7 @@
 # the others only. Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
-export SWARMRT_SECRET=failover-learned-test
-unset SWARMRT_SECRET_FILE
-start_etcd
+replicas_test failover-learned
 run_id=00000000000000ee steps=100
 pa=$(free_port) pb=$(free_port) pc=$(free_port)
 replica() {  # NAME PORT

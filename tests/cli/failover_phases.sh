@@ -12,39 +12,14 @@
 # checkpoint instead, recomputing steps 11-30 exactly). Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
-export SWARMRT_SECRET=failover-phases-test
-unset SWARMRT_SECRET_FILE
-start_etcd
+replicas_test failover-phases
 steps=30
 set_args=(--set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm.workers_per_stage=1
   --set train.steps=$steps --set train.eval_every=13 --set train.eval_batches=4
   --set checkpoint.every_steps=10)
 on_fail() { for f in "$tmp"/*-a.log "$tmp"/*-b.log; do echo "--- $f:"; tail -8 "$f"; done; }
-# run NAME [SETTINGS...]: two replicas of run NAME and one node; waits for the run's end.
-run() {
-  local name=$1 id pa pb n r a
-  shift
-  id=$(printf '%016x' $((RANDOM * 32768 + RANDOM + 1)))
-  pa=$(free_port) pb=$(free_port)
-  for r in a:$pa b:$pb; do
-    "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:${r#*:}" -o "$tmp/$name" \
-      --etcd "$etcd_url" --lease-ttl-s 2 --run-id "$id" "${set_args[@]}" "$@" \
-      >"$tmp/$name-${r%%:*}.log" 2>&1 &
-    pids+=($!)
-    [ "${r%%:*}" = a ] && { a=$!; wait_log "$tmp/$name-a.log" "leading run" 30 || fail "$name: no leader"; }
-  done
-  local b=$!
-  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id "$id" --workers 2 --name n \
-    --connect-timeout-s 60 >"$tmp/$name-n.log" 2>&1 &
-  n=$!
-  pids+=("$n")
-  wait_exit "$n" 300 || fail "$name: the node still runs after 300 s"
-  wait "$n" || fail "$name: the node exited with $?"
-  # Both replicas, the leader too: it prints the run's last line after its nodes have stopped
-  # (the standby can end first, once the run is recorded as completed).
-  wait_exit "$a" 30
-  wait_exit "$b" 30
-}
+# run NAME [SETTINGS...]: the run with a standby (lib.sh), with this test's settings.
+run() { local name=$1; shift; run_with_standby "$name" "${set_args[@]}" "$@"; }
 run plain
 grep -q "final validation loss" "$tmp/plain-a.log" || fail "the unkilled run did not complete"
 for spec in start:13 reduce:13 apply:13 eval:13 save:20; do

@@ -12,36 +12,14 @@
 # Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
-export SWARMRT_SECRET=failover-rounds-test
-unset SWARMRT_SECRET_FILE
-start_etcd
+replicas_test failover-rounds
 steps=40
 base=(--set "data.path=$root/data/brown.txt" --set swarm.mode=diloco-swarm
   --set swarm.workers_per_stage=1 --set train.steps=$steps --set train.eval_every=0
   --set train.eval_batches=4 --set checkpoint.every_steps=10 --set diloco.inner_steps=10)
 on_fail() { for f in "$tmp"/*-a.log "$tmp"/*-b.log; do echo "--- $f:"; tail -8 "$f"; done; }
-# run NAME [SETTINGS...]: two replicas of run NAME and one node; waits for the run's end.
-run() {
-  local name=$1 id pa pb n r
-  shift
-  id=$(printf '%016x' $((RANDOM * 32768 + RANDOM + 1)))
-  pa=$(free_port) pb=$(free_port)
-  for r in a:$pa b:$pb; do
-    "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:${r#*:}" -o "$tmp/$name" \
-      --etcd "$etcd_url" --lease-ttl-s 2 --run-id "$id" "${base[@]}" "$@" \
-      >"$tmp/$name-${r%%:*}.log" 2>&1 &
-    pids+=($!)
-    [ "${r%%:*}" = a ] && { wait_log "$tmp/$name-a.log" "leading run" 30 || fail "$name: no leader"; }
-  done
-  local b=$!
-  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id "$id" --workers 2 --name n \
-    --connect-timeout-s 60 >"$tmp/$name-n.log" 2>&1 &
-  n=$!
-  pids+=("$n")
-  wait_exit "$n" 300 || fail "$name: the node still runs after 300 s"
-  wait "$n" || fail "$name: the node exited with $?"
-  wait_exit "$b" 30
-}
+# run NAME [SETTINGS...]: the run with a standby (lib.sh), with this test's settings.
+run() { local name=$1; shift; run_with_standby "$name" "${base[@]}" "$@"; }
 # same PLAIN KILLED RESUMED: the killed run's records against the unkilled one's; the standby
 # resumed from the checkpoint of step RESUMED.
 same() {

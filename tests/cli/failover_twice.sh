@@ -27,12 +27,7 @@ replica 0
 wait_log "$tmp/r0.log" "leading run $run_id" 30 || fail "replica 0 does not lead"
 replica 1
 replica 2
-for n in n1 n2; do
-  "$bin" node --join "$joined" --run-id $run_id --workers 2 --name $n --connect-timeout-s 60 \
-    >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-  eval "$n=$!"
-done
+join_run "$joined" "$run_id" n1 n2
 wait_log "$tmp/r0.log" "step 15/$steps" 180 || fail "the run did not reach step 15"
 kill -KILL "${etcd_pids[0]}"
 wait_log "$tmp/r0.log" "step 25/$steps" 180 || fail "the run did not reach step 25 with an etcd member down"
@@ -49,11 +44,7 @@ k3=$((3 - k))
 wait_exit "${rpid[$k3]}" 300 || fail "the third leader still runs after 300 s"
 wait "${rpid[$k3]}" || fail "the third leader exited with $?"
 grep -q "final validation loss" "$third" || fail "no final loss"
-for n in n1 n2; do
-  wait_exit "${!n}" 15 || fail "node $n did not stop"
-  wait "${!n}" || fail "node $n exited with $?"
-  [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = 3 ] || fail "node $n: not three attachments"
-done
+nodes_ended 3 n1 n2
 py '
 import json, sys
 records = [json.loads(l) for l in open(sys.argv[1])]

@@ -110,6 +110,32 @@ join_node() {
   pids+=("$node")
 }
 
+# join_run JOIN RUN_ID NAME...: a node of 2 workers per NAME, joining run RUN_ID at JOIN (its
+# coordinator replicas' addresses), patient for 60 s; its pid in $NAME, its log $tmp/NAME.log.
+join_run() {
+  local join=$1 id=$2 n
+  shift 2
+  for n in "$@"; do
+    "$bin" node --join "$join" --run-id "$id" --workers 2 --name "$n" --connect-timeout-s 60 \
+      >"$tmp/$n.log" 2>&1 &
+    pids+=($!)
+    eval "$n=$!"
+  done
+}
+
+# nodes_ended ATTACHMENTS NAME...: each node $NAME stops within 15 s, exits 0, and served its
+# workers ATTACHMENTS times (once per coordinator it attached to).
+nodes_ended() {
+  local want=$1 n
+  shift
+  for n in "$@"; do
+    wait_exit "${!n}" 15 || fail "node $n did not stop"
+    wait "${!n}" || fail "node $n exited with $?"
+    [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = "$want" ] ||
+      fail "node $n: served its workers $(grep -c "serving 2 workers" "$tmp/$n.log") times, not $want"
+  done
+}
+
 ctl() { "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" "$@"; }
 
 run_launch() {
@@ -173,6 +199,42 @@ free_port() { py 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); 
 start_etcd() {
   start_etcd_cluster 1
   etcd_pid=${etcd_pids[0]}
+}
+
+# replicas_test NAME: what a test of coordinator replicas starts with: a secret of its own in
+# SWARMRT_SECRET (NAME-test; no SWARMRT_SECRET_FILE from outside) and an etcd of its own
+# (start_etcd).
+replicas_test() {
+  export SWARMRT_SECRET=$1-test
+  unset SWARMRT_SECRET_FILE
+  start_etcd
+}
+
+# run_with_standby NAME SETTINGS...: two coordinator replicas of run NAME (configs/tiny.toml
+# with SETTINGS, on the test's etcd: a leads, b stands by, lease 2 s) and one node of 2
+# workers that knows both; waits for the node's end (300 s), then for both replicas' (the
+# leader prints the run's last line after its nodes have stopped; the standby can end first,
+# once the run is recorded as completed). Logs: $tmp/NAME-a.log, NAME-b.log, NAME-n.log.
+run_with_standby() {
+  local name=$1 id pa pb n r a b
+  shift
+  id=$(printf '%016x' $((RANDOM * 32768 + RANDOM + 1)))
+  pa=$(free_port) pb=$(free_port)
+  for r in a:$pa b:$pb; do
+    "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:${r#*:}" -o "$tmp/$name" \
+      --etcd "$etcd_url" --lease-ttl-s 2 --run-id "$id" "$@" >"$tmp/$name-${r%%:*}.log" 2>&1 &
+    pids+=($!)
+    [ "${r%%:*}" = a ] && { a=$!; wait_log "$tmp/$name-a.log" "leading run" 30 || fail "$name: no leader"; }
+  done
+  b=$!
+  "$bin" node --join "127.0.0.1:$pa,127.0.0.1:$pb" --run-id "$id" --workers 2 --name n \
+    --connect-timeout-s 60 >"$tmp/$name-n.log" 2>&1 &
+  n=$!
+  pids+=("$n")
+  wait_exit "$n" 300 || fail "$name: the node still runs after 300 s"
+  wait "$n" || fail "$name: the node exited with $?"
+  wait_exit "$a" 30
+  wait_exit "$b" 30
 }
 
 # etcd_tls DIR HOST...: `swarmrt tls` certificates from $SWARMRT_SECRET for etcd members at

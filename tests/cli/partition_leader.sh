@@ -62,12 +62,7 @@ ns "$ns_a" ip link set "v$ns_a" up
 wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
 wait "$b" || fail "the new leader exited with $?"
 grep -q "final validation loss" "$tmp/b.log" || fail "no final loss"
-for k in 1 2; do
-  n=n$k
-  wait_exit "${!n}" 15 || fail "node $n did not stop"
-  wait "${!n}" || fail "node $n exited with $?"
-  [ "$(grep -c "serving 2 workers" "$tmp/$n.log")" = 2 ] || fail "node $n: not two attachments"
-done
+nodes_ended 2 n1 n2
 py '
 import json, sys
 records = [json.loads(l) for l in open(sys.argv[1])]

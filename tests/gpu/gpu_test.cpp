@@ -15,6 +15,7 @@
 #include "transport/staging.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 

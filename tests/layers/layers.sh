@@ -10,13 +10,13 @@ trap 'rm -rf "$tmp"' EXIT
 check="$root/tests/layers/check_layers.py"
 python3 "$check" "$root" || { echo "FAIL: the tree has an upward include (above)"; exit 1; }
 mkdir -p "$tmp/model" "$tmp/policy" "$tmp/actors/stage" "$tmp/actors/runtime"
-echo '#include "policy/wiring.hpp"' >"$tmp/model/config.hpp"
+echo '#include "transport/bulk.hpp"' >"$tmp/model/gpt.hpp"
 echo '#include "actors/runtime/runtime.hpp"' >"$tmp/actors/stage/worker.hpp"
 echo '#include "actors/stage/worker.hpp"' >"$tmp/actors/runtime/runtime.hpp"
 out=$(python3 "$check" "$tmp")
 [ $? = 1 ] || { echo "FAIL: upward includes were not refused: $out"; exit 1; }
-echo "$out" | grep -q "model/config.hpp:1: model includes policy/wiring.hpp" ||
-  { echo "FAIL: model -> policy not named: $out"; exit 1; }
+echo "$out" | grep -q "model/gpt.hpp:1: model includes transport/bulk.hpp" ||
+  { echo "FAIL: model -> transport not named: $out"; exit 1; }
 echo "$out" | grep -q "actors/stage/worker.hpp:1: actors/stage includes actors/runtime/runtime.hpp" ||
   { echo "FAIL: stage -> runtime not named: $out"; exit 1; }
 limits="$root/tests/layers/check_limits.py"

@@ -10,6 +10,7 @@
 #include "tokens/shard.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 std::string text_of(size_t n) {

@@ -5,6 +5,7 @@
 #include "test_util.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 using swarmrt::testing::micro_gpt;
 
 using swarmrt::testing::random_ids;

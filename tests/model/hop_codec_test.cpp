@@ -6,6 +6,7 @@
 #include "model/quantize.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 constexpr int64_t kBlock = 128;

@@ -1,11 +1,12 @@
 // The Llama block against values computed by hand and the properties its papers state.
 #include <gtest/gtest.h>
 
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/llama.hpp"
 #include "test_util.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 ModelConfig micro_llama() {

@@ -7,6 +7,7 @@
 #include "test_util.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 ModelConfig testing_micro() {

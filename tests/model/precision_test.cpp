@@ -12,6 +12,7 @@
 #include "test_util.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 using swarmrt::testing::TempDir;
 
 namespace {

@@ -9,6 +9,7 @@
 #include "test_util.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 ModelConfig micro(Arch arch) {

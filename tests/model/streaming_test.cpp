@@ -15,6 +15,7 @@
 #include "model/stage_model.hpp"
 
 using namespace swarmrt::model;
+using namespace swarmrt::config;
 
 namespace {
 
@@ -176,29 +177,6 @@ TEST(Fragments, InnerStepsScheduleRunsEachPhaseFromItsStart) {
     for (uint32_t p = 0; p < 2; ++p)
       EXPECT_EQ(fragment_due(t, p, d), t > 2 && fragment_due(t - 2, p, 16, 2)) << t << " " << p;
   EXPECT_EQ(inner_steps_at(5, d), 16);
-}
-
-// Each entry is H:STEPS with STEPS whole rounds of H; anything else is refused by name.
-TEST(Fragments, InnerStepsScheduleRefusesWhatIsNotWholeRounds) {
-  EXPECT_TRUE(parse_inner_schedule("").empty());
-  const auto phases = parse_inner_schedule("16:256, 32 : 512");
-  ASSERT_EQ(phases.size(), 2u);
-  EXPECT_EQ(phases[1].inner_steps, 32);
-  EXPECT_EQ(phases[1].steps, 512);
-  auto error = [](const std::string& spec) {
-    try {
-      parse_inner_schedule(spec);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  EXPECT_NE(error("16:100").find("phase '16:100' must run whole rounds: 100 steps are not a "
-                                 "multiple of H = 16"),
-            std::string::npos)
-      << error("16:100");
-  for (const char* bad : {"16", "0:16", "16:0", "a:16", "16:16,", "-4:8", "16:16;32:32"})
-    EXPECT_NE(error(bad).find("must be H:STEPS entries"), std::string::npos) << bad;
 }
 
 // diloco.outer_lr_schedule = cosine: outer_lr for a round at the warm-up's end, outer_min_lr at

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../temp_dir.hpp"
-#include "model/config.hpp"
+#include "config/config.hpp"
 #include "model/data.hpp"
 #include "model/gpt.hpp"
 

@@ -24,7 +24,7 @@ using swarmrt::testing::run;
 
 namespace {
 
-model::RunConfig balanced_run(const std::string& mode, int64_t steps) {
+config::RunConfig balanced_run(const std::string& mode, int64_t steps) {
   auto c = micro_run(mode, 2, 2, steps);
   c.diloco.inner_steps = 5;
   c.balancer.period_s = 0.1;
@@ -39,7 +39,7 @@ struct BalancedRun {
   std::vector<nlohmann::json> moves;
 };
 
-BalancedRun run_balanced(const model::RunConfig& config, std::vector<int64_t> stage_workers,
+BalancedRun run_balanced(const config::RunConfig& config, std::vector<int64_t> stage_workers,
                          std::function<double(uint32_t, double)> speed) {
   swarmrt::testing::TempDir dir;
   model::RunDir rd(dir / "run", config, model::RunStart::fresh);

@@ -128,7 +128,7 @@ std::tuple<int64_t, uint64_t, bool> answer(
 TEST(DilocoGroup, AllReduceGoesAheadOnlyWhenEveryWorkerOfTheCommunicatorIsThere) {
   swarmrt::testing::TestSystem ts;
   auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config.transport.links = model::Links::comm;
+  ctx->config.transport.links = config::Links::comm;
   caf::scoped_actor a{*ts.sys}, b{*ts.sys}, c{*ts.sys};
   auto group = spawn_group(ts, ctx, at::tensor({1.0f, 2.0f}), {&a, &b, &c});
   const uint64_t e = announced_epoch(a, 3);
@@ -227,8 +227,8 @@ TEST(DilocoGroup, ANonFiniteContributionIsRefusedAndTheRoundGoesOn) {
 // so the last step's exact outer step starts from where the workers are. Stepping θ with Δ̄
 // drifts from them (by half the first round's step, then by rounds of momentum).
 TEST(DilocoGroup, EagerThetaStaysTheMeanOfTheWorkersOwnOuterSteps) {
-  for (auto q : {model::Quantize::none, model::Quantize::int4}) {
-    SCOPED_TRACE(model::name_of(q));
+  for (auto q : {config::Quantize::none, config::Quantize::int4}) {
+    SCOPED_TRACE(config::name_of(q));
     swarmrt::testing::TestSystem ts;
     auto ctx = std::make_shared<actors::SwarmContext>();
     auto& d = ctx->config.diloco;
@@ -261,9 +261,9 @@ TEST(DilocoGroup, EagerThetaStaysTheMeanOfTheWorkersOwnOuterSteps) {
     for (uint64_t round = 0; round < 4; ++round) {
       for (auto& w : workers) {
         const auto delta = at::randn({8}, gen) * 0.1;
-        const auto wire = q == model::Quantize::none ? delta : model::encode(delta, q, 4);
+        const auto wire = q == config::Quantize::none ? delta : model::encode(delta, q, 4);
         const model::NamedTensors own{
-            {"w", q == model::Quantize::none ? delta : model::decode(wire, q, 4, {8})}};
+            {"w", q == config::Quantize::none ? delta : model::decode(wire, q, 4, {8})}};
         const bool was_in = !mean.empty() && !w.last_sent.empty() &&
                             std::count(mean_of.begin(), mean_of.end(), w.id) > 0;
         const auto tilde = model::eager_delta(own, mean.empty() ? nullptr : &mean, mean_of.size(),
@@ -276,8 +276,8 @@ TEST(DilocoGroup, EagerThetaStaysTheMeanOfTheWorkersOwnOuterSteps) {
         auto [h, f] = next_round(*w.self);
         ASSERT_EQ(h.status, RoundStatus::applied);
         EXPECT_TRUE(h.average);
-        mean = {{"w", q == model::Quantize::none ? f.tensors[0]
-                                                 : model::decode(f.tensors[0], q, 4, {8})}};
+        mean = {{"w", q == config::Quantize::none ? f.tensors[0]
+                                                  : model::decode(f.tensors[0], q, 4, {8})}};
         mean_of = h.contributors;
       }
       const auto expected =
@@ -386,7 +386,7 @@ TEST(DilocoGroup, EachRoundStepsWithTheOuterRateOfItsStep) {
   ctx->config.train.steps = 10;
   ctx->config.diloco.outer_lr = 1.0;
   ctx->config.diloco.outer_momentum = 0.0;
-  ctx->config.diloco.outer_lr_schedule = model::Schedule::cosine;
+  ctx->config.diloco.outer_lr_schedule = config::Schedule::cosine;
   ctx->config.diloco.outer_min_lr = 0.2;
   caf::scoped_actor a{*ts.sys}, b{*ts.sys};
   auto group = spawn_group(ts, ctx, at::tensor({1.0f, 2.0f}), {&a, &b});

@@ -45,7 +45,7 @@ caf::behavior driver(caf::stateful_actor<replica_driver_state<Replica>>* self,
       },
       [=](atoms::round_atom, const messages::Frame& f) {
         auto& s = self->state;
-        s.replica.on_round(self, f, s.module, false, 0, [](const messages::WorkerState&) {});
+        s.replica.on_round(self, f, s.module, false, [](const messages::WorkerState&) {});
       },
       [=](atoms::params_atom) {
         return actors::to_list(model::parameters_of(*self->state.module), true);

@@ -8,31 +8,23 @@
 #include <cmath>
 
 #include "../run_util.hpp"
+#include "replica_kinds.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::testing;
 
 namespace {
 
-enum class Replica { plain, streaming, eager };
-
 // 16 steps: a warm-up of 2, H = 4 for steps 3..10, then H = 8; the outer learning rate decays
 // from 0.7 to 0.1 over steps 2..16.
-model::RunConfig schedule_config(const std::string& mode, int64_t stages, Replica replica) {
+config::RunConfig schedule_config(const std::string& mode, int64_t stages, Replica replica) {
   auto config = micro_run(mode, stages, 2, 16);
   config.diloco.warmup_sync_steps = 2;
   config.diloco.inner_steps = 8;
   config.diloco.inner_steps_schedule = "4:8";
-  config.diloco.outer_lr_schedule = model::Schedule::cosine;
+  config.diloco.outer_lr_schedule = config::Schedule::cosine;
   config.diloco.outer_min_lr = 0.1;
-  if (replica != Replica::plain) {
-    config.diloco.fragments = 2;
-    config.diloco.overlap_steps = 1;
-    config.diloco.alpha = 0.5;
-    config.diloco.quantize = model::Quantize::int4;
-    config.diloco.eager = replica == Replica::eager;
-  }
-  model::validate(config, "test");
+  use_replica(config, replica);
   return config;
 }
 
@@ -54,10 +46,6 @@ void expect_the_schedules_rounds(const actors::RuntimeResult& r, int64_t stages,
 
 class Schedules : public ::testing::TestWithParam<Replica> {};
 
-std::string replica_name(Replica r) {
-  return r == Replica::plain ? "plain" : r == Replica::streaming ? "streaming" : "eager";
-}
-
 }  // namespace
 
 // One stage of 2 workers: the rounds fall where each phase's H puts them, the stage ends on
@@ -73,7 +61,7 @@ TEST_P(Schedules, RoundsFollowEachPhasesHAndTheOuterRateDecays) {
   EXPECT_LT(r.report.val_loss, r.report.losses.front());
 
   auto constant = config;
-  constant.diloco.outer_lr_schedule = model::Schedule::constant;
+  constant.diloco.outer_lr_schedule = config::Schedule::constant;
   const auto c = run(constant);
   expect_the_schedules_rounds(c, 1, GetParam());
   // The first round (step 4 or 6) already steps at a decayed rate, so θ differs from there on.
@@ -89,18 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Replicas, Schedules,
                          ::testing::Values(Replica::plain, Replica::streaming, Replica::eager),
                          [](const auto& info) { return replica_name(info.param); });
 
-namespace {
-
-struct Kill {
-  const char* name;
-  const char* target;
-  int64_t step;
-  model::KillPhase phase;
-};
-
-class SchedulesKilled : public ::testing::TestWithParam<std::tuple<Kill, Replica>> {};
-
-}  // namespace
+class SchedulesKilled : public ReplicaKilled {};
 
 // Two stages of 2 workers: a worker killed in the first phase (it takes the group's θ and goes
 // on at H = 4), at the change of H (step 10: its last H = 4 round on its way) and in the second
@@ -109,31 +86,18 @@ class SchedulesKilled : public ::testing::TestWithParam<std::tuple<Kill, Replica
 // applied once and in order, and each stage ends on its group's θ.
 TEST_P(SchedulesKilled, EveryRoundOfTheScheduleAppliedOnce) {
   const auto& [kill, replica] = GetParam();
-  auto config = schedule_config("diloco-swarm", 2, replica);
-  config.chaos.kill = kill.target;
-  config.chaos.kill_at_step = kill.step;
-  config.chaos.kill_at_phase = kill.phase;
-  const auto r = run(config);
-  EXPECT_EQ(r.kills, 1u);
-  EXPECT_GE(r.restarts, 1u);
-  ASSERT_EQ(r.report.losses.size(), 16u);
-  expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  const auto r = run_killed(schedule_config("diloco-swarm", 2, replica), kill, 16);
   expect_the_schedules_rounds(r, 2, replica);
-  EXPECT_TRUE(std::isfinite(r.report.val_loss));
-  EXPECT_LT(r.report.val_loss, r.report.losses.front());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, SchedulesKilled,
     ::testing::Combine(
         ::testing::Values(
-            Kill{"WorkerInTheFirstPhase", "stage1/worker1", 7, model::KillPhase::start},
-            Kill{"WorkerAtTheChange", "stage1/worker1", 10, model::KillPhase::apply},
-            Kill{"WorkerInTheSecondPhase", "stage1/worker1", 12, model::KillPhase::start},
-            Kill{"GroupAtTheChange", "stage0/diloco", 10, model::KillPhase::apply},
-            Kill{"GroupInTheSecondPhase", "stage0/diloco", 14, model::KillPhase::apply}),
+            Kill{"WorkerInTheFirstPhase", "stage1/worker1", 7, config::KillPhase::start},
+            Kill{"WorkerAtTheChange", "stage1/worker1", 10, config::KillPhase::apply},
+            Kill{"WorkerInTheSecondPhase", "stage1/worker1", 12, config::KillPhase::start},
+            Kill{"GroupAtTheChange", "stage0/diloco", 10, config::KillPhase::apply},
+            Kill{"GroupInTheSecondPhase", "stage0/diloco", 14, config::KillPhase::apply}),
         ::testing::Values(Replica::plain, Replica::streaming)),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param).name) + "_" +
-             replica_name(std::get<1>(info.param));
-    });
+    [](const auto& info) { return kill_and_replica_name(info); });

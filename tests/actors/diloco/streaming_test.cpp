@@ -1,4 +1,4 @@
-// Streaming DiLoCo in the actors: a real StreamingReplica inside an actor, driven step by
+// Streaming DiLoCo in the actors: a real DilocoReplica inside an actor, driven step by
 // step against a scoped actor standing in as the stage's group; and whole in-process runs
 // with fragments, overlap and 4-bit rounds against plain DiLoCo.
 #include <ATen/ATen.h>
@@ -9,7 +9,7 @@
 
 #include "../actor_test_util.hpp"
 #include "actors/common/tensor_list.hpp"
-#include "actors/diloco/streaming_replica.hpp"
+#include "actors/diloco/replica.hpp"
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
 #include "replica_driver.hpp"
@@ -24,18 +24,18 @@ using swarmrt::testing::micro_run;
 using swarmrt::testing::route_deterministically;
 using swarmrt::testing::run;
 
-using driver_state = swarmrt::testing::replica_driver_state<actors::StreamingReplica>;
+using driver_state = swarmrt::testing::replica_driver_state<actors::DilocoReplica>;
 using swarmrt::testing::driver;
 using swarmrt::testing::inner_atom;
 
-model::RunConfig streaming_config(int64_t P, int64_t tau, double alpha, model::Quantize q) {
+config::RunConfig streaming_config(int64_t P, int64_t tau, double alpha, config::Quantize q) {
   auto c = micro_run("diloco", 1, 1, 1000);
   c.diloco.inner_steps = 8;
   c.diloco.fragments = P;
   c.diloco.overlap_steps = tau;
   c.diloco.alpha = alpha;
   c.diloco.quantize = q;
-  model::validate(c, "test");
+  config::validate(c, "test");
   return c;
 }
 
@@ -49,7 +49,8 @@ using swarmrt::testing::params_of;
 // stage's group applied fragment 0's rounds at steps 4, 8 and 12 (the last) and fragment 1's at
 // 2, 6, 10 and 12, once each and in order, both workers of a stage ended on the same
 // parameters, and the loss fell.
-void expect_two_fragments_in_order(const actors::RuntimeResult& r, const model::RunConfig& config) {
+void expect_two_fragments_in_order(const actors::RuntimeResult& r,
+                                   const config::RunConfig& config) {
   ASSERT_EQ(r.report.losses.size(), 12u);
   swarmrt::testing::expect_every_micro_batch_once(r.report, config.train.micro_batches);
   for (uint32_t stage = 0; stage < 2; ++stage) {
@@ -70,13 +71,13 @@ void expect_two_fragments_in_order(const actors::RuntimeResult& r, const model::
 // the answer is in at once, its parameters stay local through step 5 and take
 // α·local + (1 − α)·global after inner step 6; fragment 0 is untouched. Fragment 0's round
 // (step 8) is answered late: step 9 goes on, step 10 is held until the answer is merged.
-TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
+TEST(DilocoReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
   swarmrt::testing::TestSystem ts;
   auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config = streaming_config(2, 2, 0.5, model::Quantize::none);
+  ctx->config = streaming_config(2, 2, 0.5, config::Quantize::none);
   caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
   auto worker =
-      ts.sys->spawn(driver<actors::StreamingReplica>, actors::ContextPtr(ctx),
+      ts.sys->spawn(driver<actors::DilocoReplica>, actors::ContextPtr(ctx),
                     caf::actor_cast<caf::actor>(group), caf::actor_cast<caf::actor>(tracker));
   const auto init = params_of(self, worker);
   const auto frag = model::assign_fragments(
@@ -85,7 +86,7 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
         for (const auto& [name, t] : init) n.push_back(name);
         return n;
       }(),
-      2, model::FragmentPattern::strided);
+      2, config::FragmentPattern::strided);
 
   for (uint64_t t = 1; t <= 3; ++t) EXPECT_FALSE(inner(self, worker, t)) << t;
   EXPECT_FALSE(inner(self, worker, 4));
@@ -146,16 +147,16 @@ TEST(StreamingReplica, MergeLandsTauInnerStepsAfterTheRoundStarts) {
 // The group's answer, a mean of two other workers, moves nothing when it lands at step 9; at
 // step 16 the next round's Δ̃ = (Δ + 2·mean) / 3 (this worker was not in the mean) and the
 // momentum carries over.
-TEST(StreamingReplica, EagerStepsAtTheRoundStartAndTheMeanFeedsTheNext) {
+TEST(DilocoReplica, EagerStepsAtTheRoundStartAndTheMeanFeedsTheNext) {
   swarmrt::testing::TestSystem ts;
   auto ctx = std::make_shared<actors::SwarmContext>();
-  ctx->config = streaming_config(1, 1, 0.0, model::Quantize::none);
+  ctx->config = streaming_config(1, 1, 0.0, config::Quantize::none);
   ctx->config.diloco.eager = true;
-  model::validate(ctx->config, "test");
+  config::validate(ctx->config, "test");
   const double eta = ctx->config.diloco.outer_lr, mu = ctx->config.diloco.outer_momentum;
   caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
   auto worker =
-      ts.sys->spawn(driver<actors::StreamingReplica>, actors::ContextPtr(ctx),
+      ts.sys->spawn(driver<actors::DilocoReplica>, actors::ContextPtr(ctx),
                     caf::actor_cast<caf::actor>(group), caf::actor_cast<caf::actor>(tracker));
   const auto init = params_of(self, worker);
   for (uint64_t t = 1; t <= 7; ++t) EXPECT_FALSE(inner(self, worker, t));
@@ -199,15 +200,15 @@ TEST(StreamingReplica, EagerStepsAtTheRoundStartAndTheMeanFeedsTheNext) {
 
 // The bytes a 4-bit round puts on the wire, and counts, are the encoding's: per tensor 4 bytes
 // per block of 128 plus half a byte per value; and the worker's answer arrives as an update.
-TEST(StreamingReplica, RoundBytesEqualTheEncodingsCount) {
-  for (auto q : {model::Quantize::int4, model::Quantize::fp4, model::Quantize::int8,
-                 model::Quantize::fp16, model::Quantize::none}) {
+TEST(DilocoReplica, RoundBytesEqualTheEncodingsCount) {
+  for (auto q : {config::Quantize::int4, config::Quantize::fp4, config::Quantize::int8,
+                 config::Quantize::fp16, config::Quantize::none}) {
     swarmrt::testing::TestSystem ts;
     auto ctx = std::make_shared<actors::SwarmContext>();
     ctx->config = streaming_config(2, 0, 0.0, q);
     caf::scoped_actor group{*ts.sys}, tracker{*ts.sys}, self{*ts.sys};
     auto worker =
-        ts.sys->spawn(driver<actors::StreamingReplica>, actors::ContextPtr(ctx),
+        ts.sys->spawn(driver<actors::DilocoReplica>, actors::ContextPtr(ctx),
                       caf::actor_cast<caf::actor>(group), caf::actor_cast<caf::actor>(tracker));
     std::map<std::string, int64_t> numel;
     for (const auto& [name, t] : params_of(self, worker)) numel[name] = t.numel();
@@ -221,35 +222,9 @@ TEST(StreamingReplica, RoundBytesEqualTheEncodingsCount) {
       sent += h.tensors[k].byte_size;
     }
     EXPECT_GT(expected, 0u);
-    EXPECT_EQ(sent, expected) << model::name_of(q);
-    EXPECT_EQ(ctx->bytes->get(actors::Traffic::pseudo_gradients), expected) << model::name_of(q);
+    EXPECT_EQ(sent, expected) << config::name_of(q);
+    EXPECT_EQ(ctx->bytes->get(actors::Traffic::pseudo_gradients), expected) << config::name_of(q);
     self->send_exit(worker, caf::exit_reason::user_shutdown);
-  }
-}
-
-// P = 1, τ = 0, no quantization through the fragment rounds (the streaming replica and the
-// group's fragment path) is plain DiLoCo bit for bit over 3 rounds: the same losses, the same
-// parameters in every worker, the same rounds applied. (One stage: a worker that runs every
-// micro-batch's backward itself sums its gradients in a fixed order, so plain DiLoCo repeats
-// itself bit for bit; across stages the arrival order of gradients varies the last bits.)
-TEST(StreamingDiloco, OneFragmentNoOverlapEqualsPlainDilocoBitForBit) {
-  auto config = micro_run("diloco", 1, 2, 6);
-  config.diloco.inner_steps = 2;
-  route_deterministically(config);  // the same routes in both runs
-  const auto plain = run(config);
-  actors::RuntimeOptions o;
-  o.force_streaming = true;
-  const auto streaming = run(config, o);
-  ASSERT_EQ(plain.report.losses.size(), 6u);
-  EXPECT_EQ(streaming.report.losses, plain.report.losses);
-  EXPECT_EQ(streaming.applied_rounds, plain.applied_rounds);
-  EXPECT_EQ(streaming.applied_rounds.at(0), (std::vector<uint64_t>{0, 1, 2}));
-  ASSERT_EQ(streaming.worker_params.size(), plain.worker_params.size());
-  for (const auto& [id, params] : plain.worker_params) {
-    const auto& other = streaming.worker_params.at(id);
-    ASSERT_EQ(other.size(), params.size());
-    for (size_t i = 0; i < params.size(); ++i)
-      EXPECT_TRUE(at::equal(other[i].second, params[i].second)) << id << " " << params[i].first;
   }
 }
 
@@ -264,8 +239,8 @@ TEST(StreamingDiloco, FragmentsOverlapAndFourBitRoundsTrain) {
   config.diloco.fragments = 2;
   config.diloco.overlap_steps = 1;
   config.diloco.alpha = 0.5;
-  config.diloco.quantize = model::Quantize::int4;
-  model::validate(config, "test");
+  config.diloco.quantize = config::Quantize::int4;
+  config::validate(config, "test");
   const auto r = run(config);
   expect_two_fragments_in_order(r, config);
   const auto bytes = r.bytes.at("pseudo_gradients").get<double>();
@@ -284,9 +259,9 @@ TEST(StreamingDiloco, EagerRoundsTrainAndEndOnTheGroupsTheta) {
   config.diloco.inner_steps = 4;
   config.diloco.fragments = 2;
   config.diloco.overlap_steps = 1;
-  config.diloco.quantize = model::Quantize::int4;
+  config.diloco.quantize = config::Quantize::int4;
   config.diloco.eager = true;
-  model::validate(config, "test");
+  config::validate(config, "test");
   const auto r = run(config);
   expect_two_fragments_in_order(r, config);
   EXPECT_TRUE(std::isfinite(r.report.val_loss));
@@ -298,9 +273,9 @@ TEST(StreamingDiloco, EagerRoundsTrainAndEndOnTheGroupsTheta) {
 // successor, the step is counted once, and the stage's workers end on the same parameters;
 // with the merge by α and with eager steps.
 class StreamingWorkerKilled
-    : public ::testing::TestWithParam<std::pair<int64_t, model::KillPhase>> {};
+    : public ::testing::TestWithParam<std::pair<int64_t, config::KillPhase>> {};
 
-void killed_with_a_round_in_flight(int64_t step, model::KillPhase phase, bool eager);
+void killed_with_a_round_in_flight(int64_t step, config::KillPhase phase, bool eager);
 
 TEST_P(StreamingWorkerKilled, EveryFragmentRoundAppliedOnce) {
   for (bool eager : {false, true}) {
@@ -309,18 +284,18 @@ TEST_P(StreamingWorkerKilled, EveryFragmentRoundAppliedOnce) {
   }
 }
 
-void killed_with_a_round_in_flight(int64_t step, model::KillPhase phase, bool eager) {
+void killed_with_a_round_in_flight(int64_t step, config::KillPhase phase, bool eager) {
   auto config = micro_run("diloco-swarm", 2, 2, 12);
   config.diloco.inner_steps = 4;
   config.diloco.fragments = 2;
   config.diloco.overlap_steps = 1;
   config.diloco.alpha = 0.5;
-  config.diloco.quantize = model::Quantize::int4;
+  config.diloco.quantize = config::Quantize::int4;
   config.diloco.eager = eager;
   config.chaos.kill = "stage1/worker1";
   config.chaos.kill_at_step = step;
   config.chaos.kill_at_phase = phase;
-  model::validate(config, "test");
+  config::validate(config, "test");
   const auto r = run(config);
   EXPECT_EQ(r.kills, 1u);
   EXPECT_GE(r.restarts, 1u);
@@ -328,6 +303,6 @@ void killed_with_a_round_in_flight(int64_t step, model::KillPhase phase, bool ea
 }
 
 INSTANTIATE_TEST_SUITE_P(Phases, StreamingWorkerKilled,
-                         ::testing::Values(std::make_pair(int64_t{2}, model::KillPhase::apply),
-                                           std::make_pair(int64_t{3}, model::KillPhase::start),
-                                           std::make_pair(int64_t{3}, model::KillPhase::reduce)));
+                         ::testing::Values(std::make_pair(int64_t{2}, config::KillPhase::apply),
+                                           std::make_pair(int64_t{3}, config::KillPhase::start),
+                                           std::make_pair(int64_t{3}, config::KillPhase::reduce)));

@@ -8,26 +8,18 @@
 
 #include "../run_util.hpp"
 #include "actors/common/tensor_list.hpp"
+#include "replica_kinds.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::testing;
 
 namespace {
 
-enum class Replica { plain, streaming, eager };
-
-model::RunConfig warmup_config(const std::string& mode, int64_t stages, Replica replica) {
+config::RunConfig warmup_config(const std::string& mode, int64_t stages, Replica replica) {
   auto config = micro_run(mode, stages, 2, 12);
   config.diloco.inner_steps = 4;
   config.diloco.warmup_sync_steps = 4;
-  if (replica != Replica::plain) {
-    config.diloco.fragments = 2;
-    config.diloco.overlap_steps = 1;
-    config.diloco.alpha = 0.5;
-    config.diloco.quantize = model::Quantize::int4;
-    config.diloco.eager = replica == Replica::eager;
-  }
-  model::validate(config, "test");
+  use_replica(config, replica);
   return config;
 }
 
@@ -82,24 +74,9 @@ TEST_P(Warmup, TheFirstKStepsAreSwarmModesAndTheRoundsCountFromK) {
 
 INSTANTIATE_TEST_SUITE_P(Replicas, Warmup,
                          ::testing::Values(Replica::plain, Replica::streaming, Replica::eager),
-                         [](const auto& info) {
-                           return std::string(info.param == Replica::plain       ? "plain"
-                                              : info.param == Replica::streaming ? "streaming"
-                                                                                 : "eager");
-                         });
+                         [](const auto& info) { return replica_name(info.param); });
 
-namespace {
-
-struct Kill {
-  const char* name;
-  const char* target;
-  int64_t step;
-  model::KillPhase phase;
-};
-
-class WarmupKilled : public ::testing::TestWithParam<std::tuple<Kill, Replica>> {};
-
-}  // namespace
+class WarmupKilled : public ReplicaKilled {};
 
 // Two stages of 2 workers, K = 4: a worker killed during the warm-up (it takes a peer's state,
 // not the group's θ(0)), as it sends θ(4) to the group, and after the warm-up (it takes the
@@ -108,31 +85,18 @@ class WarmupKilled : public ::testing::TestWithParam<std::tuple<Kill, Replica>> 
 // once, every round is applied once and in order, the stage's workers end equal.
 TEST_P(WarmupKilled, EveryRoundAppliedOnceAndEveryMicroBatchOnce) {
   const auto& [kill, replica] = GetParam();
-  auto config = warmup_config("diloco-swarm", 2, replica);
-  config.chaos.kill = kill.target;
-  config.chaos.kill_at_step = kill.step;
-  config.chaos.kill_at_phase = kill.phase;
-  const auto r = run(config);
-  EXPECT_EQ(r.kills, 1u);
-  EXPECT_GE(r.restarts, 1u);
-  ASSERT_EQ(r.report.losses.size(), 12u);
-  expect_every_micro_batch_once(r.report, config.train.micro_batches);
+  const auto r = run_killed(warmup_config("diloco-swarm", 2, replica), kill, 12);
   expect_rounds_after_the_warmup(r, 2, replica);
-  EXPECT_TRUE(std::isfinite(r.report.val_loss));
-  EXPECT_LT(r.report.val_loss, r.report.losses.front());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, WarmupKilled,
     ::testing::Combine(
-        ::testing::Values(Kill{"WorkerInTheWarmUp", "stage1/worker1", 2, model::KillPhase::reduce},
-                          Kill{"WorkerAtItsEnd", "stage1/worker1", 4, model::KillPhase::apply},
-                          Kill{"WorkerAfterIt", "stage1/worker1", 5, model::KillPhase::start},
-                          Kill{"GroupAtItsEnd", "stage0/diloco", 4, model::KillPhase::apply},
+        ::testing::Values(Kill{"WorkerInTheWarmUp", "stage1/worker1", 2, config::KillPhase::reduce},
+                          Kill{"WorkerAtItsEnd", "stage1/worker1", 4, config::KillPhase::apply},
+                          Kill{"WorkerAfterIt", "stage1/worker1", 5, config::KillPhase::start},
+                          Kill{"GroupAtItsEnd", "stage0/diloco", 4, config::KillPhase::apply},
                           Kill{"AveragerInTheWarmUp", "stage0/averager", 3,
-                               model::KillPhase::start}),
+                               config::KillPhase::start}),
         ::testing::Values(Replica::plain, Replica::streaming)),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param).name) +
-             (std::get<1>(info.param) == Replica::plain ? "_plain" : "_streaming");
-    });
+    [](const auto& info) { return kill_and_replica_name(info); });

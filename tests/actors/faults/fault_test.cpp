@@ -162,7 +162,7 @@ TEST_P(TrackerKilled, RunIsUnchanged) {
   const auto clean = run(config);
   config.chaos.kill = "tracker";
   config.chaos.kill_at_step = 3;
-  config.chaos.kill_at_phase = model::parse_choice<model::KillPhase>(GetParam());
+  config.chaos.kill_at_phase = config::parse_choice<config::KillPhase>(GetParam());
   TempDir dir;
   const auto faulty = run_in(dir.path, config);
   EXPECT_EQ(faulty.kills, 1u);
@@ -210,7 +210,7 @@ TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
   const auto clean = run(config);
   config.chaos.kill = "tracker";
   config.chaos.kill_at_step = 4;
-  config.chaos.kill_at_phase = model::KillPhase::apply;
+  config.chaos.kill_at_phase = config::KillPhase::apply;
   const auto faulty = run(config);
   EXPECT_EQ(faulty.kills, 1u);
   EXPECT_GE(faulty.restarts, 1u);
@@ -284,7 +284,7 @@ TEST(Faults, GroupKilledDuringARoundAppliesItOnce) {
 TEST(Faults, WorkerKilledAtARoundWithAGroupCommunicator) {
   auto config = micro_run("diloco", 1, 3, 6);
   config.diloco.inner_steps = 3;
-  config.transport.links = model::Links::comm;
+  config.transport.links = config::Links::comm;
   config.chaos.kill = "stage0/worker2";
   config.chaos.kill_at_step = 3;
   // Restarted at once: with the default 20 ms backoff the three remaining steps of this tiny
@@ -311,7 +311,7 @@ TEST(Faults, WorkerKilledAtARoundWithAGroupCommunicator) {
 TEST(Faults, GroupKilledAtARoundWithAGroupCommunicator) {
   auto config = micro_run("diloco-swarm", 2, 2, 6);
   config.diloco.inner_steps = 3;
-  config.transport.links = model::Links::comm;
+  config.transport.links = config::Links::comm;
   config.chaos.kill = "stage0/diloco";
   config.chaos.kill_at_step = 3;
   const auto result = run(config);

@@ -7,7 +7,7 @@
 
 #include "actors/membership/directory.hpp"
 #include "actors/runtime/runtime.hpp"
-#include "model/fingerprint.hpp"
+#include "config/fingerprint.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -50,7 +50,7 @@ struct DirectoryFixture : ::testing::Test, swarmrt::testing::DeterministicSystem
   caf::actor dir, tracker;
 
   void SetUp() override {
-    ctx->config = model::parse_config(
+    ctx->config = config::parse_config(
         "[model]\npreset = \"tiny\"\n[data]\npath = \"unused\"\n"
         "[swarm]\nmode = \"pp\"\nstages = 2\nworkers_per_stage = 1\n"
         "[balancer]\nenabled = false\n",
@@ -59,8 +59,8 @@ struct DirectoryFixture : ::testing::Test, swarmrt::testing::DeterministicSystem
     tracker = sys->spawn(tracker_puppet, seen);
     actors::DirectorySetup ds;
     ds.ctx = ctx;
-    ds.config_toml = model::to_toml(ctx->config);
-    ds.fingerprint_text = model::fingerprint_text(ctx->config);
+    ds.config_toml = config::to_toml(ctx->config);
+    ds.fingerprint_text = config::fingerprint_text(ctx->config);
     ds.secret = "the cluster's secret";
     ds.tracker = tracker;
     dir = sys->spawn(actors::directory, ds);
@@ -69,7 +69,7 @@ struct DirectoryFixture : ::testing::Test, swarmrt::testing::DeterministicSystem
 
   messages::JoinRequest request(const std::string& name, uint32_t workers) const {
     messages::JoinRequest r;
-    r.protocol = model::kProtocolVersion;
+    r.protocol = config::kProtocolVersion;
     r.secret = "the cluster's secret";
     r.node_name = name;
     r.workers = workers;
@@ -119,9 +119,9 @@ TEST_F(DirectoryFixture, RefusalsNameWhatDiffersAndAdmitNothing) {
   auto other_config = request("d", 1);
   auto changed = ctx->config;
   changed.model.n_layer += 2;
-  other_config.fingerprint = model::fingerprint_text(changed);
+  other_config.fingerprint = config::fingerprint_text(changed);
   auto old_protocol = request("e", 1);
-  old_protocol.protocol = model::kProtocolVersion + 1;
+  old_protocol.protocol = config::kProtocolVersion + 1;
   for (const auto& [r, why] : std::vector<std::pair<messages::JoinRequest, std::string>>{
            {wrong_secret, "wrong secret"},
            {other_run, "this node was started for run"},

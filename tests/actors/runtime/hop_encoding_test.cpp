@@ -18,7 +18,7 @@ namespace {
 using swarmrt::testing::micro_run;
 using swarmrt::testing::run;
 
-model::RunConfig pipeline(model::HopEncoding e, int64_t steps, int64_t seed = 1337) {
+config::RunConfig pipeline(config::HopEncoding e, int64_t steps, int64_t seed = 1337) {
   auto c = micro_run("pp", 2, 1, steps);
   c.swarm.hop_encoding = e;
   c.swarm.hop_block = 128;
@@ -40,32 +40,32 @@ double max_relative_gap(const std::vector<double>& a, const std::vector<double>&
 // 128; int5/3 sends 5-bit codes forward and 3-bit ones back). The micro model's hops
 // (2 x 32 x 32 = 2048 values) make 16 blocks.
 TEST(HopEncoding, EachEncodingSendsItsWireSizeByTheCounters) {
-  const auto none = run(pipeline(model::HopEncoding::none, 3)).bytes;
+  const auto none = run(pipeline(config::HopEncoding::none, 3)).bytes;
   const double n = 2 * 32 * 32, hops = 12;  // 3 steps x 4 micro-batches back
   EXPECT_EQ(none.at("gradients").get<double>(), hops * 4 * n);
   struct Sizes {
-    model::HopEncoding e;
+    config::HopEncoding e;
     double forward, backward;  // bytes of one hop's wire
   };
   const Sizes expected[] = {
-      {model::HopEncoding::bf16, 2 * n, 2 * n},
-      {model::HopEncoding::int8, n + 4 * n / 128, n + 4 * n / 128},
-      {model::HopEncoding::int4, n / 2 + 4 * n / 128, n / 2 + 4 * n / 128},
-      {model::HopEncoding::int5_3, 5 * n / 8 + 4 * n / 128, 3 * n / 8 + 4 * n / 128}};
+      {config::HopEncoding::bf16, 2 * n, 2 * n},
+      {config::HopEncoding::int8, n + 4 * n / 128, n + 4 * n / 128},
+      {config::HopEncoding::int4, n / 2 + 4 * n / 128, n / 2 + 4 * n / 128},
+      {config::HopEncoding::int5_3, 5 * n / 8 + 4 * n / 128, 3 * n / 8 + 4 * n / 128}};
   for (const auto& [e, forward, backward] : expected) {
     const auto r = run(pipeline(e, 3));
-    EXPECT_EQ(r.bytes.at("gradients").get<double>(), hops * backward) << model::name_of(e);
-    EXPECT_EQ(r.report.rejected_frames, 0u) << model::name_of(e);
+    EXPECT_EQ(r.bytes.at("gradients").get<double>(), hops * backward) << config::name_of(e);
+    EXPECT_EQ(r.report.rejected_frames, 0u) << config::name_of(e);
     // Forward: the same number of hops, each the wire beside the int64 targets.
     const double forward_none = none.at("activations").get<double>();
     const double saved = forward_none - r.bytes.at("activations").get<double>();
     const double forward_hops = saved / (4 * n - forward);
-    EXPECT_GE(forward_hops, 12) << model::name_of(e);
-    EXPECT_EQ(forward_hops, std::floor(forward_hops)) << model::name_of(e);
-    if (e == model::HopEncoding::int8) {
+    EXPECT_GE(forward_hops, 12) << config::name_of(e);
+    EXPECT_EQ(forward_hops, std::floor(forward_hops)) << config::name_of(e);
+    if (e == config::HopEncoding::int8) {
       EXPECT_LE((forward + backward) / (8 * n), 0.26);
-    } else if (e != model::HopEncoding::bf16) {
-      EXPECT_LE((forward + backward) / (8 * n), 0.14) << model::name_of(e);
+    } else if (e != config::HopEncoding::bf16) {
+      EXPECT_LE((forward + backward) / (8 * n), 0.14) << config::name_of(e);
     }
   }
 }
@@ -84,14 +84,14 @@ TEST(HopEncoding, QuantizedHopsTrainWithinTheirMeasuredGapOfNone) {
   const int seeds = env ? std::atoi(env) : 1;
   double worst8 = 0, worst4 = 0, worst53 = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
-    const auto none = run(pipeline(model::HopEncoding::none, 20, seed)).report.losses;
-    const auto again = run(pipeline(model::HopEncoding::none, 20, seed)).report.losses;
+    const auto none = run(pipeline(config::HopEncoding::none, 20, seed)).report.losses;
+    const auto again = run(pipeline(config::HopEncoding::none, 20, seed)).report.losses;
     EXPECT_EQ(max_relative_gap(again, none), 0.0) << "seed " << seed;
-    const auto gap = [&](model::HopEncoding e) {
+    const auto gap = [&](config::HopEncoding e) {
       return max_relative_gap(run(pipeline(e, 20, seed)).report.losses, none);
     };
-    const double gap8 = gap(model::HopEncoding::int8), gap4 = gap(model::HopEncoding::int4),
-                 gap53 = gap(model::HopEncoding::int5_3);
+    const double gap8 = gap(config::HopEncoding::int8), gap4 = gap(config::HopEncoding::int4),
+                 gap53 = gap(config::HopEncoding::int5_3);
     std::printf("seed %d: int8 gap %.5f, int4 gap %.5f, int5/3 gap %.5f\n", seed, gap8, gap4,
                 gap53);
     worst8 = std::max(worst8, gap8);
@@ -107,8 +107,8 @@ TEST(HopEncoding, QuantizedHopsTrainWithinTheirMeasuredGapOfNone) {
 // Encodings compose with train.precision: a bf16 pipeline with int8 hops trains (finite,
 // falling losses) and refuses nothing.
 TEST(HopEncoding, Int8HopsOfABf16Pipeline) {
-  auto c = pipeline(model::HopEncoding::int8, 10);
-  c.train.precision = model::Precision::bf16;
+  auto c = pipeline(config::HopEncoding::int8, 10);
+  c.train.precision = config::Precision::bf16;
   const auto r = run(c);
   ASSERT_EQ(r.report.losses.size(), 10u);
   for (double l : r.report.losses) EXPECT_TRUE(std::isfinite(l));

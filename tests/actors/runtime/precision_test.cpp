@@ -18,8 +18,8 @@ using swarmrt::testing::micro_run;
 using swarmrt::testing::run;
 using swarmrt::testing::small_corpus;
 
-model::TrainResult single_of(model::RunConfig c) {
-  c.swarm.mode = model::Mode::single;
+model::TrainResult single_of(config::RunConfig c) {
+  c.swarm.mode = config::Mode::single;
   c.swarm.stages = 1;
   c.swarm.workers_per_stage = 1;
   model::TrainOptions o;
@@ -35,14 +35,14 @@ model::TrainResult single_of(model::RunConfig c) {
 // its replicas' gradients in the averager in another order. The bound is therefore the fp32
 // pipeline test's, 1e-5 relative (PipelineReproducesSingle); a difference in what is rounded
 // to bf16 would exceed it, as fp32 against bf16 does (checked below).
-class Bf16ReproducesSingle : public ::testing::TestWithParam<std::tuple<model::Arch, std::string>> {
-};
+class Bf16ReproducesSingle
+    : public ::testing::TestWithParam<std::tuple<config::Arch, std::string>> {};
 
 TEST_P(Bf16ReproducesSingle, LossesMatchFor10Steps) {
   const auto& [arch, mode] = GetParam();
   auto config = micro_run(mode, 2, mode == "pp" ? 1 : 2, 10);
   config.model.arch = arch;
-  config.train.precision = model::Precision::bf16;
+  config.train.precision = config::Precision::bf16;
   const auto swarm = run(config);
   const auto single = single_of(config);
   ASSERT_EQ(swarm.report.losses.size(), 10u);
@@ -51,18 +51,18 @@ TEST_P(Bf16ReproducesSingle, LossesMatchFor10Steps) {
         << "step " << i + 1;
   EXPECT_EQ(swarm.report.rejected_frames, 0u);
   // And it is bf16: fp32 computes another loss by more than the bound.
-  config.train.precision = model::Precision::fp32;
+  config.train.precision = config::Precision::fp32;
   const auto fp32 = single_of(config);
   EXPECT_GT(std::abs(fp32.losses.back() - single.losses.back()),
             1e-5 * std::abs(single.losses.back()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Bf16ReproducesSingle,
-                         ::testing::Combine(::testing::Values(model::Arch::gpt2,
-                                                              model::Arch::llama),
+                         ::testing::Combine(::testing::Values(config::Arch::gpt2,
+                                                              config::Arch::llama),
                                             ::testing::Values("pp", "swarm")),
                          [](const auto& info) {
-                           return model::name_of(std::get<0>(info.param)) + "_" +
+                           return config::name_of(std::get<0>(info.param)) + "_" +
                                   std::get<1>(info.param);
                          });
 
@@ -73,14 +73,14 @@ INSTANTIATE_TEST_SUITE_P(Modes, Bf16ReproducesSingle,
 //   same steps counts exactly these), then per forward hop between the stages (training and
 //   the final evaluation) the hidden states [B, T, d] and the targets [B, T] (int64).
 TEST(Precision, Bf16HalvesTheHopBytesBetweenStages) {
-  auto bytes_of = [](model::Precision p, int64_t stages) {
+  auto bytes_of = [](config::Precision p, int64_t stages) {
     auto c = micro_run("pp", stages, 1, 3);
     c.train.precision = p;
     return run(c).bytes;
   };
-  const auto one = bytes_of(model::Precision::fp32, 1);
-  const auto fp32 = bytes_of(model::Precision::fp32, 2);
-  const auto bf16 = bytes_of(model::Precision::bf16, 2);
+  const auto one = bytes_of(config::Precision::fp32, 1);
+  const auto fp32 = bytes_of(config::Precision::fp32, 2);
+  const auto bf16 = bytes_of(config::Precision::bf16, 2);
   const auto c = micro_run("pp", 2, 1, 3);
   const double positions = static_cast<double>(c.train.micro_batch * c.model.block_size);
   const double targets = positions * 8, hidden32 = positions * c.model.n_embd * 4;
@@ -103,7 +103,7 @@ class OverflowSkips : public ::testing::TestWithParam<std::string> {};
 TEST_P(OverflowSkips, TheStepIsSkippedEverywhereAndTheRunGoesOn) {
   const std::string mode = GetParam();
   auto config = micro_run(mode, 2, mode == "pp" ? 1 : 2, 3);
-  config.train.loss_scale = model::LossScale::dynamic;
+  config.train.loss_scale = config::LossScale::dynamic;
   config.diloco.inner_steps = 10;  // no round within these steps
   config.chaos.overflow_at_step = 3;
   // Two micro-batches a step, so that no worker sums more than two gradients: a worker adds
@@ -114,7 +114,7 @@ TEST_P(OverflowSkips, TheStepIsSkippedEverywhereAndTheRunGoesOn) {
   config.train.micro_batches = 2;
   // The same routes in both runs, so that their gradients are summed alike.
   swarmrt::testing::route_deterministically(config);
-  model::validate(config, "test");
+  config::validate(config, "test");
   const auto with = run(config);
   EXPECT_EQ(with.report.skipped, std::vector<int64_t>{3});
   ASSERT_EQ(with.report.losses.size(), 3u);

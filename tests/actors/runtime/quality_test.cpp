@@ -10,13 +10,13 @@ using namespace swarmrt;
 
 TEST(Quality, DilocoSwarmWithinFivePercentOfSingle) {
   auto corpus = model::Corpus::load_text(swarmrt::testing::test_data_path(), 0.05);
-  model::RunConfig c;  // the tiny preset
+  config::RunConfig c;  // the tiny preset
   c.train.steps = 300;
   c.train.micro_batch = 2;
   c.train.micro_batches = 4;
   c.train.lr = 2e-3;
   c.train.min_lr = 2e-4;
-  c.train.schedule = model::Schedule::cosine;
+  c.train.schedule = config::Schedule::cosine;
   c.train.eval_every = 0;
   c.train.eval_batches = 16;
   c.diloco.inner_steps = 25;
@@ -25,7 +25,7 @@ TEST(Quality, DilocoSwarmWithinFivePercentOfSingle) {
   o.progress = false;
   const double single = model::train_single(c, corpus, o).val_loss;
 
-  c.swarm.mode = model::Mode::diloco_swarm;
+  c.swarm.mode = config::Mode::diloco_swarm;
   c.swarm.stages = 2;
   c.swarm.workers_per_stage = 2;
   actors::RuntimeOptions ro;

@@ -17,21 +17,21 @@ using swarmrt::testing::micro_run;
 using swarmrt::testing::run;
 using swarmrt::testing::small_corpus;
 
-std::vector<double> single_losses(const model::RunConfig& c) {
+std::vector<double> single_losses(const config::RunConfig& c) {
   model::TrainOptions o;
   o.progress = false;
   return model::train_single(c, small_corpus(), o).losses;
 }
 }  // namespace
 
-class PipelineReproducesSingle : public ::testing::TestWithParam<std::tuple<model::Arch, int64_t>> {
-};
+class PipelineReproducesSingle
+    : public ::testing::TestWithParam<std::tuple<config::Arch, int64_t>> {};
 
 TEST_P(PipelineReproducesSingle, LossesMatchFor20Steps) {
   auto config = micro_run("pp", std::get<1>(GetParam()), 1, 20);
   config.model.arch = std::get<0>(GetParam());
   const auto pp = run(config).report.losses;
-  config.swarm.mode = model::Mode::single;
+  config.swarm.mode = config::Mode::single;
   config.swarm.stages = 1;
   const auto single = single_losses(config);
   ASSERT_EQ(pp.size(), 20u);
@@ -40,11 +40,11 @@ TEST_P(PipelineReproducesSingle, LossesMatchFor20Steps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, PipelineReproducesSingle,
-                         ::testing::Combine(::testing::Values(model::Arch::gpt2,
-                                                              model::Arch::llama),
+                         ::testing::Combine(::testing::Values(config::Arch::gpt2,
+                                                              config::Arch::llama),
                                             ::testing::Values(2, 4)),
                          [](const auto& info) {
-                           return model::name_of(std::get<0>(info.param)) + "_" +
+                           return config::name_of(std::get<0>(info.param)) + "_" +
                                   std::to_string(std::get<1>(info.param));
                          });
 
@@ -121,7 +121,7 @@ TEST(Runtime, ThroughputWiringFavoursTheFasterWorker) {
     auto config = micro_run("swarm", 1, 2, 8);
     config.train.micro_batches = 12;
     config.swarm.max_inflight = 16;
-    config.swarm.wiring = model::parse_choice<model::WiringPolicy>(wiring);
+    config.swarm.wiring = config::parse_choice<config::WiringPolicy>(wiring);
     const uint32_t slow_id = actors::worker_id(0, 1);
     actors::RuntimeOptions o;
     o.wiring_measure = [slow_id](uint32_t id, double samples, double) {
@@ -145,7 +145,7 @@ TEST(Runtime, ThroughputWiringFavoursTheFasterWorker) {
   EXPECT_EQ(uniform, share_of_slow("uniform"));
 }
 
-class DilocoReplicas : public ::testing::TestWithParam<model::Arch> {};
+class DilocoReplicas : public ::testing::TestWithParam<config::Arch> {};
 
 TEST_P(DilocoReplicas, AgreeAfterEachRound) {
   auto config = micro_run("diloco-swarm", 2, 2, 6);
@@ -165,8 +165,8 @@ TEST_P(DilocoReplicas, AgreeAfterEachRound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtime, DilocoReplicas,
-                         ::testing::Values(model::Arch::gpt2, model::Arch::llama),
-                         [](const auto& info) { return model::name_of(info.param); });
+                         ::testing::Values(config::Arch::gpt2, config::Arch::llama),
+                         [](const auto& info) { return config::name_of(info.param); });
 
 // transport.links = "comm" in one process: each DiLoCo group announces a TCP communicator to
 // its workers, they all-reduce their pseudo-gradients over it at every round and the first
@@ -176,10 +176,10 @@ INSTANTIATE_TEST_SUITE_P(Runtime, DilocoReplicas,
 TEST(Runtime, DilocoGroupAllReduceAppliesTheSameRounds) {
   auto config = micro_run("diloco", 1, 3, 6);
   config.diloco.inner_steps = 3;
-  config.swarm.wiring = model::WiringPolicy::uniform;
+  config.swarm.wiring = config::WiringPolicy::uniform;
   config.swarm.max_inflight = 8;
   auto frames = run(config);
-  config.transport.links = model::Links::comm;
+  config.transport.links = config::Links::comm;
   auto reduced = run(config);
   EXPECT_EQ(frames.group_reduces, 0u);
   EXPECT_EQ(reduced.group_reduces, 2u * 3u);  // 2 rounds, 3 workers

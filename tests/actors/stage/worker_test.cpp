@@ -73,7 +73,7 @@ namespace {
 std::shared_ptr<actors::SwarmContext> last_stage_context() {
   auto ctx = std::make_shared<actors::SwarmContext>();
   ctx->config.model = {"tiny", 2, 2, 32, 16, 256};
-  ctx->config.swarm.mode = model::Mode::pp;
+  ctx->config.swarm.mode = config::Mode::pp;
   ctx->config.swarm.stages = 2;
   return ctx;
 }
@@ -110,7 +110,7 @@ void expect_only_the_last_served(std::shared_ptr<actors::SwarmContext> ctx,
 // the right one is served.
 TEST(StageWorker, RefusesHiddenStatesInADtypeOtherThanTheRunsPrecision) {
   auto ctx = last_stage_context();
-  ctx->config.train.precision = model::Precision::bf16;
+  ctx->config.train.precision = config::Precision::bf16;
   const auto h = eval_header();
   auto ids = at::randint(0, 256, {2, 16}, at::kLong);
   auto hidden = at::randn({2, 16, 32});
@@ -125,14 +125,14 @@ TEST(StageWorker, RefusesHiddenStatesInADtypeOtherThanTheRunsPrecision) {
 // one is decoded and served.
 TEST(StageWorker, RefusesHopsWhosePayloadDisagreesWithTheirEncoding) {
   auto ctx = last_stage_context();
-  ctx->config.swarm.hop_encoding = model::HopEncoding::int8;
+  ctx->config.swarm.hop_encoding = config::HopEncoding::int8;
   auto h = eval_header();
   auto ids = at::randint(0, 256, {2, 16}, at::kLong);
   auto hidden = at::randn({2, 16, 32});
   auto wire =
-      model::encode_hop(hidden, model::HopEncoding::int8, 128, model::HopDirection::forward, 0);
+      model::encode_hop(hidden, config::HopEncoding::int8, 128, model::HopDirection::forward, 0);
   auto unencoded = messages::make_frame(h, {hidden, ids});  // header: encoding none
-  h.hop_encoding = static_cast<uint8_t>(model::HopEncoding::int8);
+  h.hop_encoding = static_cast<uint8_t>(config::HopEncoding::int8);
   expect_only_the_last_served(ctx,
                               {unencoded, messages::make_frame(h, {hidden, ids}),
                                messages::make_frame(h, {wire.narrow(0, 0, wire.numel() - 4), ids}),

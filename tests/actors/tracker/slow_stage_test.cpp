@@ -21,7 +21,7 @@ TEST(SlowStage, AStageFarSlowerThanTheLeastWaitCompletesWithNoTimeout) {
   config.supervision.microbatch_timeout_factor = 1;  // the wait stays near the slowest hop
   config.chaos.slow_worker = actors::worker_id(1, 0);
   config.chaos.slow_factor = 500;
-  model::validate(config, "test");
+  config::validate(config, "test");
   TempDir dir;
   const auto result = run_in(dir.str(), config);
   ASSERT_EQ(result.report.losses.size(), 3u);
@@ -39,7 +39,7 @@ TEST(SlowStage, AMicroBatchLostMoreOftenThanAllowedEndsTheRunNamingTheSetting) {
   config.chaos.drop_fraction = 0.5;  // drawn from chaos.seed: the same drops every run
   config.supervision.microbatch_max_losses = 0;
   config.supervision.microbatch_timeout_s = 0.2;
-  model::validate(config, "test");
+  config::validate(config, "test");
   TempDir dir;
   try {
     run_in(dir.str(), config);

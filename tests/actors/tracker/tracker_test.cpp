@@ -9,8 +9,8 @@
 #include "actors/loader/data_loader.hpp"
 #include "actors/runtime/runtime.hpp"
 #include "actors/tracker/step_tracker.hpp"
+#include "config/config.hpp"
 #include "messages/frame.hpp"
-#include "model/config.hpp"
 
 using namespace swarmrt;
 using namespace swarmrt::atoms;
@@ -51,7 +51,7 @@ struct TrackerFixture : ::testing::Test, swarmrt::testing::DeterministicSystem {
   static constexpr uint32_t id0 = 1000, id1 = 1001;
 
   void SetUp() override {
-    ctx->config = model::parse_config(
+    ctx->config = config::parse_config(
         "[model]\npreset = \"tiny\"\nn_layer = 2\nblock_size = 8\n"
         "[train]\nsteps = 3\nmicro_batch = 1\nmicro_batches = 2\neval_every = 0\n"
         "eval_batches = 1\n"

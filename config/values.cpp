@@ -1,0 +1,235 @@
+// The configuration's values: each enum's names, the checks a whole config must pass together
+// (validate), and what the rows' parsers leave to look up (a worker's slowdown). The table of
+// keys is config.cpp, reading TOML toml.cpp.
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "config/config.hpp"
+#include "config/rows.hpp"
+
+namespace swarmrt::config {
+
+using namespace rows;
+
+template <>
+const std::vector<std::string>& names<Mode>() {
+  static const std::vector<std::string> n = {"single", "pp",     "dp",
+                                             "swarm",  "diloco", "diloco-swarm"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<DataFormat>() {
+  static const std::vector<std::string> n = {"bytes", "tokens"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Precision>() {
+  static const std::vector<std::string> n = {"fp32", "bf16", "fp16"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<LossScale>() {
+  static const std::vector<std::string> n = {"auto", "dynamic", "off"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<HopEncoding>() {
+  static const std::vector<std::string> n = {"none", "bf16", "int8", "int4", "int5/3"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Arch>() {
+  static const std::vector<std::string> n = {"gpt2", "llama"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Schedule>() {
+  static const std::vector<std::string> n = {"constant", "cosine"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<WiringPolicy>() {
+  static const std::vector<std::string> n = {"throughput", "uniform"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Links>() {
+  static const std::vector<std::string> n = {"auto", "comm", "frames"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Encrypt>() {
+  static const std::vector<std::string> n = {"auto", "on", "off"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<KillPhase>() {
+  static const std::vector<std::string> n = {"start", "reduce", "apply", "save", "eval", "join"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<FragmentPattern>() {
+  static const std::vector<std::string> n = {"strided", "sequential"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Quantize>() {
+  static const std::vector<std::string> n = {"none", "fp16", "int8", "int4", "fp4"};
+  return n;
+}
+
+std::string must_be_one_of(const std::vector<std::string>& names, const std::string& text) {
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return "must be " + list + ", not '" + text + "'";
+}
+
+bool is_shared_key(const std::string& dotted) {
+  const auto dot = dotted.find('.');
+  if (dot == std::string::npos) return false;
+  const auto* f = find_field(dotted.substr(0, dot), dotted.substr(dot + 1));
+  return f && f->scope == Scope::shared;
+}
+
+double ChaosConfig::slowdown_of(int64_t id) const {
+  double factor = slow_worker == id ? slow_factor : 1.0;
+  size_t start = 0;
+  while (start < slowdown.size()) {
+    const auto end = std::min(slowdown.find(',', start), slowdown.size());
+    const auto item = slowdown.substr(start, end - start);
+    const auto colon = item.find(':');
+    if (colon != std::string::npos && std::stoll(item.substr(0, colon)) == id)
+      factor = std::stod(item.substr(colon + 1));
+    start = end + 1;
+  }
+  return factor;
+}
+
+void validate(const RunConfig& c, const std::string& origin) {
+  auto fail = [&](const std::string& key, const std::string& msg) {
+    throw ConfigError(origin + ": " + key + ": " + msg);
+  };
+  // Each key against its own row.
+  RunConfig copy = c;
+  for (const auto& f : fields()) {
+    const Slot slot = f.slot(copy);
+    std::string why;
+    if (auto* i = std::get_if<int64_t*>(&slot)) {
+      if (!f.range.admits(static_cast<double>(**i))) why = f.range.describe();
+    } else if (auto* d = std::get_if<double*>(&slot)) {
+      if (!f.range.admits(**d)) why = f.range.describe();
+    } else if (auto* s = std::get_if<std::string*>(&slot)) {
+      if (f.check) why = f.check(**s);
+    }
+    if (!why.empty()) fail(f.section + "." + f.key, why);
+  }
+
+  // Then the relations between keys.
+  const auto& m = c.model;
+  if (m.n_embd % m.n_head != 0)
+    fail("model.n_embd", "must be a positive multiple of model.n_head (" +
+                             std::to_string(m.n_head) + "), got " + std::to_string(m.n_embd));
+  if (m.arch == Arch::llama && (m.n_embd / m.n_head) % 2 != 0)
+    fail("model.n_head", "llama rotates pairs of dimensions: n_embd / n_head must be even, got " +
+                             std::to_string(m.n_embd / m.n_head));
+  if (c.train.min_lr > c.train.lr) fail("train.min_lr", "must be in [0, train.lr]");
+  const auto& s = c.swarm;
+  if (m.tie_embeddings && s.stages != 1)
+    fail("model.tie_embeddings",
+         "ties the head to the token embeddings, which needs both in one stage: set "
+         "swarm.stages = 1 or model.tie_embeddings = false");
+  if (s.stages > m.n_layer)
+    fail("swarm.stages", "must be <= model.n_layer (" + std::to_string(m.n_layer) + "), got " +
+                             std::to_string(s.stages));
+  if (s.mode == Mode::single && (s.stages != 1 || s.workers_per_stage != 1))
+    fail("swarm.mode",
+         "single runs 1 stage x 1 worker; set swarm.stages = 1 and "
+         "swarm.workers_per_stage = 1 or choose another mode");
+  if (s.mode == Mode::pp && s.workers_per_stage != 1)
+    fail("swarm.workers_per_stage", "pp runs one worker per stage");
+  if ((s.mode == Mode::dp || s.mode == Mode::diloco) && s.stages != 1)
+    fail("swarm.stages", name_of(s.mode) + " runs a single stage");
+  if ((s.hop_block & (s.hop_block - 1)) != 0)
+    fail("swarm.hop_block",
+         "must be a power of two (the int4 rotation is a Hadamard matrix of "
+         "that size), got " +
+             std::to_string(s.hop_block));
+  const auto& d = c.diloco;
+  if (d.overlap_steps > 0 && d.overlap_steps * d.fragments >= d.inner_steps)
+    fail("diloco.overlap_steps",
+         "must be < diloco.inner_steps / diloco.fragments (" + std::to_string(d.inner_steps) +
+             " / " + std::to_string(d.fragments) + "): a fragment's round must land before the " +
+             "next fragment's starts, got " + std::to_string(d.overlap_steps));
+  if (d.overlap_steps > 0)  // each row was checked above, so the schedule parses
+    for (const auto& phase : parse_inner_schedule(d.inner_steps_schedule))
+      if (d.overlap_steps * d.fragments >= phase.inner_steps)
+        fail("diloco.inner_steps_schedule",
+             "H = " + std::to_string(phase.inner_steps) + " is too small for " +
+                 "diloco.overlap_steps = " + std::to_string(d.overlap_steps) +
+                 " and diloco.fragments = " + std::to_string(d.fragments) +
+                 ": every H must exceed overlap_steps x fragments, so that a fragment's round "
+                 "lands before the next fragment's starts");
+  if (d.outer_min_lr > d.outer_lr) fail("diloco.outer_min_lr", "must be in [0, diloco.outer_lr]");
+  if (d.eager && d.overlap_steps < 1)
+    fail("diloco.eager",
+         "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "
+         "wire, and with overlap_steps = 0 every round waits for its mean anyway");
+  if (d.warmup_sync_steps > 0 && d.warmup_sync_steps >= c.train.steps)
+    fail("diloco.warmup_sync_steps",
+         "must be < train.steps (" + std::to_string(c.train.steps) +
+             "): the run must have local steps after the warm-up, got " +
+             std::to_string(d.warmup_sync_steps));
+  if (d.fragments > 1) {
+    const int64_t fewest = m.n_layer / s.stages;  // the smallest stage's blocks
+    if (d.fragments > fewest)
+      fail("diloco.fragments", "must be <= the blocks of the smallest stage (" +
+                                   std::to_string(fewest) + "), got " +
+                                   std::to_string(d.fragments));
+  }
+  if (c.chaos.overflow_at_step > 0 && !c.train.scales_loss())
+    fail("chaos.overflow_at_step",
+         "needs the loss scaler, which skips an overflowing step: train.precision = \"fp16\" "
+         "or train.loss_scale = \"dynamic\"");
+  const auto& sv = c.supervision;
+  if (sv.backoff_ms < 0 || sv.max_backoff_ms < sv.backoff_ms)
+    fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");
+  if (sv.microbatch_timeout_max_s < sv.microbatch_timeout_s)
+    fail("supervision.microbatch_timeout_max_s", "must be >= supervision.microbatch_timeout_s (" +
+                                                     std::to_string(sv.microbatch_timeout_s) + ")");
+}
+
+std::vector<InnerPhase> parse_inner_schedule(const std::string& spec) {
+  std::vector<InnerPhase> out;
+  if (spec.empty()) return out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const auto end = std::min(spec.find(',', start), spec.size());
+    const auto item = spec.substr(start, end - start);
+    const auto colon = item.find(':');
+    auto number = [](const std::string& v) -> int64_t {  // digits only, at most 9 of them
+      const auto b = v.find_first_not_of(' '), e = v.find_last_not_of(' ');
+      if (b == std::string::npos) return -1;
+      const auto t = v.substr(b, e - b + 1);
+      if (t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) return -1;
+      return std::stoll(t);
+    };
+    const int64_t h = colon == std::string::npos ? -1 : number(item.substr(0, colon));
+    const int64_t n = colon == std::string::npos ? -1 : number(item.substr(colon + 1));
+    if (h < 1 || n < 1)
+      throw std::invalid_argument(
+          "must be H:STEPS entries separated by commas (e.g. "
+          "\"16:256,32:512\"), not '" +
+          item + "'");
+    if (n % h != 0)
+      throw std::invalid_argument("phase '" + item +
+                                  "' must run whole rounds: " + std::to_string(n) +
+                                  " steps are not a multiple of H = " + std::to_string(h));
+    out.push_back({h, n});
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace swarmrt::config

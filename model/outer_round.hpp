@@ -1,0 +1,78 @@
+// The DiLoCo group's side of one fragment's outer rounds, CAF-free: plain DiLoCo is Streaming
+// DiLoCo with one fragment (the whole stage) and no overlap, so one class serves both. It
+// holds the fragment's θ and outer momentum (OuterNesterov, diloco.hpp), checks and decodes a
+// worker's pseudo-gradient Δ_i, and applies a round:
+//   plain       θ(t) = outer step of the mean Δ at the outer rate of the round's step
+//               (diloco.outer_lr_schedule); the answer is θ(t)
+//   quantized   the same step; the answer is θ(t) − θ(t−1) in diloco.quantize (with the last
+//               answer's error carried in under diloco.error_feedback), and θ(t) becomes
+//               θ(t−1) plus exactly what the workers decode, so every copy stays equal
+//   eager       (Kale et al. 2025) the answer is the round's mean Δ̄ and who is in it; θ(t)
+//               follows the mean of the workers' own eager steps (eager_delta), and the run's
+//               last round is answered with θ(t) itself
+// Who must contribute before a round applies is policy/round_quorum.hpp's; when, the group's
+// (actors/diloco/diloco_group.hpp). As torchft keeps local_sgd apart from its manager.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "model/checkpoint.hpp"
+#include "model/diloco.hpp"
+
+namespace swarmrt::model {
+
+// A round's answer to every member.
+struct RoundAnswer {
+  std::vector<at::Tensor> tensors;     // θ(t), an encoded update, or eager's encoded mean Δ̄
+  bool update = false;                 // θ(t) − θ(t−1) encoded: added to the anchor
+  bool average = false;                // eager: the mean Δ̄ of `contributors`
+  std::vector<uint32_t> contributors;  // eager: the workers in the mean
+};
+
+class OuterRound {
+ public:
+  // The fragment's θ(0) (the group's own copy) and the run's settings: diloco.*, the stage's
+  // workers (eager's first round) and the run's steps (the outer rate's schedule).
+  OuterRound(NamedTensors theta, const config::RunConfig& config);
+
+  // A contribution's tensors as float32 pseudo-gradients of this fragment, decoded from the
+  // run's encoding; empty when they are, else why not. `excuse`: the tensors fit θ but their
+  // encoding does not decode (a non-finite scale or value): the round goes on without them.
+  std::string decode(const std::vector<std::string>& names, const std::vector<at::Tensor>& tensors,
+                     NamedTensors& delta, bool& excuse) const;
+
+  // The round that started after the inner step of `step`, with every contribution (worker
+  // id → Δ_i, decoded); `final`: the run's last step's round. Steps θ and returns the answer.
+  RoundAnswer apply(const std::map<uint32_t, NamedTensors>& contributions, uint64_t step,
+                    bool final);
+
+  const NamedTensors& theta() const { return outer_.theta(); }
+  const NamedTensors& momentum() const { return outer_.momentum(); }
+  // θ and the momentum a restarted group continues from (what only rounds carry, the error
+  // feedback and eager's last mean, starts afresh with the object).
+  void restore(NamedTensors theta, NamedTensors momentum);
+
+ private:
+  std::vector<at::Tensor> encode_update(const NamedTensors& before);
+  std::vector<at::Tensor> encode_mean(const std::map<uint32_t, NamedTensors>& contributions) const;
+  std::vector<NamedTensors> eager_deltas(
+      const std::map<uint32_t, NamedTensors>& contributions) const;
+
+  config::DilocoConfig d_;
+  int64_t first_m_ = 1;      // the stage's workers: eager's M before any mean
+  int64_t total_steps_ = 0;  // train.steps
+  OuterNesterov outer_;
+  NamedTensors residual_;  // error feedback of the quantized updates sent
+  // Eager: the last applied round's mean as the workers decode it, and who was in it: the
+  // others' term of each worker's next eager step (eager_delta).
+  NamedTensors last_mean_;
+  std::map<uint32_t, NamedTensors> last_contributions_;
+};
+
+}  // namespace swarmrt::model

@@ -1,0 +1,271 @@
+#include <gtest/gtest.h>
+#include <cstdlib>
+#include <filesystem>
+
+#include "config/config.hpp"
+
+using namespace swarmrt::config;
+
+namespace {
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(text, "run.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Config, DefaultsAndPresets) {
+  auto c = parse_config("", "empty.toml");
+  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_EQ(c.swarm.mode, Mode::single);
+  auto g = parse_config("[model]\npreset = \"gpt2-small\"\n", "g.toml");
+  EXPECT_EQ(g.model.n_layer, 12);
+  EXPECT_EQ(g.model.n_embd, 768);
+  EXPECT_EQ(g.model.block_size, 1024);
+  auto o = parse_config("[model]\npreset = \"gpt2-small\"\nn_layer = 6\n", "g.toml");
+  EXPECT_EQ(o.model.n_layer, 6);  // explicit keys win over the preset
+  EXPECT_EQ(c.tokens_per_step(), 16 * 1 * 128);
+}
+
+TEST(Config, ArchitectureKeysAndLlamaPresets) {
+  auto c = parse_config("[model]\npreset = \"llama-tiny\"\n", "l.toml");
+  EXPECT_EQ(c.model.arch, Arch::llama);
+  EXPECT_EQ(c.model.n_embd, 128);
+  c = parse_config("[model]\narch = \"llama\"\ntie_embeddings = true\n", "l.toml");
+  EXPECT_EQ(c.model.arch, Arch::llama);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_EQ(parse_config(to_toml(c), "effective").model.arch, Arch::llama);
+  EXPECT_NE(error_of("[model]\narch = \"mamba\"\n").find("model.arch: must be gpt2 or llama"),
+            std::string::npos);
+  // A tied head lives with the embeddings, so it needs them in one stage.
+  const auto msg = error_of("[model]\ntie_embeddings = true\n[swarm]\nmode = \"pp\"\nstages = 2\n");
+  EXPECT_NE(msg.find("model.tie_embeddings"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("swarm.stages = 1"), std::string::npos) << msg;
+  // Rotary embeddings turn pairs of a head's dimensions: the head size must be even.
+  EXPECT_NE(error_of("[model]\narch = \"llama\"\nn_head = 128\n").find("must be even"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nvocab_size = 100\n").find("model.vocab_size"), std::string::npos);
+  EXPECT_EQ(parse_config("[model]\nvocab_size = 32768\n", "x").model.vocab_size, 32768);
+}
+
+TEST(Config, UnknownKeyNamesFileKeyAndKnownKeys) {
+  auto msg = error_of("[train]\nstpes = 3\n");
+  EXPECT_NE(msg.find("run.toml"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.stpes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("steps"), std::string::npos) << msg;
+  msg = error_of("[trian]\nsteps = 3\n");
+  EXPECT_NE(msg.find("unknown section [trian]"), std::string::npos) << msg;
+}
+
+TEST(Config, WrongTypeNamesExpectedType) {
+  auto msg = error_of("[train]\nsteps = \"many\"\n");
+  EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected an integer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got string"), std::string::npos) << msg;
+  msg = error_of("[swarm]\nmode = 3\n");
+  EXPECT_NE(msg.find("expected a string"), std::string::npos) << msg;
+  EXPECT_EQ(parse_config("[train]\nlr = 1\n", "x").train.lr, 1.0);  // integer where float is fine
+}
+
+TEST(Config, ImpossibleValues) {
+  auto msg = error_of("[swarm]\nmode = \"pp\"\nstages = 5\n");
+  EXPECT_NE(msg.find("swarm.stages"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.n_layer (4)"), std::string::npos) << msg;
+  EXPECT_NE(error_of("[model]\nn_embd = 130\n").find("multiple of model.n_head"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("[swarm]\nmode = \"ring\"\n")
+          .find("swarm.mode: must be single, pp, dp, swarm, diloco or diloco-swarm, not 'ring'"),
+      std::string::npos);
+  EXPECT_NE(error_of("[swarm]\nwiring = \"random\"\n")
+                .find("swarm.wiring: must be throughput or uniform, not 'random'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[data]\nval_fraction = 1.5\n").find("data.val_fraction"), std::string::npos);
+  EXPECT_NE(error_of("[model]\npreset = \"huge\"\n").find("unknown model preset"),
+            std::string::npos);
+  EXPECT_NE(error_of("[train]\nsteps = 0\n").find("train.steps: must be >= 1"), std::string::npos);
+  // A warm-up as long as the run would leave no local step.
+  msg = error_of("[train]\nsteps = 100\n[diloco]\nwarmup_sync_steps = 100\n");
+  EXPECT_NE(msg.find("diloco.warmup_sync_steps: must be < train.steps (100)"), std::string::npos)
+      << msg;
+  EXPECT_NE(error_of("[diloco]\nwarmup_sync_steps = -1\n").find("diloco.warmup_sync_steps"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[train]\nsteps = 100\n[diloco]\nwarmup_sync_steps = 99\n"), "");
+  // An H schedule: whole rounds of each H, every H long enough for the overlap's rounds.
+  msg = error_of("[diloco]\ninner_steps_schedule = \"8:20\"\n");
+  EXPECT_NE(msg.find("diloco.inner_steps_schedule: phase '8:20' must run whole rounds"),
+            std::string::npos)
+      << msg;
+  msg = error_of("[diloco]\ninner_steps_schedule = \"8\"\n");
+  EXPECT_NE(msg.find("diloco.inner_steps_schedule: must be H:STEPS entries"), std::string::npos)
+      << msg;
+  msg = error_of(
+      "[diloco]\ninner_steps = 64\nfragments = 4\noverlap_steps = 1\n"
+      "inner_steps_schedule = \"4:64,16:64\"\n");
+  EXPECT_NE(msg.find("diloco.inner_steps_schedule: H = 4 is too small for "
+                     "diloco.overlap_steps = 1 and diloco.fragments = 4"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(error_of("[diloco]\ninner_steps = 64\nfragments = 4\noverlap_steps = 1\n"
+                     "inner_steps_schedule = \"8:64,16:64\"\n"),
+            "");
+  msg = error_of("[diloco]\nouter_lr = 0.5\nouter_min_lr = 0.6\n");
+  EXPECT_NE(msg.find("diloco.outer_min_lr: must be in [0, diloco.outer_lr]"), std::string::npos)
+      << msg;
+  msg = error_of("[diloco]\nouter_lr_schedule = \"linear\"\n");
+  EXPECT_NE(msg.find("diloco.outer_lr_schedule: must be constant or cosine, not 'linear'"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Config, SyntaxErrorHasLine) {
+  auto msg = error_of("[train]\nsteps = = 3\n");
+  EXPECT_NE(msg.find("run.toml:2:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("syntax"), std::string::npos) << msg;
+}
+
+TEST(Config, Overrides) {
+  auto c = parse_config("[train]\nsteps = 3\n", "x",
+                        {"train.steps=7", "swarm.mode=pp", "swarm.stages=2", "train.lr=0.5",
+                         "data.path=\"a b.txt\""});
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_EQ(c.swarm.mode, Mode::pp);
+  EXPECT_EQ(c.swarm.stages, 2);
+  EXPECT_EQ(c.train.lr, 0.5);
+  EXPECT_EQ(c.data.path, "a b.txt");
+  EXPECT_NE(error_of("", {"train.nope=1"}).find("unknown key 'train.nope'"), std::string::npos);
+  EXPECT_NE(error_of("", {"steps=1"}).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps=abc"}).find("expected an integer"), std::string::npos);
+}
+
+TEST(Config, EffectiveConfigRoundTrips) {
+  auto c = parse_config(
+      "[train]\nlr = 0.00123\nschedule = \"cosine\"\n[swarm]\nwiring = \"uniform\"\n", "x");
+  auto back = parse_config(to_toml(c), "effective");
+  EXPECT_EQ(to_toml(back), to_toml(c));
+  EXPECT_EQ(back.train.lr, 0.00123);
+  EXPECT_EQ(back.train.schedule, Schedule::cosine);
+  EXPECT_EQ(back.swarm.wiring, WiringPolicy::uniform);
+}
+
+// TOML allows inf and nan; no swarmrt key means either. Before, `round_timeout_s = inf` was
+// taken as a wait without end and `lr = nan` passed every range check.
+TEST(Config, InfAndNanAreRefused) {
+  for (const char* text : {"[train]\nlr = nan\n", "[diloco]\nround_timeout_s = inf\n",
+                           "[chaos]\nslow_factor = -inf\n", "[train]\ngrad_clip = +nan\n"}) {
+    const auto msg = error_of(text);
+    EXPECT_NE(msg.find("must be a finite number"), std::string::npos) << text << " -> " << msg;
+  }
+  EXPECT_NE(error_of("[train]\nlr = nan\n").find("train.lr"), std::string::npos);
+}
+
+TEST(Config, MaxMessageIsDerivedFromTheModelOrGiven) {
+  auto c = parse_config("", "x");
+  // tiny: about 0.9 M parameters, so twice their fp32 bytes plus 64 MiB.
+  EXPECT_GT(c.max_message_bytes(), uint64_t{64} << 20);
+  EXPECT_LT(c.max_message_bytes(), uint64_t{96} << 20);
+  c = parse_config("[transport]\nmax_message_mib = 512\n", "x");
+  EXPECT_EQ(c.max_message_bytes(), uint64_t{512} << 20);
+  EXPECT_NE(error_of("[transport]\nmax_message_mib = -1\n").find("transport.max_message_mib"),
+            std::string::npos);
+}
+
+// Each key's row says what it admits; the message is made from the row, so every key of a
+// kind reads the same, and a value at a closed end of a range is admitted.
+TEST(Config, EachKeyIsCheckedByItsRow) {
+  EXPECT_NE(error_of("[supervision]\nstate_timeout_s = 0\n")
+                .find("supervision.state_timeout_s: must be > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("[supervision]\nretry_ms = 70000\n")
+                .find("supervision.retry_ms: must be between 0 and 60000"),
+            std::string::npos);
+  EXPECT_NE(error_of("[train]\nbeta2 = 1\n").find("train.beta2: must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nvocab_size = 255\n")
+                .find("model.vocab_size: must be between 256 and 1048576"),
+            std::string::npos);
+  EXPECT_NE(error_of("[transport]\nencrypt = \"maybe\"\n")
+                .find("transport.encrypt: must be auto, on or off, not 'maybe'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[data]\npath = \"\"\n").find("data.path: must name a file or directory"),
+            std::string::npos);
+  auto c = parse_config("[chaos]\ndrop_fraction = 0.5\n[supervision]\nretry_ms = 0\n", "x");
+  EXPECT_EQ(c.chaos.drop_fraction, 0.5);
+  EXPECT_EQ(c.supervision.retry_ms, 0.0);
+  // Choices are enums from here on, and written back by name.
+  c = parse_config("[transport]\nlinks = \"comm\"\nencrypt = \"auto\"\n", "x");
+  EXPECT_EQ(c.transport.links, Links::comm);
+  EXPECT_EQ(c.transport.encrypt, Encrypt::automatic);
+  const auto back = parse_config(to_toml(c), "effective");
+  EXPECT_EQ(back.transport.links, Links::comm);
+  EXPECT_EQ(back.transport.encrypt, Encrypt::automatic);
+  EXPECT_NE(to_toml(c).find("comm"), std::string::npos);
+}
+
+// chaos.slowdown lists heterogeneous workers; a listed id overrides chaos.slow_worker, and a
+// malformed list or a factor out of range is refused by name.
+TEST(Config, SlowdownListGivesEachListedWorkerItsFactor) {
+  auto c = parse_config("[chaos]\nslowdown = \"1:4, 1001:2.5\"\nslow_worker = 1\nslow_factor = 3\n",
+                        "test");
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(1), 4.0);
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(1001), 2.5);
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(0), 1.0);
+  c.chaos.slowdown.clear();
+  EXPECT_DOUBLE_EQ(c.chaos.slowdown_of(1), 3.0);  // slow_worker alone
+  for (const char* bad : {"1-4", "1:0.5", "x:2", "1:4,,2:2"}) {
+    try {
+      parse_config(std::string("[chaos]\nslowdown = \"") + bad + "\"\n", "test");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("chaos.slowdown"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Every configuration the project ships loads (a key renamed in code would break a file no
+// test reads otherwise), and the GPU one is the benchmark's shape: gpt2-small in bf16, 16,384
+// tokens a step in 4 micro-batches of 4.
+TEST(Config, EveryShippedConfigLoads) {
+  const char* data = std::getenv("SWARMRT_TEST_DATA");
+  ASSERT_NE(data, nullptr) << "SWARMRT_TEST_DATA names data/brown.txt of the checkout";
+  const auto configs = std::filesystem::path(data).parent_path().parent_path() / "configs";
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs)) {
+    if (entry.path().extension() != ".toml") continue;
+    EXPECT_NO_THROW(load_config(entry.path().string())) << entry.path();
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 8);
+  const auto gpu = load_config((configs / "gpu-small.toml").string());
+  EXPECT_EQ(gpu.model.preset, "gpt2-small");
+  EXPECT_EQ(gpu.model.n_embd, 768);
+  EXPECT_EQ(gpu.train.precision, Precision::bf16);
+  EXPECT_EQ(gpu.tokens_per_step(), 16384);
+  EXPECT_EQ(gpu.train.micro_batches, 4);
+}
+
+// Each entry is H:STEPS with STEPS whole rounds of H; anything else is refused by name.
+TEST(Config, InnerStepsScheduleRefusesWhatIsNotWholeRounds) {
+  EXPECT_TRUE(parse_inner_schedule("").empty());
+  const auto phases = parse_inner_schedule("16:256, 32 : 512");
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[1].inner_steps, 32);
+  EXPECT_EQ(phases[1].steps, 512);
+  auto error = [](const std::string& spec) {
+    try {
+      parse_inner_schedule(spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("16:100").find("phase '16:100' must run whole rounds: 100 steps are not a "
+                                 "multiple of H = 16"),
+            std::string::npos)
+      << error("16:100");
+  for (const char* bad : {"16", "0:16", "16:0", "a:16", "16:16,", "-4:8", "16:16;32:32"})
+    EXPECT_NE(error(bad).find("must be H:STEPS entries"), std::string::npos) << bad;
+}
