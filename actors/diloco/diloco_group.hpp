@@ -4,15 +4,16 @@
 // to every worker of the stage, including those that missed the round.
 //
 // Where the members can share a communicator (NCCL between CUDA workers, TCP with
-// transport.links = "comm"), the group announces one to them whenever its membership changes
-// (group_comm_atom, to every member, with an epoch that only grows): its first member creates
-// it and sends the others its id (group_join_atom). At a round each member tells the group it
-// is there (group_ready_atom); once every worker of the communicator is, the group tells them
-// to all-reduce (group_go_atom), and they do and the first sends the mean once, naming every
-// worker in it; the group counts it for each of them. A member that cannot take part, one
-// that speaks of an older communicator, or a membership change before all are there makes
-// the group tell them all to send their own, as without: an all-reduce starts only when
-// every rank is known to be at it, so none waits on a worker that will not come.
+// transport.links = "comm"; whole-stage float32 rounds only, diloco.whole_rounds()), the group
+// announces one to them whenever its membership changes (group_comm_atom, to every member, with an
+// epoch that only grows): its first member creates it and sends the others its id
+// (group_join_atom). At a round each member tells the group it is there (group_ready_atom); once
+// every worker of the communicator is, the group tells them to all-reduce (group_go_atom), and they
+// do and the first sends the mean once, naming every worker in it; the group counts it for each of
+// them. A member that cannot take part, one that speaks of an older communicator, or a membership
+// change before all are there makes the group tell them all to send their own, as without: an
+// all-reduce starts only when every rank is known to be at it, so none waits on a worker that will
+// not come.
 //
 // Streaming DiLoCo (diloco.fragments, overlap_steps, quantize): the stage's θ is split into
 // fragments (model/fragments.hpp), each with its own rounds, outer momentum and quorum, so
@@ -22,7 +23,8 @@
 // fragment's update θ(t) − θ(t−1) in that encoding and moves its own θ by exactly the decoded
 // update, so every worker that applies it to θ(t−1) holds θ(t) bit for bit (its own error is
 // carried to the next update with diloco.error_feedback). A member new to the stage gets θ
-// itself. Streaming rounds never use the group communicator: each worker reports its own.
+// itself. Such rounds never use the group communicator: each worker reports its own. The
+// arithmetic of every kind of round is model/outer_round.hpp's; this actor collects and answers.
 //
 // Eager (diloco.eager): each worker steps its own outer optimizer with its Δ̃_i, and the group
 // answers with the mean Δ̄. The group steps θ with the mean of the contributors' Δ̃_i, which it
