@@ -136,7 +136,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   // its block's scale, which decoding refuses.)
   model::NamedTensors delta;
   bool excuse = false;
-  auto bad = decode_contribution(f, h, frame, delta, excuse);
+  auto bad = f.outer->decode(h.tensor_names, frame.tensors, delta, excuse);
   if (bad.empty()) excuse = !(bad = model::nonfinite_tensor(frame.tensors, h.tensor_names)).empty();
   if (excuse) {
     for (auto id : who) f.excused.insert(id);

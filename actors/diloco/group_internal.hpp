@@ -33,11 +33,6 @@ policy::RoundQuorum quorum(const group_state& s);
 bool maybe_apply(Self* self, uint32_t p);
 // Steps fragment p's θ with the round's contributions and answers every member.
 void apply_round(Self* self, uint32_t p);
-// A contribution's tensors as float32 pseudo-gradients of fragment f, or why not; `excuse`
-// when they fit θ but their encoding does not decode (the round goes on without the sender).
-std::string decode_contribution(const FragmentRounds& f, const messages::RoundHeader& h,
-                                const messages::Frame& frame, model::NamedTensors& delta,
-                                bool& excuse);
 
 // group_comm.cpp
 // A worker of the communicator is at `round`: the all-reduce goes ahead once every worker of

@@ -133,13 +133,4 @@ void apply_round(Self* self, uint32_t p) {
   f.step = 0;
 }
 
-// A contribution's tensors as float32 pseudo-gradients of fragment f, or why not; `excuse`
-// when the tensors fit θ but their encoding does not decode (a non-finite scale or value):
-// the round goes on without the sender, as with a non-finite float32 tensor.
-std::string decode_contribution(const FragmentRounds& f, const messages::RoundHeader& h,
-                                const messages::Frame& frame, model::NamedTensors& delta,
-                                bool& excuse) {
-  return f.outer->decode(h.tensor_names, frame.tensors, delta, excuse);
-}
-
 }  // namespace swarmrt::actors::group
