@@ -58,25 +58,16 @@ daemons+=($!)
 for _ in $(seq 1 50); do [ -S "$tmp/munge/socket" ] && break; sleep 0.1; done
 [ -S "$tmp/munge/socket" ] || fail "munged did not start: $(cat "$tmp/munged.log")"
 
-ctld_port=$(free_port)
-d_port=$(free_port)
-# Rank 0 listens on 20000 + SLURM_JOB_ID % 20000: the job ids start where that port and the
-# next (the second job's) are free.
-first_job=""
-for _ in $(seq 1 50); do
-  p=$((20000 + RANDOM % 19999))
-  (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-  (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null && continue
-  [ "$p" = "$ctld_port" ] || [ "$p" = "$d_port" ] || [ $((p + 1)) = "$ctld_port" ] || [ $((p + 1)) = "$d_port" ] && continue
-  first_job=$((100000 + p - 20000))
-  break
-done
-[ -n "$first_job" ] || fail "no free pair of ports for the jobs"
+# Slurm's daemons on ports free when chosen. Another test may bind one of them before
+# slurmctld or slurmd does (the suite runs two at a time): then that daemon exits with
+# "Address already in use", and the start is tried again on new ports. `sinfo` waits about
+# 10 s when no controller answers, so every wait here runs against a deadline.
+write_conf() {  # CTLD-PORT SLURMD-PORT FIRST-JOB
 cat >"$tmp/slurm.conf" <<CONF
 ClusterName=swarmrt-test
 SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$d_port
+SlurmctldPort=$1
+SlurmdPort=$2
 SlurmUser=$(id -un)
 SlurmdUser=$(id -un)
 AuthType=auth/munge
@@ -96,21 +87,61 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
-FirstJobId=$first_job
+FirstJobId=$3
 SlurmdParameters=config_overrides
 NodeName=localhost NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+}
+node_state() { timeout 5 sinfo -h -n localhost -o %T 2>/dev/null; }
+start_slurm() {  # -> 0 when the node is idle, 1 when a daemon lost its port, 2 otherwise
+  local ctld_port d_port first_job="" p ctld d
+  ctld_port=$(free_port)
+  d_port=$(free_port)
+  [ "$ctld_port" = "$d_port" ] && return 1
+  # Rank 0 listens on 20000 + SLURM_JOB_ID % 20000: the job ids start where that port and
+  # the next (the second job's) are free.
+  for _ in $(seq 1 50); do
+    p=$((20000 + RANDOM % 19999))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null && continue
+    [ "$p" = "$ctld_port" ] || [ "$p" = "$d_port" ] || [ $((p + 1)) = "$ctld_port" ] || [ $((p + 1)) = "$d_port" ] && continue
+    first_job=$((100000 + p - 20000))
+    break
+  done
+  [ -n "$first_job" ] || fail "no free pair of ports for the jobs"
+  write_conf "$ctld_port" "$d_port" "$first_job"
+  rm -f "$tmp"/slurmctld.log "$tmp"/slurmd.log
+  slurmctld -D -i -f "$SLURM_CONF" >"$tmp/slurmctld.out" 2>&1 &
+  ctld=$!
+  slurmd -D -N localhost -f "$SLURM_CONF" >"$tmp/slurmd.out" 2>&1 &
+  d=$!
+  daemons+=("$ctld" "$d")
+  local deadline=$((SECONDS + 60))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    [ "$(node_state)" = idle ] && return 0
+    if ! kill -0 "$ctld" 2>/dev/null || ! kill -0 "$d" 2>/dev/null; then
+      kill -KILL "$ctld" "$d" 2>/dev/null
+      wait "$ctld" "$d" 2>/dev/null
+      grep -qs "Address already in use" "$tmp"/slurmctld.log "$tmp"/slurmd.log \
+        "$tmp"/slurmctld.out "$tmp"/slurmd.out && return 1
+      return 2
+    fi
+    sleep 0.5
+  done
+  return 2
+}
 export SLURM_CONF=$tmp/slurm.conf
-slurmctld -D -i -f "$SLURM_CONF" >"$tmp/slurmctld.out" 2>&1 &
-daemons+=($!)
-slurmd -D -N localhost -f "$SLURM_CONF" >"$tmp/slurmd.out" 2>&1 &
-daemons+=($!)
-for _ in $(seq 1 60); do
-  [ "$(sinfo -h -n localhost -o %T 2>/dev/null)" = idle ] && break
-  sleep 0.5
+started=""
+for attempt in 1 2 3; do
+  start_slurm
+  case $? in
+    0) started=yes; break ;;
+    1) echo "attempt $attempt: a daemon's port was taken before it bound it; new ports" ;;
+    *) fail "the node is not idle within 60 s: $(timeout 5 sinfo 2>&1)" ;;
+  esac
 done
-[ "$(sinfo -h -n localhost -o %T 2>/dev/null)" = idle ] || fail "the node is not idle: $(sinfo 2>&1)"
+[ -n "$started" ] || fail "three starts lost their ports"
 
 # The job's environment is only this (sbatch passes the submitter's on to the tasks).
 steps=80
