@@ -38,10 +38,12 @@ fail() {
   for f in "$tmp"/slurmctld.log "$tmp"/slurmd.log; do [ -f "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done
   exit 1
 }
+# Daemon ports come from 10000-19999: below the kernel's ephemeral range (outgoing
+# connections) and below the jobs' ports.
 free_port() {
   local p
   for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % 10000))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
   fail "no free port"
