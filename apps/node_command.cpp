@@ -52,7 +52,7 @@ std::string device_problem(const std::string& device) {
   return "";
 }
 
-std::function<void(int)> on_signal(const NodeArgs& args, SignalTargets& t) {
+std::function<void(int)> on_signal(const NodeArgs& args, NodeSignalTargets& t) {
   return [&args, &t](int sig) {
     spdlog::warn("node: {} received", strsignal(sig));
     // A scheduler signals every task of a job at once: the node keeps serving while the
@@ -137,7 +137,7 @@ int read_request(const NodeArgs& args, std::vector<HostPort>& coords, HostPort& 
 // link is lost rather than closed, say what was sent.
 int run_node(const NodeArgs& args) {
   // Signals are blocked before any thread starts (torch's, CAF's), so only this one sees them.
-  SignalTargets targets;
+  NodeSignalTargets targets;
   StopSignals signals(on_signal(args, targets));
   std::vector<HostPort> coords;
   HostPort console_at;

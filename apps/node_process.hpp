@@ -49,7 +49,7 @@ struct DoorTarget {
 };
 
 // What the signal handler reaches: the actor system and the node agent it sends stop to.
-struct SignalTargets {
+struct NodeSignalTargets {
   std::mutex mu;
   caf::actor_system* system = nullptr;
   caf::actor agent;
@@ -58,12 +58,12 @@ struct SignalTargets {
 // What outlives one attachment to a coordinator: the process's actor system and signals, its
 // names registry, frame link and console port, and the bytes its earlier workers sent.
 struct NodeProcess {
-  NodeProcess(caf::actor_system& sys, const NodeArgs& args, SignalTargets& targets,
+  NodeProcess(caf::actor_system& sys, const NodeArgs& args, NodeSignalTargets& targets,
               const StopSignals& signals)
       : sys(sys), args(args), targets(targets), signals(signals) {}
   caf::actor_system& sys;
   const NodeArgs& args;
-  SignalTargets& targets;
+  NodeSignalTargets& targets;
   const StopSignals& signals;
   std::vector<HostPort> given;   // --join: always tried
   std::vector<HostPort> coords;  // given, then the replicas the coordinator and etcd list now
