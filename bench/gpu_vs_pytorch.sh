@@ -115,12 +115,8 @@ swarmrt() {
     node_pids+=($!)
     pids+=($!)
   done
-  local waited=0
-  while kill -0 "$coord" 2>/dev/null && [ "$waited" -lt "$run_s" ]; do
-    sleep 1
-    waited=$((waited + 1))
-  done
-  if kill -0 "$coord" 2>/dev/null; then
+  local waited
+  if ! waited=$(wait_pid "$coord" "$run_s"); then
     echo "$name: not finished after $run_s s, stopped; its last lines:"
     tail -n 5 "$logs/$name.coord.log" "$logs/$name.node1.log"
   fi

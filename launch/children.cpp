@@ -37,6 +37,13 @@ void stop_all(std::vector<std::unique_ptr<Child>>& children, double grace_s) {
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1e3));
   const auto kill_at = term_at + std::chrono::seconds(5);
   bool termed = false, killed = false;
+  auto signal_running = [&](int sig, const char* name) {
+    for (auto& c : children)
+      if (c->running()) {
+        std::printf("[launch] %s (pid %d) still running: %s\n", c->label().c_str(), c->pid(), name);
+        c->signal(sig);
+      }
+  };
   for (;;) {
     bool any = false;
     for (auto& c : children) {
@@ -45,21 +52,11 @@ void stop_all(std::vector<std::unique_ptr<Child>>& children, double grace_s) {
     }
     if (!any) break;
     if (!termed && Clock::now() > term_at) {
-      for (auto& c : children)
-        if (c->running()) {
-          std::printf("[launch] %s (pid %d) still running: SIGTERM\n", c->label().c_str(),
-                      c->pid());
-          c->signal(SIGTERM);
-        }
+      signal_running(SIGTERM, "SIGTERM");
       termed = true;
     }
     if (!killed && Clock::now() > kill_at) {
-      for (auto& c : children)
-        if (c->running()) {
-          std::printf("[launch] %s (pid %d) still running: SIGKILL\n", c->label().c_str(),
-                      c->pid());
-          c->signal(SIGKILL);
-        }
+      signal_running(SIGKILL, "SIGKILL");
       killed = true;
     }
     poll(nullptr, 0, 50);

@@ -75,12 +75,33 @@ auto with_reader(const uint8_t* data, size_t size, const char* what, F&& read) {
   }
 }
 
+// Sets the list `init` makes to `values`, element by element.
+template <class Values, class Init>
+void set_list(Values const& values, Init&& init) {
+  auto list = init(static_cast<unsigned>(values.size()));
+  for (unsigned i = 0; i < values.size(); ++i) list.set(i, values[i]);
+}
+
+// A list a peer sent, at most `max` long: a longer one is refused before anything is copied.
+template <class List, class Out>
+void read_bounded(List list, size_t max, const std::string& what, Out& out) {
+  if (list.size() > max) throw DecodeError(what + " of " + std::to_string(list.size()));
+  for (auto v : list) out.push_back(v);
+}
+
+// An enum a peer sent, known only up to `last`.
+template <class E, class W>
+E read_enum(W raw, E last, const std::string& what) {
+  const auto code = static_cast<uint16_t>(raw);
+  if (code > static_cast<uint16_t>(last)) throw DecodeError(what + " " + std::to_string(code));
+  return static_cast<E>(code);
+}
+
 void write_metas(capnp::List<wire::TensorMeta>::Builder out, const std::vector<TensorMeta>& metas) {
   for (unsigned i = 0; i < metas.size(); ++i) {
     auto t = out[i];
     t.setDtype(to_wire(metas[i].dtype));
-    auto shape = t.initShape(static_cast<unsigned>(metas[i].shape.size()));
-    for (unsigned d = 0; d < metas[i].shape.size(); ++d) shape.set(d, metas[i].shape[d]);
+    set_list(metas[i].shape, [&](unsigned n) { return t.initShape(n); });
     t.setByteSize(metas[i].byte_size);
   }
 }
@@ -138,14 +159,10 @@ std::vector<uint8_t> encode(const MicroBatchHeader& h) {
   m.setAttempt(h.attempt);
   m.setStage(h.stage);
   m.setDirection(static_cast<wire::Direction>(h.direction));
-  auto route = m.initRoute(static_cast<unsigned>(h.route.size()));
-  for (unsigned i = 0; i < h.route.size(); ++i) route.set(i, h.route[i]);
+  set_list(h.route, [&](unsigned n) { return m.initRoute(n); });
   m.setSamples(h.samples);
   write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
-  if (!h.pin.empty()) {
-    auto pin = m.initPin(static_cast<unsigned>(h.pin.size()));
-    for (unsigned i = 0; i < h.pin.size(); ++i) pin.set(i, h.pin[i]);
-  }
+  if (!h.pin.empty()) set_list(h.pin, [&](unsigned n) { return m.initPin(n); });
   m.setLossScale(h.loss_scale);
   m.setHopEncoding(h.hop_encoding);
   return to_bytes(builder);
@@ -160,20 +177,12 @@ MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
     h.micro_batch = m.getMicroBatch();
     h.attempt = m.getAttempt();
     h.stage = m.getStage();
-    const auto dir = static_cast<uint16_t>(m.getDirection());
-    if (dir > static_cast<uint16_t>(Direction::eval))
-      throw DecodeError("micro-batch header: unknown direction " + std::to_string(dir));
-    h.direction = static_cast<Direction>(dir);
-    auto route = m.getRoute();
-    if (route.size() > kMaxRoute)
-      throw DecodeError("micro-batch header: route of " + std::to_string(route.size()) + " hops");
-    for (auto hop : route) h.route.push_back(hop);
+    h.direction =
+        read_enum(m.getDirection(), Direction::eval, "micro-batch header: unknown direction");
+    read_bounded(m.getRoute(), kMaxRoute, "micro-batch header: a route", h.route);
     h.samples = m.getSamples();
     h.tensors = read_metas(m.getTensors(), "micro-batch header");
-    auto pin = m.getPin();
-    if (pin.size() > kMaxRoute)
-      throw DecodeError("micro-batch header: pin of " + std::to_string(pin.size()) + " stages");
-    for (auto id : pin) h.pin.push_back(id);
+    read_bounded(m.getPin(), kMaxRoute, "micro-batch header: a pin", h.pin);
     h.loss_scale = m.getLossScale();
     h.hop_encoding = m.getHopEncoding();
     if (!std::isfinite(h.loss_scale) || h.loss_scale <= 0)
@@ -195,8 +204,7 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   auto names = m.initTensorNames(static_cast<unsigned>(h.tensor_names.size()));
   for (unsigned i = 0; i < h.tensor_names.size(); ++i) names.set(i, h.tensor_names[i]);
   write_metas(m.initTensors(static_cast<unsigned>(h.tensors.size())), h.tensors);
-  auto contributors = m.initContributors(static_cast<unsigned>(h.contributors.size()));
-  for (unsigned i = 0; i < h.contributors.size(); ++i) contributors.set(i, h.contributors[i]);
+  set_list(h.contributors, [&](unsigned n) { return m.initContributors(n); });
   m.setUpdate(h.update);
   m.setFinal(h.final);
   m.setAverage(h.average);
@@ -212,10 +220,7 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
     h.stage = m.getStage();
     h.fragment = m.getFragment();
     h.contributor = m.getContributor();
-    const auto status = static_cast<uint16_t>(m.getStatus());
-    if (status > static_cast<uint16_t>(RoundStatus::rejected))
-      throw DecodeError("round header: unknown status " + std::to_string(status));
-    h.status = static_cast<RoundStatus>(status);
+    h.status = read_enum(m.getStatus(), RoundStatus::rejected, "round header: unknown status");
     h.step = m.getStep();
     h.reason = m.getReason().cStr();
     auto names = m.getTensorNames();
@@ -223,10 +228,8 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
       throw DecodeError("round header: " + std::to_string(names.size()) + " tensor names");
     for (auto n : names) h.tensor_names.emplace_back(n.cStr());
     h.tensors = read_metas(m.getTensors(), "round header");
-    auto contributors = m.getContributors();
-    if (contributors.size() > kMaxTensors)
-      throw DecodeError("round header: " + std::to_string(contributors.size()) + " contributors");
-    for (auto c : contributors) h.contributors.push_back(c);
+    read_bounded(m.getContributors(), kMaxTensors, "round header: a list of contributors",
+                 h.contributors);
     h.update = m.getUpdate();
     h.final = m.getFinal();
     h.average = m.getAverage();

@@ -66,8 +66,7 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
 
 // ---- GPT (one stage, or all of it) -----------------------------------------------------
 
-GPTImpl::GPTImpl(const GPTConfig& c, StageSpec stage, uint64_t seed)
-    : StageModelImpl(c.model(), stage) {
+GPTImpl::GPTImpl(const GPTConfig& c, StageSpec stage, uint64_t seed) : StageModelImpl(c, stage) {
   if (stage.first()) {
     wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
     wpe = register_module("wpe", torch::nn::Embedding(c.block_size, c.n_embd));

@@ -19,26 +19,9 @@
 
 namespace swarmrt::model {
 
-struct GPTConfig {
-  int64_t vocab_size = 256;
-  int64_t block_size = 128;
-  int64_t n_layer = 4;
-  int64_t n_head = 4;
-  int64_t n_embd = 128;
-
-  bool tie_embeddings = false;  // the head reuses wte (GPT-2's own choice; ours defaults off)
-
-  static GPTConfig from(const config::ModelConfig& m) {
-    return {m.vocab_size, m.block_size, m.n_layer, m.n_head, m.n_embd, m.tie_embeddings};
-  }
-  config::ModelConfig model() const {
-    config::ModelConfig m;
-    m.arch = config::Arch::gpt2;
-    m.vocab_size = vocab_size, m.block_size = block_size, m.n_layer = n_layer;
-    m.n_head = n_head, m.n_embd = n_embd, m.tie_embeddings = tie_embeddings;
-    return m;
-  }
-};
+// GPT-2's hyperparameters are the run's model.* keys (config::ModelConfig: vocab_size,
+// block_size, n_layer, n_head, n_embd, tie_embeddings), nanoGPT's GPTConfig by another name.
+using GPTConfig = config::ModelConfig;
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:

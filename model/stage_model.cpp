@@ -57,7 +57,7 @@ StageModel make_stage_model(const config::ModelConfig& config, StageSpec stage, 
   if (config.arch == config::Arch::llama)
     impl = std::make_shared<LlamaImpl>(config, stage, seed);
   else
-    impl = std::make_shared<GPTImpl>(GPTConfig::from(config), stage, seed);
+    impl = std::make_shared<GPTImpl>(config, stage, seed);
   return StageModel(std::move(impl));
 }
 

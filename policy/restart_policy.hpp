@@ -8,21 +8,17 @@
 #include <deque>
 #include <optional>
 
+#include "config/config.hpp"
+
 namespace swarmrt::policy {
 
-// The supervision.* keys it needs (config/config.hpp's SupervisionConfig holds them).
-struct RestartLimits {
-  int64_t max_restarts = 10;
-  double restart_window_s = 10.0;
-  double backoff_ms = 20;
-  double max_backoff_ms = 2000;
-};
-
+// Its limits are the run's supervision.* keys: max_restarts within restart_window_s, and the
+// backoff from backoff_ms doubling up to max_backoff_ms.
 class RestartPolicy {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit RestartPolicy(const RestartLimits& limits) : config_(limits) {}
+  explicit RestartPolicy(const config::SupervisionConfig& limits) : config_(limits) {}
 
   // Records a restart wanted at `now`: the delay before it, or nullopt when the intensity
   // limit is exceeded (nothing recorded then).
@@ -32,7 +28,7 @@ class RestartPolicy {
   size_t recent(Clock::time_point now);
 
  private:
-  RestartLimits config_;
+  config::SupervisionConfig config_;
   std::deque<Clock::time_point> restarts_;
 };
 

@@ -110,3 +110,15 @@ log_port() {
   done
   echo "$port"
 }
+
+# wait_pid PID S: waits until PID has ended, for at most S seconds, and prints how many it
+# waited; its status is 1 when PID still runs.
+wait_pid() {
+  local waited=0
+  while kill -0 "$1" 2>/dev/null && [ "$waited" -lt "$2" ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  echo "$waited"
+  ! kill -0 "$1" 2>/dev/null
+}

@@ -147,12 +147,8 @@ run() {
   local node=$!
   pids+=("$node")
   # A run that hangs is stopped after run_s and reported; the check goes on with the next.
-  local waited=0
-  while kill -0 "$coord" 2>/dev/null && [ "$waited" -lt "$run_s" ]; do
-    sleep 1
-    waited=$((waited + 1))
-  done
-  if kill -0 "$coord" 2>/dev/null; then
+  local waited
+  if ! waited=$(wait_pid "$coord" "$run_s"); then
     kill -9 "$coord" "$node" 2>/dev/null
     echo "$name: not finished after $run_s s, stopped; its last lines:"
     tail -n 5 "$runs/$name.coord.log" "$runs/$name.node.log"

@@ -118,7 +118,7 @@ caf::result<int64_t> move_child(Self* self, uint32_t old_id, uint32_t stage, uin
 caf::behavior supervisor(Self* self, SupervisorSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
-  s.policy = std::make_unique<policy::RestartPolicy>(restart_limits(s.setup.policy));
+  s.policy = std::make_unique<policy::RestartPolicy>(s.setup.policy);
   s.died_at.resize(s.setup.children.size());
   for (const auto& child : s.setup.children) {
     self->monitor(child.current);

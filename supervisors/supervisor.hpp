@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "policy/restart_policy.hpp"
-#include "supervisors/restart_limits.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {

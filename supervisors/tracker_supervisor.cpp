@@ -135,7 +135,7 @@ void restart(Self* self) {
 caf::behavior tracker_supervisor(Self* self, TrackerSupervisorSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
-  s.policy = std::make_unique<policy::RestartPolicy>(restart_limits(s.setup.policy));
+  s.policy = std::make_unique<policy::RestartPolicy>(s.setup.policy);
   start(self);
   // Everything this actor does not handle itself goes to the tracker, as if sent to it.
   self->set_default_handler(

@@ -31,7 +31,6 @@
 
 #include "messages/types.hpp"
 #include "policy/restart_policy.hpp"
-#include "supervisors/restart_limits.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::supervisors {

@@ -38,12 +38,22 @@ void on_replaced(Self* self, const std::string& kind, uint32_t k, const caf::act
   for (const auto& [id, w] : s.by_id) self->send(w, replaced_atom::value, kind, k, handle);
 }
 
-bool take_loss(Self* self, const messages::LossReport& r) {
+// The open step's micro-batch a report is about, or null when it is about another step or an
+// attempt given up.
+template <class Report>
+tracker_state::Micro* current(Self* self, const Report& r) {
   auto& s = self->state;
   if (r.step != s.step || r.micro_batch >= s.micro.size() ||
       r.attempt != s.micro[r.micro_batch].attempt)
-    return false;
-  auto& m = s.micro[r.micro_batch];
+    return nullptr;
+  return &s.micro[r.micro_batch];
+}
+
+bool take_loss(Self* self, const messages::LossReport& r) {
+  auto& s = self->state;
+  auto* current_micro = current(self, r);
+  if (current_micro == nullptr) return false;
+  auto& m = *current_micro;
   if (m.has_loss) {
     ++s.outcome.duplicates;
     return false;
@@ -57,10 +67,9 @@ bool take_loss(Self* self, const messages::LossReport& r) {
 
 bool take_done(Self* self, const messages::DoneReport& r) {
   auto& s = self->state;
-  if (r.step != s.step || r.micro_batch >= s.micro.size() ||
-      r.attempt != s.micro[r.micro_batch].attempt)
-    return false;
-  auto& m = s.micro[r.micro_batch];
+  auto* current_micro = current(self, r);
+  if (current_micro == nullptr) return false;
+  auto& m = *current_micro;
   if (m.done) {
     ++s.outcome.duplicates;
     return false;

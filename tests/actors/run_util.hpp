@@ -32,13 +32,7 @@ inline config::RunConfig micro_run(const std::string& mode, int64_t stages, int6
                                    int64_t steps) {
   config::RunConfig c;
   c.model = {"tiny", 4, 2, 32, 32, 256};
-  c.train.steps = steps;
-  c.train.micro_batch = 2;
-  c.train.micro_batches = 4;
-  c.train.warmup_steps = 3;
-  c.train.lr = 2e-3;
-  c.train.eval_every = 0;
-  c.train.eval_batches = 2;
+  c.train = short_train(steps, 2, 4, 3, 2e-3);
   c.swarm.mode = config::parse_choice<config::Mode>(mode);
   c.swarm.stages = stages;
   c.swarm.workers_per_stage = workers;
@@ -80,12 +74,18 @@ inline actors::RuntimeResult run(const config::RunConfig& c, actors::RuntimeOpti
 
 // A DiLoCo run ends on a round: the stage's two workers hold the same parameters bit for bit,
 // and they are the group's θ after its last round.
-inline void expect_stage_ends_on_the_groups_theta(const actors::RuntimeResult& r, uint32_t stage) {
+// The stage's two workers hold the same parameters bit for bit.
+inline void expect_stage_workers_equal(const actors::RuntimeResult& r, uint32_t stage) {
   const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
   const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
+}
+
+inline void expect_stage_ends_on_the_groups_theta(const actors::RuntimeResult& r, uint32_t stage) {
+  expect_stage_workers_equal(r, stage);
+  const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
   const auto& theta = r.group_theta.at(stage);
   ASSERT_EQ(theta.size(), a.size());
   for (size_t i = 0; i < theta.size(); ++i)

@@ -107,10 +107,7 @@ grep -q "^COORDINATOR" "$tmp/nodes.txt" && grep -q "^standby .* $b " "$tmp/nodes
   fail "the nodes table has no coordinator rows: $(cat "$tmp/nodes.txt")"
 answer=$("$bin" ctl "$both" kill-coordinator 2>&1) || fail "kill-coordinator: $answer"
 [[ "$answer" == *"pid $a"* ]] || fail "kill-coordinator answered '$answer'"
-wait_exit "$a" 10 || fail "the leader still runs after kill-coordinator"
-wait "$a"
-code=$?
-[ $code = 137 ] || fail "the killed leader exited $code, not 137"
+exits_with "$a" 10 137 "the leader killed from the console"
 wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
 # The new leader's first step (the steps since the newest checkpoint run again).
 wait_log "$tmp/b.log" "step [0-9]*/$steps" 180 || fail "the new leader completed no step"
@@ -128,15 +125,10 @@ grep -q "no standby coordinator" "$tmp/ask.out" || fail "no reason given: $(cat 
 running "$b" || fail "the last coordinator was killed without confirmation"
 wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
 wait "$b" || fail "the new leader exited with $?"
-py '
-import json, sys
-records = [json.loads(l) for l in open(sys.argv[1])]
-steps = [r["step"] for r in records if r.get("event") == "step"]
-assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
-console = [r for r in records if r.get("event") == "console" and "kill-coordinator" in json.dumps(r)]
+check_records "$tmp/run/metrics.jsonl" $steps '
+console = [r for r in of("console") if "kill-coordinator" in json.dumps(r)]
 assert len(console) == 1, f"console records of kill-coordinator: {console}"
-faults = [r for r in records if r.get("event") == "fault" and r.get("kind") == "coordinator"]
-recovered = [r for r in records if r.get("event") == "recovered" and r.get("kind") == "coordinator"]
+faults, recovered = of("fault", "coordinator"), of("recovered", "coordinator")
 assert len(faults) == 1 and len(recovered) == 1, f"failover records: {faults} {recovered}"
-' "$tmp/run/metrics.jsonl" $steps || fail "the run's records"
+' || fail "the run's records"
 echo "ok: leader pid $a (epoch $epoch_a) killed from the console; $seen led on"

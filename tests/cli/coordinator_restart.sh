@@ -34,11 +34,7 @@ wait "$coord" || fail "the resumed coordinator exited with $?"
 grep -q "resuming from .* at step 20" "$tmp/second.log" || fail "not resumed from step 20"
 grep -q "final validation loss" "$tmp/second.log" || fail "no final loss"
 nodes_ended 2 n1 n2
-py '
-import json, sys
-steps = [r["step"] for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "step"]
-assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
-' "$tmp/run/metrics.jsonl" $steps || fail "the run's step records"
+check_records "$tmp/run/metrics.jsonl" $steps || fail "the run's step records"
 # All coordinators gone for good: a node gives up after its --connect-timeout-s, saying so.
 coordinator third --overwrite --set train.steps=1000
 wait_log "$tmp/third.log" "coordinator listening on" 60 || fail "the third coordinator did not listen"
@@ -48,10 +44,7 @@ lone=$!
 pids+=("$lone")
 wait_log "$tmp/third.log" "step 2/" 120 || fail "the third run did not start"
 kill -KILL "$coord"
-wait_exit "$lone" 30 || fail "the node still runs 30 s after its coordinator died"
-wait "$lone"
-code=$?
-[ $code = 1 ] || fail "the node exited $code, not 1"
+exits_with "$lone" 30 1 "the node whose coordinator died"
 grep -q "no coordinator at 127.0.0.1:$listen answered within --connect-timeout-s (3 s)" \
   "$tmp/lone.log" || fail "the node did not say why it gave up: $(tail -3 "$tmp/lone.log")"
 echo "ok: $(grep 'final validation loss' "$tmp/second.log")"

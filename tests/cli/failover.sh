@@ -49,15 +49,10 @@ fi
 if [ "$fault" = freeze ]; then
   wait_log "$tmp/b.log" "step $first/$steps" 120 || fail "the new leader completed no step"
   kill -CONT "$a"
-  wait_exit "$a" 20 || fail "the thawed leader did not step down"
-  wait "$a"
-  code=$?
-  [ $code = 4 ] || fail "the thawed leader exited $code, not 4 (stepped down)"
+  exits_with "$a" 20 4 "the thawed leader (stepping down)"
   grep -q "stepping down as leader" "$tmp/a.log" || fail "the thawed leader did not say it stepped down"
 fi
-wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
-wait "$b" || fail "the new leader exited with $?"
-grep -q "final validation loss" "$tmp/b.log" || fail "no final loss"
+run_finished "$b" "$tmp/b.log" "the new leader"
 nodes_ended 2 n1 n2
 for n in n1 n2; do
   grep -q "attaching again" "$tmp/$n.log" || fail "node $n did not attach again"
@@ -66,24 +61,19 @@ for n in n1 n2; do
     fail "node $n: its workers did not start from the kept states: $(grep 'took its state' "$tmp/$n.log")"
   grep -q "took its state from .*ckpt" "$tmp/$n.log" && fail "node $n: a worker started from a checkpoint"
 done
-py '
-import json, sys
-records = [json.loads(l) for l in open(sys.argv[1])]
-steps = [r["step"] for r in records if r.get("event") == "step"]
-assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
+check_records "$tmp/run/metrics.jsonl" $steps '
 epochs = [r["epoch"] for r in records if r.get("event") == "step"]
-old = int(sys.argv[3]) - 1  # steps of the old leader that stay
+old = int(argv[0]) - 1  # steps of the old leader that stay
 assert epochs[0] < epochs[-1] and epochs[:old] == [epochs[0]] * old and epochs[old:] == [epochs[-1]] * (len(epochs) - old), f"epochs: {epochs}"
 # No record of the old leader after the new leader first wrote (fencing).
-first_new = next(i for i, r in enumerate(records) if r.get("epoch") == epochs[-1])
-late = [r for r in records[first_new:] if r.get("epoch") != epochs[-1]]
+late = late_records()
 assert not late, f"records of the old leader after the new one took over: {late}"
-faults = [r for r in records if r.get("event") == "fault" and r.get("kind") == "coordinator"]
+faults = of("fault", "coordinator")
 assert len(faults) == 1 and faults[0]["resumed_step"] == 20, f"failover records: {faults}"
-recovered = [r for r in records if r.get("event") == "recovered" and r.get("kind") == "coordinator"]
+recovered = of("recovered", "coordinator")
 assert len(recovered) == 1 and recovered[0]["step"] == old + 1 and recovered[0]["seconds"] > 0, f"recovered: {recovered}"
-took = [r for r in records if r.get("event") == "takeover"]
+took = of("takeover")
 assert old > 20 and [(t["from"], t["step"]) for t in took] == [("kept", old)] and faults[0]["kept_step"] == old, f"takeover: {took}"
 print("epochs", epochs[0], "->", epochs[-1], "; step", old + 1, "completed", round(recovered[0]["seconds"], 2), "s after the old leader last wrote")
-' "$tmp/run/metrics.jsonl" $steps $first || fail "the run's records"
+' $first || fail "the run's records"
 echo "ok ($fault): $(grep 'final validation loss' "$tmp/b.log")"

@@ -118,18 +118,9 @@ join --secret-file "$tmp/run/secret" --run-id "$run_id" --workers 1 --name slowp
 slow=$!
 # The coordinator answers only once the node has seen a try dropped (each one is, at CAF's next
 # heartbeat tick, while the coordinator is stopped).
-for _ in $(seq 1 300); do
-  grep -q "took longer than one heartbeat interval" "$tmp/n3.log" && break
-  kill -0 "$slow" 2>/dev/null || break
-  sleep 0.2
-done
+wait_log_of "$slow" "$tmp/n3.log" "took longer than one heartbeat interval" 60
 kill -CONT "$coord"
-for _ in $(seq 1 100); do
-  grep -q "node 'slowpoke' joined" "$tmp/coord.log" && break
-  kill -0 "$slow" 2>/dev/null || break
-  sleep 0.2
-done
-grep -q "node 'slowpoke' joined" "$tmp/coord.log" || { kill -KILL "$slow"; fail "a node that waited for a stopped coordinator did not join: $(cat "$tmp/n3.log")"; }
+wait_log_of "$slow" "$tmp/coord.log" "node 'slowpoke' joined" 20 || { kill -KILL "$slow"; fail "a node that waited for a stopped coordinator did not join: $(cat "$tmp/n3.log")"; }
 grep -q "took longer than one heartbeat interval (250 ms) and was dropped; trying again" "$tmp/n3.log" \
   || { kill -KILL "$slow"; fail "the node did not say why it tried again: $(cat "$tmp/n3.log")"; }
 kill -TERM "$slow"

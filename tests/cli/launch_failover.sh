@@ -42,9 +42,5 @@ grep -q "^\[coord2\] .*leading run .*taking over" "$tmp/launch.log" || fail "the
 grep -q "^\[coord2\] final validation loss" "$tmp/launch.log" || fail "no final loss from the new leader"
 grep -q "^\[launch\] run [0-9a-f]*: completed under epoch" "$tmp/launch.log" || fail "no recorded end"
 running "$etcd" && fail "the private etcd still runs"
-py '
-import json, sys
-steps = [r["step"] for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "step"]
-assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
-' "$tmp/run/metrics.jsonl" $steps || fail "the run's step records"
+check_records "$tmp/run/metrics.jsonl" $steps || fail "the run's step records"
 echo "ok: $(grep '^\[coord2\] final validation loss' "$tmp/launch.log")"

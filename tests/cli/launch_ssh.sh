@@ -30,12 +30,7 @@ PidFile $tmp/sshd.pid
 CONF
   "$sshd_bin" -D -e -f "$tmp/sshd_config" 2>"$tmp/sshd.log" &
   sshd_pid=$!
-  for _ in $(seq 1 50); do
-    grep -q "Server listening" "$tmp/sshd.log" && break
-    kill -0 "$sshd_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  grep -q "Server listening" "$tmp/sshd.log" && break
+  wait_log_of "$sshd_pid" "$tmp/sshd.log" "Server listening" 5 && break
   kill "$sshd_pid" 2>/dev/null
   sshd_pid=""
 done

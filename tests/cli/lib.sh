@@ -11,6 +11,7 @@
 #   wait_until S CMD...      runs CMD every 0.1 s until it succeeds, for at most S seconds
 #   wait_log FILE PATTERN [S] wait_until the file holds the pattern (120 s)
 #   wait_exit PID S           wait_until the process has ended; 1 if it still runs
+#   wait_log_of PID FILE PATTERN S  wait_log, ending early when the process PID has ended
 #   run_launch NAME S ARGS... `swarmrt launch ARGS`, its log in $tmp/NAME.log, waited for at
 #                             most S seconds; fails if it runs on or exits non-zero
 #   start_coordinator ARGS... `swarmrt coordinator ARGS` in the background, its log in
@@ -19,6 +20,12 @@
 #   join_node NAME ARGS...    `swarmrt node --join 127.0.0.1:$port` with the run's secret,
 #                             --name NAME and ARGS, its log in $tmp/NAME.log, its pid in $node
 #   ctl ARGS...               `swarmrt ctl` against the coordinator with the run's secret
+#   exits_with PID S CODE WHO the process ends within S seconds with exit status CODE
+#   run_finished PID LOG WHO  WHO (a coordinator) ends within 300 s, status 0, its LOG
+#                             holding the final validation loss
+#   check_records FILE STEPS [CODE ARGS...]  FILE (metrics.jsonl) holds one step record for
+#                             each of steps 1..STEPS in order; then the Python CODE checks
+#                             more (see below)
 # The scripts keep what makes each test itself: its config, its faults, its checks.
 set -u
 : "${bin:?a CLI test sets bin (the swarmrt binary) before sourcing lib.sh}"
@@ -74,6 +81,11 @@ wait_log() { wait_until "${3:-120}" grep -q -- "$2" "$1" 2>/dev/null; }
 running() { kill -0 "$1" 2>/dev/null; }
 ended() { ! running "$1"; }
 wait_exit() { wait_until "$2" ended "$1"; }
+log_or_ended() { grep -q -- "$3" "$2" 2>/dev/null || ended "$1"; }
+wait_log_of() {
+  wait_until "$4" log_or_ended "$1" "$2" "$3"
+  grep -q -- "$3" "$2" 2>/dev/null
+}
 
 # log_port FILE WHO: the port of FILE's line "WHO listening on 127.0.0.1:PORT" (empty: none yet).
 log_port() { sed -n "s/^$2 listening on 127.0.0.1:\([0-9]*\)\$/\1/p" "$1"; }
@@ -311,4 +323,41 @@ start_etcd_cluster() {
       "$tmp/etcd-tls/ca.pem" "$tmp/etcd-tls/cert.pem" "$tmp/etcd-tls/key.pem" 2>/dev/null >/dev/null ||
       fail "etcd member e$k did not answer: $(tail -5 "$tmp/e$k.log")"
   done
+}
+
+# exits_with PID S CODE WHO: fails unless the process ends within S seconds with status CODE.
+exits_with() {
+  local code
+  wait_exit "$1" "$2" || fail "$4 still runs after $2 s"
+  wait "$1"
+  code=$?
+  [ "$code" = "$3" ] || fail "$4 exited $code, not $3"
+}
+
+run_finished() {
+  exits_with "$1" 300 0 "$3"
+  grep -q "final validation loss" "$2" || fail "$3 did not complete the run: $(tail -5 "$2")"
+}
+
+# check_records FILE STEPS [CODE ARGS...]: one step record per step, 1..STEPS in order, then
+# CODE with these names: records (FILE's, parsed), steps (the step records' numbers),
+# argv (ARGS), of(event, kind) (the records of that event and kind), late_records() (records of
+# an older leader's epoch after the newest epoch first wrote: what fencing forbids).
+check_records() {
+  local file=$1 steps=$2 code=${3:-}
+  shift 2
+  [ $# -gt 0 ] && shift
+  py "
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r['step'] for r in records if r.get('event') == 'step']
+assert steps == list(range(1, int(sys.argv[2]) + 1)), f'step records: {steps}'
+argv = sys.argv[3:]
+def of(event, kind=None):
+    return [r for r in records if r.get('event') == event and kind in (None, r.get('kind'))]
+def late_records():
+    new = max(r['epoch'] for r in records if 'epoch' in r)
+    first_new = next(i for i, r in enumerate(records) if r.get('epoch') == new)
+    return [r for r in records[first_new:] if r.get('epoch') != new]
+$code" "$file" "$steps" "$@"
 }

@@ -52,25 +52,14 @@ done
 wait_log "$tmp/a.log" "step 25/$steps" 180 || fail "the run did not reach step 25"
 ns "$ns_a" ip link set "v$ns_a" down
 wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
-wait_exit "$a" 30 || fail "the cut-off leader did not step down"
-wait "$a"
-code=$?
-[ $code = 4 ] || fail "the cut-off leader exited $code, not 4"
+exits_with "$a" 30 4 "the cut-off leader (stepping down)"
 grep -q "stepping down as leader" "$tmp/a.log" || fail "the cut-off leader did not say it stepped down"
 sleep 2
 ns "$ns_a" ip link set "v$ns_a" up
-wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
-wait "$b" || fail "the new leader exited with $?"
-grep -q "final validation loss" "$tmp/b.log" || fail "no final loss"
+run_finished "$b" "$tmp/b.log" "the new leader"
 nodes_ended 2 n1 n2
-py '
-import json, sys
-records = [json.loads(l) for l in open(sys.argv[1])]
-steps = [r["step"] for r in records if r.get("event") == "step"]
-assert steps == list(range(1, int(sys.argv[2]) + 1)), f"step records: {steps}"
-new = max(r["epoch"] for r in records)
-first_new = next(i for i, r in enumerate(records) if r.get("epoch") == new)
-late = [r for r in records[first_new:] if r.get("epoch") != new]
+check_records "$tmp/run/metrics.jsonl" $steps '
+late = late_records()
 assert not late, f"records of the cut-off leader after the new one took over: {late}"
-' "$tmp/run/metrics.jsonl" $steps || fail "the run's records"
+' || fail "the run's records"
 echo "ok: $(grep 'final validation loss' "$tmp/b.log")"

@@ -22,7 +22,7 @@ TEST(GPT, ShapesAndParameterNames) {
   EXPECT_NE(model->named_parameters()["lm_head.weight"].data_ptr(),
             model->named_parameters()["wte.weight"].data_ptr());
   // The count the balancer, the simulator and the frame limit use is the module's own.
-  EXPECT_EQ(model->num_parameters(), static_cast<int64_t>(micro_gpt().model().parameters()));
+  EXPECT_EQ(model->num_parameters(), static_cast<int64_t>(micro_gpt().parameters()));
 }
 
 TEST(GPT, StageLayersAreContiguousAndCoverTheModel) {

@@ -10,7 +10,7 @@ using namespace swarmrt::config;
 
 namespace {
 ModelConfig micro_llama() {
-  ModelConfig m = swarmrt::testing::micro_gpt().model();  // 4 layers, 2 heads, d = 32, T = 16
+  ModelConfig m = swarmrt::testing::micro_gpt();  // 4 layers, 2 heads, d = 32, T = 16
   m.arch = Arch::llama;
   return m;
 }

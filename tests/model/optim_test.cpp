@@ -11,7 +11,7 @@ using namespace swarmrt::config;
 
 namespace {
 ModelConfig testing_micro() {
-  return swarmrt::testing::micro_gpt().model();
+  return swarmrt::testing::micro_gpt();
 }
 }  // namespace
 

@@ -13,6 +13,7 @@
 
 using namespace swarmrt::model;
 using namespace swarmrt::config;
+using swarmrt::testing::short_train;
 using swarmrt::testing::TempDir;
 
 namespace {
@@ -29,13 +30,7 @@ ModelConfig micro(Arch arch) {
 RunConfig short_run(Arch arch, int64_t steps, int64_t micro_batches) {
   RunConfig c;
   c.model = micro(arch);
-  c.train.steps = steps;
-  c.train.micro_batch = 4;
-  c.train.micro_batches = micro_batches;
-  c.train.warmup_steps = 1;
-  c.train.lr = 2e-3;
-  c.train.eval_every = 0;
-  c.train.eval_batches = 2;
+  c.train = short_train(steps, 4, micro_batches, 1, 2e-3);
   c.checkpoint.every_steps = 0;
   return c;
 }

@@ -13,7 +13,7 @@ using namespace swarmrt::config;
 
 namespace {
 ModelConfig micro(Arch arch) {
-  ModelConfig m = swarmrt::testing::micro_gpt().model();
+  ModelConfig m = swarmrt::testing::micro_gpt();
   m.arch = arch;
   return m;
 }

@@ -15,8 +15,26 @@
 namespace swarmrt::testing {
 
 // A model small enough for unit tests, deep enough for 4 stages.
-inline model::GPTConfig micro_gpt() {
-  return {256, 16, 4, 2, 32};
+inline config::ModelConfig micro_gpt() {
+  config::ModelConfig m;
+  m.vocab_size = 256, m.block_size = 16, m.n_layer = 4, m.n_head = 2, m.n_embd = 32;
+  return m;
+}
+
+// A short run's training keys: `steps` steps of `micro_batches` micro-batches of `micro_batch`
+// sequences, the learning rate `lr` reached after `warmup` steps; no evaluation during the run
+// and 2 batches at its end.
+inline config::TrainConfig short_train(int64_t steps, int64_t micro_batch, int64_t micro_batches,
+                                       int64_t warmup, double lr) {
+  config::TrainConfig t;
+  t.steps = steps;
+  t.micro_batch = micro_batch;
+  t.micro_batches = micro_batches;
+  t.warmup_steps = warmup;
+  t.lr = lr;
+  t.eval_every = 0;
+  t.eval_batches = 2;
+  return t;
 }
 
 // Token ids [B, T] below 256, drawn from `seed`.

@@ -10,6 +10,7 @@
 
 using namespace swarmrt::model;
 using namespace swarmrt::config;
+using swarmrt::testing::short_train;
 using swarmrt::testing::TempDir;
 
 namespace {
@@ -38,13 +39,7 @@ RunConfig small_run(int64_t steps, Arch arch = Arch::gpt2) {
   RunConfig c;
   c.model = {"tiny", 2, 2, 32, 32, 256};
   c.model.arch = arch;
-  c.train.steps = steps;
-  c.train.micro_batch = 4;
-  c.train.micro_batches = 2;
-  c.train.warmup_steps = 2;
-  c.train.lr = 1e-3;
-  c.train.eval_every = 0;
-  c.train.eval_batches = 2;
+  c.train = short_train(steps, 4, 2, 2, 1e-3);
   c.checkpoint.every_steps = 3;
   return c;
 }

@@ -8,8 +8,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 namespace {
-swarmrt::policy::RestartLimits config(int64_t max_restarts, double window_s) {
-  swarmrt::policy::RestartLimits c;
+swarmrt::config::SupervisionConfig config(int64_t max_restarts, double window_s) {
+  swarmrt::config::SupervisionConfig c;
   c.max_restarts = max_restarts;
   c.restart_window_s = window_s;
   c.backoff_ms = 20;

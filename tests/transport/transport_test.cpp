@@ -79,6 +79,15 @@ struct RemoteWorker {
   }
 
   // The evaluation loss of the next frame the worker answers, or a failure after `wait`.
+  // How long one eval frame of `ids` takes from its send to its loss at the tracker.
+  std::chrono::steady_clock::duration time_eval(const at::Tensor& ids) {
+    const auto start = std::chrono::steady_clock::now();
+    transport::send_frame(sender.ptr(), remote, messages::FrameKind::microbatch,
+                          eval_frame(ids, 1));
+    expect_eval(1, std::chrono::seconds(60));
+    return std::chrono::steady_clock::now() - start;
+  }
+
   void expect_eval(uint32_t index, std::chrono::seconds wait = std::chrono::seconds(20)) {
     tracker->receive(
         [&](eval_loss_atom, uint64_t, uint32_t got, double loss) {
@@ -223,14 +232,9 @@ TEST(Transport, BulkLinkCarriesFramesInsideTls) {
 TEST(Transport, ChaosLinkDelayHoldsEveryFrameBack) {
   RemoteWorker w;
   ASSERT_NO_FATAL_FAILURE(w.connect(true));
-  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
   // Injected delay is behaviour, not speed: a frame must not arrive before it has passed.
   transport::set_link_delay(300);
-  const auto start = std::chrono::steady_clock::now();
-  transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
-                        eval_frame(ids, 1));
-  w.expect_eval(1);
-  const auto waited = std::chrono::steady_clock::now() - start;
+  const auto waited = w.time_eval(at::randint(0, 256, {2, 16}, at::kLong));
   transport::set_link_delay(0);
   EXPECT_GE(waited, std::chrono::milliseconds(300));
 }
@@ -240,13 +244,8 @@ TEST(Transport, ChaosLinkBandwidthCapPacesTheBytes) {
   ASSERT_NO_FATAL_FAILURE(w.connect(true));
   // 1 MiB (token ids and targets) through a 4 Mbit/s (0.5 MB/s) link: it cannot arrive in less than
   // about 2 s (the first 64 KiB slice leaves at once). A bound below, never one above.
-  auto ids = at::randint(0, 256, {4096, 16}, at::kLong);
   transport::set_link_bandwidth(4);
-  const auto start = std::chrono::steady_clock::now();
-  transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
-                        eval_frame(ids, 1));
-  w.expect_eval(1, std::chrono::seconds(60));
-  const auto waited = std::chrono::steady_clock::now() - start;
+  const auto waited = w.time_eval(at::randint(0, 256, {4096, 16}, at::kLong));
   transport::set_link_bandwidth(0);
   EXPECT_GE(waited, std::chrono::milliseconds(1800));
 }

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -65,10 +66,46 @@ inline actors::RuntimeResult run_killed(config::RunConfig config, const Kill& ki
   return r;
 }
 
-// A test's name: the kill's, then the replica's.
-template <class Info>
-std::string kill_and_replica_name(const Info& info) {
-  return std::string(std::get<0>(info.param).name) + "_" + replica_name(std::get<1>(info.param));
+// Each of `stages` stages applied `rounds` (its rounds' numbers, in order) with a plain replica;
+// with two fragments, fragment 0 applied `rounds` and fragment 1 `fragment1_rounds`. And each
+// stage ends on its group's θ.
+inline void expect_stage_rounds(const actors::RuntimeResult& r, int64_t stages, Replica replica,
+                                const std::vector<uint64_t>& rounds,
+                                const std::vector<uint64_t>& fragment1_rounds) {
+  for (uint32_t stage = 0; stage < static_cast<uint32_t>(stages); ++stage) {
+    if (replica == Replica::plain) {
+      EXPECT_EQ(r.applied_rounds.at(stage), rounds) << stage;
+    } else {
+      ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
+      EXPECT_EQ(r.fragment_rounds.at(stage)[0], rounds) << stage;
+      EXPECT_EQ(r.fragment_rounds.at(stage)[1], fragment1_rounds) << stage;
+    }
+    expect_stage_ends_on_the_groups_theta(r, stage);
+  }
 }
+
+// The parameters of a test per replica, and their names.
+inline auto every_replica() {
+  return ::testing::Values(Replica::plain, Replica::streaming, Replica::eager);
+}
+struct ReplicaName {
+  template <class Info>
+  std::string operator()(const Info& info) const {
+    return replica_name(info.param);
+  }
+};
+
+// The parameters of a test per kill and replica (plain and streaming), and their names: the
+// kill's, then the replica's.
+inline auto each_kill_with_each_replica(std::vector<Kill> kills) {
+  return ::testing::Combine(::testing::ValuesIn(std::move(kills)),
+                            ::testing::Values(Replica::plain, Replica::streaming));
+}
+struct KillAndReplicaName {
+  template <class Info>
+  std::string operator()(const Info& info) const {
+    return std::string(std::get<0>(info.param).name) + "_" + replica_name(std::get<1>(info.param));
+  }
+};
 
 }  // namespace swarmrt::testing

@@ -32,16 +32,7 @@ config::RunConfig schedule_config(const std::string& mode, int64_t stages, Repli
 // step's: 3 rounds, where H = 8 throughout would hold 2. Two fragments: fragment 0 at 6, 10
 // and 16; fragment 1 (offset ⌊H/2⌋) at 4, 8, then 14 (offset 4 from step 10) and 16.
 void expect_the_schedules_rounds(const actors::RuntimeResult& r, int64_t stages, Replica replica) {
-  for (uint32_t stage = 0; stage < static_cast<uint32_t>(stages); ++stage) {
-    if (replica == Replica::plain) {
-      EXPECT_EQ(r.applied_rounds.at(stage), (std::vector<uint64_t>{0, 1, 2})) << stage;
-    } else {
-      ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
-      EXPECT_EQ(r.fragment_rounds.at(stage)[0], (std::vector<uint64_t>{0, 1, 2})) << stage;
-      EXPECT_EQ(r.fragment_rounds.at(stage)[1], (std::vector<uint64_t>{0, 1, 2, 3})) << stage;
-    }
-    expect_stage_ends_on_the_groups_theta(r, stage);
-  }
+  expect_stage_rounds(r, stages, replica, {0, 1, 2}, {0, 1, 2, 3});
 }
 
 class Schedules : public ::testing::TestWithParam<Replica> {};
@@ -73,9 +64,7 @@ TEST_P(Schedules, RoundsFollowEachPhasesHAndTheOuterRateDecays) {
   EXPECT_TRUE(std::isfinite(c.report.val_loss));
 }
 
-INSTANTIATE_TEST_SUITE_P(Replicas, Schedules,
-                         ::testing::Values(Replica::plain, Replica::streaming, Replica::eager),
-                         [](const auto& info) { return replica_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Replicas, Schedules, every_replica(), ReplicaName{});
 
 class SchedulesKilled : public ReplicaKilled {};
 
@@ -92,12 +81,11 @@ TEST_P(SchedulesKilled, EveryRoundOfTheScheduleAppliedOnce) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, SchedulesKilled,
-    ::testing::Combine(
-        ::testing::Values(
-            Kill{"WorkerInTheFirstPhase", "stage1/worker1", 7, config::KillPhase::start},
-            Kill{"WorkerAtTheChange", "stage1/worker1", 10, config::KillPhase::apply},
-            Kill{"WorkerInTheSecondPhase", "stage1/worker1", 12, config::KillPhase::start},
-            Kill{"GroupAtTheChange", "stage0/diloco", 10, config::KillPhase::apply},
-            Kill{"GroupInTheSecondPhase", "stage0/diloco", 14, config::KillPhase::apply}),
-        ::testing::Values(Replica::plain, Replica::streaming)),
-    [](const auto& info) { return kill_and_replica_name(info); });
+    each_kill_with_each_replica({
+        Kill{"WorkerInTheFirstPhase", "stage1/worker1", 7, config::KillPhase::start},
+        Kill{"WorkerAtTheChange", "stage1/worker1", 10, config::KillPhase::apply},
+        Kill{"WorkerInTheSecondPhase", "stage1/worker1", 12, config::KillPhase::start},
+        Kill{"GroupAtTheChange", "stage0/diloco", 10, config::KillPhase::apply},
+        Kill{"GroupInTheSecondPhase", "stage0/diloco", 14, config::KillPhase::apply},
+    }),
+    KillAndReplicaName{});

@@ -57,10 +57,7 @@ void expect_two_fragments_in_order(const actors::RuntimeResult& r,
     ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
     EXPECT_EQ(r.fragment_rounds.at(stage)[0], (std::vector<uint64_t>{0, 1, 2})) << stage;
     EXPECT_EQ(r.fragment_rounds.at(stage)[1], (std::vector<uint64_t>{0, 1, 2, 3})) << stage;
-    const auto& a = r.worker_params.at(actors::worker_id(stage, 0));
-    const auto& b = r.worker_params.at(actors::worker_id(stage, 1));
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << stage << " " << a[i].first;
+    swarmrt::testing::expect_stage_workers_equal(r, stage);
   }
   EXPECT_LT(r.report.losses.back(), r.report.losses.front());
 }

@@ -25,21 +25,12 @@ config::RunConfig warmup_config(const std::string& mode, int64_t stages, Replica
 
 // Rounds at K + 4 = 8 and the last step, 12; with 2 fragments, fragment 1 also at K + 2 = 6
 // and K + 6 = 10. Nothing during the warm-up.
+// The group's rounds started from θ(4): the last one leaves its θ where the workers are. (Had
+// they started from θ(0), the group's θ would be off by the warm-up's steps; with quantized
+// updates the workers do not notice until one restarts and takes it.)
 void expect_rounds_after_the_warmup(const actors::RuntimeResult& r, int64_t stages,
                                     Replica replica) {
-  for (uint32_t stage = 0; stage < static_cast<uint32_t>(stages); ++stage) {
-    if (replica == Replica::plain) {
-      EXPECT_EQ(r.applied_rounds.at(stage), (std::vector<uint64_t>{0, 1})) << stage;
-    } else {
-      ASSERT_EQ(r.fragment_rounds.at(stage).size(), 2u);
-      EXPECT_EQ(r.fragment_rounds.at(stage)[0], (std::vector<uint64_t>{0, 1})) << stage;
-      EXPECT_EQ(r.fragment_rounds.at(stage)[1], (std::vector<uint64_t>{0, 1, 2})) << stage;
-    }
-    // The group's rounds started from θ(4): the last one leaves its θ where the workers are.
-    // (Had they started from θ(0), the group's θ would be off by the warm-up's steps; with
-    // quantized updates the workers do not notice until one restarts and takes it.)
-    expect_stage_ends_on_the_groups_theta(r, stage);
-  }
+  expect_stage_rounds(r, stages, replica, {0, 1}, {0, 1, 2});
 }
 
 class Warmup : public ::testing::TestWithParam<Replica> {};
@@ -72,9 +63,7 @@ TEST_P(Warmup, TheFirstKStepsAreSwarmModesAndTheRoundsCountFromK) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Replicas, Warmup,
-                         ::testing::Values(Replica::plain, Replica::streaming, Replica::eager),
-                         [](const auto& info) { return replica_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Replicas, Warmup, every_replica(), ReplicaName{});
 
 class WarmupKilled : public ReplicaKilled {};
 
@@ -91,12 +80,11 @@ TEST_P(WarmupKilled, EveryRoundAppliedOnceAndEveryMicroBatchOnce) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, WarmupKilled,
-    ::testing::Combine(
-        ::testing::Values(Kill{"WorkerInTheWarmUp", "stage1/worker1", 2, config::KillPhase::reduce},
-                          Kill{"WorkerAtItsEnd", "stage1/worker1", 4, config::KillPhase::apply},
-                          Kill{"WorkerAfterIt", "stage1/worker1", 5, config::KillPhase::start},
-                          Kill{"GroupAtItsEnd", "stage0/diloco", 4, config::KillPhase::apply},
-                          Kill{"AveragerInTheWarmUp", "stage0/averager", 3,
-                               config::KillPhase::start}),
-        ::testing::Values(Replica::plain, Replica::streaming)),
-    [](const auto& info) { return kill_and_replica_name(info); });
+    each_kill_with_each_replica({
+        Kill{"WorkerInTheWarmUp", "stage1/worker1", 2, config::KillPhase::reduce},
+        Kill{"WorkerAtItsEnd", "stage1/worker1", 4, config::KillPhase::apply},
+        Kill{"WorkerAfterIt", "stage1/worker1", 5, config::KillPhase::start},
+        Kill{"GroupAtItsEnd", "stage0/diloco", 4, config::KillPhase::apply},
+        Kill{"AveragerInTheWarmUp", "stage0/averager", 3, config::KillPhase::start},
+    }),
+    KillAndReplicaName{});

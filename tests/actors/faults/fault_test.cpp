@@ -180,13 +180,8 @@ TEST_P(TrackerKilled, RunIsUnchanged) {
                      (faulty.params[i].second - clean.params[i].second).abs().max().item<double>());
   std::cerr << "largest parameter difference to the fault-free run: " << worst << "\n";
   EXPECT_LT(worst, 1e-5);
-  for (uint32_t stage = 0; stage < 2; ++stage) {
-    const auto& a = faulty.worker_params.at(actors::worker_id(stage, 0));
-    const auto& b = faulty.worker_params.at(actors::worker_id(stage, 1));
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
-  }
+  for (uint32_t stage = 0; stage < 2; ++stage)
+    swarmrt::testing::expect_stage_workers_equal(faulty, stage);
   const auto metrics = dir.path / "metrics.jsonl";
   EXPECT_EQ(lines_with(metrics, R"("kind":"tracker")").size(), 1u);
   EXPECT_EQ(lines_with(metrics, R"("actor":"tracker","event":"recovered","kind":"restart")").size(),
@@ -218,13 +213,8 @@ TEST(Faults, TrackerKilledWhileARoundIsAppliedAppliesItOnce) {
   expect_every_micro_batch_once(faulty.report, config.train.micro_batches);
   EXPECT_EQ(faulty.applied_rounds.at(0), (std::vector<uint64_t>{0, 1}));
   EXPECT_EQ(faulty.applied_rounds.at(1), (std::vector<uint64_t>{0, 1}));
-  for (uint32_t stage = 0; stage < 2; ++stage) {
-    const auto& a = faulty.worker_params.at(actors::worker_id(stage, 0));
-    const auto& b = faulty.worker_params.at(actors::worker_id(stage, 1));
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
-  }
+  for (uint32_t stage = 0; stage < 2; ++stage)
+    swarmrt::testing::expect_stage_workers_equal(faulty, stage);
   EXPECT_NEAR(faulty.report.losses.back(), clean.report.losses.back(),
               0.02 * clean.report.losses.back());
 }

@@ -59,8 +59,7 @@ TEST(Runtime, DataParallelGradientEqualsSingleOnUnionBatch) {
     auto result = run(config, o);
     ASSERT_EQ(result.grads.size(), static_cast<size_t>(W));
 
-    model::GPT whole(model::GPTConfig::from(config.model), model::StageSpec{},
-                     static_cast<uint64_t>(config.train.seed));
+    model::GPT whole(config.model, model::StageSpec{}, static_cast<uint64_t>(config.train.seed));
     model::Windows windows(small_corpus().train(), config.model.block_size);
     model::ShardLoader loader(windows, 0, 1, static_cast<uint64_t>(config.train.seed));
     const double n = static_cast<double>(config.train.micro_batch * config.train.micro_batches);
