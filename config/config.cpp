@@ -285,6 +285,14 @@ static std::vector<Field> runtime_rows() {
                      "relative error of a measured rate (normal)"),
       SWARMRT_NUMBER(simulate, sample_s, node, above(0), "seconds between time-series points"),
       SWARMRT_NUMBER(simulate, seed, node, any(), "seed of speeds, churn and noise"),
+      SWARMRT_NUMBER(simulate, donors, node, between(1, 1024),
+                     "live holders a (re)entering peer takes its stage's state from at once"),
+      SWARMRT_NUMBER(simulate, donor_share, node, (Range{0, 1, true, false}),
+                     "fraction of a donor's link it spares for one peer's state"),
+      SWARMRT_NUMBER(simulate, sync_checkpoint_s, node, above(0),
+                     "the synchronous baseline's checkpoint period (seconds of progress)"),
+      SWARMRT_NUMBER(simulate, sync_restart_s, node, at_least(0),
+                     "seconds the synchronous baseline takes to restart after a failure"),
   };
 }
 

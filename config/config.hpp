@@ -344,6 +344,14 @@ struct SimulateConfig {
   double noise = 0.05;   // relative error of a measured rate
   double sample_s = 60;  // seconds between points of the time series
   int64_t seed = 1;
+  // Recovery: a peer that (re)enters takes its stage's state from up to `donors` live holders
+  // at once, each sparing `donor_share` of its link (its own link caps the sum).
+  int64_t donors = 1;
+  double donor_share = 1;
+  // The synchronous baseline (every peer in lockstep, no fault tolerance): a failure stops it;
+  // it restarts from its last checkpoint after sync_restart_s.
+  double sync_checkpoint_s = 600;
+  double sync_restart_s = 120;
 };
 
 struct RunConfig {

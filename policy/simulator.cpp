@@ -184,7 +184,11 @@ class Simulation {
   void start_download(uint32_t i) {
     auto& w = peers_[i];
     const double bytes = p_.state_bytes.empty() ? 0 : p_.state_bytes[w.stage];
-    const double secs = p_.link_bytes_per_s > 0 ? bytes / p_.link_bytes_per_s : 0;
+    int64_t holders = 0;
+    for (uint32_t j = 0; j < peers_.size(); ++j)
+      holders += j != i && peers_[j].state == State::serving && peers_[j].stage == w.stage;
+    const double secs =
+        transfer_seconds(bytes, p_.link_bytes_per_s, p_.donors, p_.donor_share, holders);
     w.state = State::moving;
     schedule(now_ + secs, Kind::arrive, i, w.epoch);
     dirty_ = true;
@@ -198,6 +202,7 @@ class Simulation {
         w.state = State::down;
         ++w.epoch;
         ++result_.failures;
+        result_.failure_times.push_back(now_);
         dirty_ = true;
         if (p_.recovery_s > 0) schedule(now_ + exponential(p_.recovery_s), Kind::recover, e.peer);
         return;
@@ -313,6 +318,13 @@ class Simulation {
 
 }  // namespace
 
+double transfer_seconds(double bytes, double link_bytes_per_s, int64_t donors, double donor_share,
+                        int64_t holders) {
+  if (link_bytes_per_s <= 0 || bytes <= 0) return 0;
+  const double from = static_cast<double>(std::max<int64_t>(1, std::min(donors, holders)));
+  return bytes / (link_bytes_per_s * std::min(1.0, from * donor_share));
+}
+
 SimResult simulate(const SimParams& p) {
   check(!p.cost.empty(), "at least one stage");
   for (double c : p.cost) check(c > 0 && std::isfinite(c), "every stage cost must be > 0");
@@ -333,6 +345,8 @@ SimResult simulate(const SimParams& p) {
   check(p.period_s > 0 && p.sample_s > 0, "period_s and sample_s must be > 0");
   check(p.jitter >= 0 && p.jitter < 1, "jitter must be in [0, 1)");
   check(p.noise >= 0, "noise must be >= 0");
+  check(p.donors >= 1 && p.donor_share > 0 && p.donor_share <= 1,
+        "donors must be >= 1 and donor_share in (0, 1]");
   return Simulation(p).run();
 }
 

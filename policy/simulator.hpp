@@ -13,10 +13,10 @@
 // one, which is what lets 10,000 peers run an hour in seconds). Events: failures (each peer at
 // failures_per_hour, a Poisson clock of its own), recoveries (after an exponential time of
 // mean recovery_s), joins, balancer periods (jittered) and the end of a move. A peer that
-// joins, recovers or moves first downloads its stage's state (state_bytes) and does no work
-// meanwhile. With DiLoCo (inner_steps H > 0) every H steps the pipeline waits for the slowest
-// stage's round: a ring all-reduce of round_bytes, 2 x bytes over the link plus 2(n-1)
-// latencies.
+// joins, recovers or moves first downloads its stage's state (state_bytes, from up to `donors`
+// serving peers of that stage at once: transfer_seconds) and does no work meanwhile. With DiLoCo
+// (inner_steps H > 0) every H steps the pipeline waits for the slowest stage's round: a ring
+// all-reduce of round_bytes, 2 x bytes over the link plus 2(n-1) latencies.
 //
 // The balancer sees each serving peer's compute speed and link bandwidth, as measured (off by
 // `noise`), and models a stage's link bytes per sample as 2 or 4 x sample_bytes (balancer.hpp).
@@ -51,6 +51,10 @@ struct SimParams {
   int64_t max_inflight = 4;
   double microbatch = 16;           // samples per micro-batch
   std::vector<double> state_bytes;  // per stage: what a moving/joining peer downloads
+  // It downloads from up to `donors` serving peers of its stage at once, each sparing
+  // donor_share of its link; its own link caps the sum (transfer_seconds).
+  int64_t donors = 1;
+  double donor_share = 1;
   int64_t inner_steps = 0;          // DiLoCo H; 0: no rounds
   double step_samples = 0;          // samples per step (the whole pipeline)
   std::vector<double> round_bytes;  // per stage: one round's pseudo-gradient
@@ -82,9 +86,17 @@ struct SimResult {
   double samples = 0;        // samples the pipeline completed
   double bound_samples = 0;  // the optimal placement's, same peers and times
   int64_t failures = 0, recoveries = 0, joins = 0;
+  std::vector<double> failure_times;  // when each failure happened (for the baselines)
   int64_t events = 0;
   double fraction() const { return bound_samples > 0 ? samples / bound_samples : 0; }
 };
+
+// Seconds to download `bytes` of state from min(donors, holders) serving peers (at least one:
+// with no holder the state comes from wherever the stage's last copy is), each sparing
+// donor_share of a `link_bytes_per_s` link, the receiver's own link capping the sum; 0 where
+// links are unlimited.
+double transfer_seconds(double bytes, double link_bytes_per_s, int64_t donors, double donor_share,
+                        int64_t holders);
 
 // Runs one simulation; throws std::invalid_argument naming a bad parameter.
 SimResult simulate(const SimParams& params);

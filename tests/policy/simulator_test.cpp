@@ -24,6 +24,18 @@ SimParams hand_case() {
   return p;
 }
 
+// Four equal stages of `peers` peers that fail `failures_per_hour` each and come back after
+// `recovery_s` on average, their measurements 5% off.
+SimParams churned(int64_t peers, double failures_per_hour, double recovery_s) {
+  SimParams p;
+  p.cost = {1.0, 1.0, 1.0, 1.0};
+  p.peers = peers;
+  p.failures_per_hour = failures_per_hour;
+  p.recovery_s = recovery_s;
+  p.noise = 0.05;
+  return p;
+}
+
 TEST(Simulator, ReproducesAHandComputedCaseExactly) {
   // By hand: stage rates 8 and 2, P = 2 until t = 20; worker 0 moves to stage 1 (the lowest id
   // of the two best moves, P would be 4) and downloads until 30: P = min(4, 2) = 2; then 4.
@@ -77,13 +89,8 @@ TEST(Simulator, LinksAndDilocoRoundsCapTheRate) {
 }
 
 TEST(Simulator, OneSeedOneRunAndTheSameChurnWithAndWithoutTheBalancer) {
-  SimParams p;
-  p.cost = {1.0, 1.0, 1.0, 1.0};
-  p.peers = 200;
-  p.failures_per_hour = 0.5;
-  p.recovery_s = 600;
+  auto p = churned(200, 0.5, 600);
   p.joins_per_hour = 0.1;
-  p.noise = 0.05;
   const auto a = simulate(p), b = simulate(p);
   EXPECT_EQ(a.samples, b.samples);
   EXPECT_EQ(a.moves.size(), b.moves.size());
@@ -99,12 +106,7 @@ TEST(Simulator, AThousandPeersWithChurnHoldNinetyPercentWithTheBalancer) {
   // The case: 1000 peers, 4 stages, speeds spread 10x, 10% failing per hour (back
   // after 10 minutes on average), measurements 5% off; plans of up to 16 moves every 30 s.
   // Seeded: the same figures every run.
-  SimParams p;
-  p.cost = {1.0, 1.0, 1.0, 1.0};
-  p.peers = 1000;
-  p.failures_per_hour = 0.1;
-  p.recovery_s = 600;
-  p.noise = 0.05;
+  auto p = churned(1000, 0.1, 600);
   p.balance.min_gain = 0.01;
   p.balance.max_moves = 16;
   p.balance.cooldown_s = 300;
@@ -114,6 +116,27 @@ TEST(Simulator, AThousandPeersWithChurnHoldNinetyPercentWithTheBalancer) {
   EXPECT_GE(with.fraction(), 0.90);
   EXPECT_GT(with.fraction(), without.fraction());
   EXPECT_FALSE(with.moves.empty());
+}
+
+// Peers that fail and come back download their stage's state: from four donors each sparing
+// a quarter of its link they are back sooner than from one, and the swarm completes more;
+// every failure's time is recorded. Seeded: the same figures every run.
+TEST(Simulator, MoreDonorsBringFailedPeersBackSooner) {
+  auto p = churned(200, 1, 60);
+  p.state_bytes = {4e9, 4e9, 4e9, 4e9};
+  p.link_bytes_per_s = 1.25e8;  // 1 Gbit/s: 32 s for the state over a whole link
+  p.donor_share = 0.25;
+  p.balancer = false;
+  p.donors = 1;
+  const auto one = simulate(p);
+  p.donors = 4;
+  const auto four = simulate(p);
+  EXPECT_GT(one.failures, 100);
+  EXPECT_EQ(one.failures, four.failures);  // the same churn
+  EXPECT_EQ(one.failure_times.size(), static_cast<size_t>(one.failures));
+  EXPECT_GT(four.samples, one.samples * 1.01);
+  p.donors = 0;
+  EXPECT_THROW(simulate(p), std::invalid_argument);
 }
 
 TEST(Simulator, RefusesBadParametersByName) {
