@@ -344,6 +344,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   comm->add_option("--out,-o", args->out, "JSON results (default bench/results/comm.json)");
   comm->add_option("--markdown", args->markdown, "also write the table here");
   comm->add_option("--work", args->work, "keep the runs' directories here");
+  add_bench_state_command(*bench, exit_code);
   comm->callback([args, &exit_code] {
     try {
       exit_code = run_bench(*args);

@@ -268,6 +268,21 @@ static std::vector<Field> runtime_rows() {
                      "a worker moves at most once in this many seconds"),
       SWARMRT_NUMBER(balancer, max_moves, node, between(1, 100000),
                      "moves planned in one balancer period at most"),
+      SWARMRT_NUMBER(recovery, donors, node, between(1, 64),
+                     "live peers a restarted or joining worker takes its state from at once"),
+      SWARMRT_NUMBER(recovery, chunk_mib, node, between(1, 16), "MiB in one chunk of a state"),
+      SWARMRT_NUMBER(recovery, window, node, between(1, 64),
+                     "chunks asked of one donor and not yet arrived"),
+      SWARMRT_NUMBER(recovery, max_joiners, node, between(1, 1024),
+                     "joiners one donor serves at once; more wait for a turn"),
+      SWARMRT_NUMBER(recovery, chunk_timeout_s, node, above(0),
+                     "a donor whose asked chunks stop coming for this long is dropped"),
+  };
+}
+
+// `swarmrt simulate`'s keys.
+static std::vector<Field> simulate_rows() {
+  return {
       SWARMRT_NUMBER(simulate, peers, node, between(1, 1000000), "peers the swarm starts with"),
       SWARMRT_NUMBER(simulate, hours, node, (Range{0, 1000, true, false}), "simulated time"),
       SWARMRT_NUMBER(simulate, min_rate, node, above(0),
@@ -300,6 +315,7 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> table = [] {
     auto all = training_rows();
     for (auto& f : runtime_rows()) all.push_back(std::move(f));
+    for (auto& f : simulate_rows()) all.push_back(std::move(f));
     return all;
   }();
   return table;

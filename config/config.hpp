@@ -354,6 +354,19 @@ struct SimulateConfig {
   double sync_restart_s = 120;
 };
 
+// How a restarted or joining worker of a grad-sync mode takes its stage's state from live
+// peers (actors/recovery/): each peer asked snapshots its state between steps, and the joiner
+// fetches checksummed chunks from all of them at once, a window of chunks per donor; a donor
+// that dies, stalls or sends a bad chunk is dropped and its chunks come from the others.
+// Local, not part of the fingerprint.
+struct RecoveryConfig {
+  int64_t donors = 4;           // peers a joiner takes its state from at once
+  int64_t chunk_mib = 4;        // bytes in one chunk
+  int64_t window = 4;           // chunks asked of one donor and not yet arrived
+  int64_t max_joiners = 4;      // joiners one donor serves at once; the rest wait for a turn
+  double chunk_timeout_s = 10;  // a donor whose asked chunks stop coming for this long is dropped
+};
+
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
@@ -366,6 +379,7 @@ struct RunConfig {
   TransportConfig transport;
   BalancerConfig balancer;
   SimulateConfig simulate;
+  RecoveryConfig recovery;
 
   // transport.max_message_mib in bytes, or when 0 four times the whole model's fp32 parameter
   // bytes plus 64 MiB: the largest message is a stage's state (parameters, DiLoCo anchor and

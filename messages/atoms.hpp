@@ -132,6 +132,7 @@ using collect_atom = caf::atom_constant<caf::atom("collect")>;
 using relay_slice_atom = caf::atom_constant<caf::atom("relayslice")>;
 using relay_fail_atom = caf::atom_constant<caf::atom("relayfail")>;
 using relay_timeout_atom = caf::atom_constant<caf::atom("relaytime")>;
+using relay_value_atom = caf::atom_constant<caf::atom("relayvalue")>;
 // A big one-way message across processes in slices (transport/parcel.hpp):
 // (parcel id, index, count, total bytes, slice bytes).
 using parcel_atom = caf::atom_constant<caf::atom("parcel")>;
@@ -141,4 +142,15 @@ using parcel_atom = caf::atom_constant<caf::atom("parcel")>;
 using held_atom = caf::atom_constant<caf::atom("held")>;
 using held_state_atom = caf::atom_constant<caf::atom("heldstate")>;
 using drop_held_atom = caf::atom_constant<caf::atom("dropheld")>;
+// State from many donors (actors/recovery/): the tracker asks each live peer of a stage to
+// snapshot its state (-> its donor actor, the snapshot's step); a joiner's fetcher asks a
+// donor for the manifest (registering as one of its joiners), then for chunks (sent back as
+// frames), and says when it is done; the fetcher's stall check; the worker asks its fetcher.
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using manifest_atom = caf::atom_constant<caf::atom("manifest")>;
+using state_chunk_atom = caf::atom_constant<caf::atom("statechunk")>;
+using fetch_done_atom = caf::atom_constant<caf::atom("fetchdone")>;
+using fetch_tick_atom = caf::atom_constant<caf::atom("fetchtick")>;
+using fetch_state_atom = caf::atom_constant<caf::atom("fetchstate")>;
+using donor_tick_atom = caf::atom_constant<caf::atom("donortick")>;
 }  // namespace swarmrt::atoms

@@ -28,6 +28,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<RunReport>("swarmrt::RunReport");
   cfg.add_message_type<WorkerState>("swarmrt::WorkerState");
   cfg.add_message_type<StateRequest>("swarmrt::StateRequest");
+  cfg.add_message_type<StateManifest>("swarmrt::StateManifest");
   cfg.add_message_type<WorkerStats>("swarmrt::WorkerStats");
   cfg.add_message_type<GroupStats>("swarmrt::GroupStats");
   cfg.add_message_type<LossReport>("swarmrt::LossReport");

@@ -89,6 +89,27 @@ struct WorkerState {
   std::string source;  // where it came from, for the log ("peer 1001", "group 0", ...)
   // The last step whose optimizer step these parameters include; -1: not known.
   int64_t step = -1;
+  // Handed to a restarted or joining worker instead of the state itself: live peers that each
+  // hold a snapshot of it (at `step`), whose donors it fetches it from in chunks
+  // (actors/recovery/). Everything above but `step` and `source` is empty then.
+  std::vector<caf::actor> donors{};
+  // AdamW's state as tensors (model::adamw_moments) in place of `optimizer`: equal bytes on
+  // every donor of one state (actors/recovery/snapshot.hpp). Empty: see `optimizer`.
+  TensorList moments{};
+};
+
+// What a donor's snapshot of a worker's state is (actors/recovery/): its serialized bytes,
+// `total` of them, cut into chunks of `chunk_bytes` (the last may be shorter), each with its
+// CRC-32. Donors of equal states at one step send equal manifests; a joiner assembles chunks
+// of one manifest only.
+struct StateManifest {
+  int64_t step = -1;
+  uint64_t total = 0;
+  uint32_t chunk_bytes = 0;
+  std::vector<uint32_t> crcs;
+  bool operator==(const StateManifest& o) const {
+    return step == o.step && total == o.total && chunk_bytes == o.chunk_bytes && crcs == o.crcs;
+  }
 };
 
 // A new worker asks the tracker for the state to start from (start_state_atom): `who` is the
@@ -292,7 +313,12 @@ typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
   return f(caf::meta::type_name("swarmrt::WorkerState"), x.params, x.anchor, x.optimizer, x.round,
-           x.rounds, x.source, x.step);
+           x.rounds, x.source, x.step, x.donors, x.moments);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StateManifest& x) {
+  return f(caf::meta::type_name("swarmrt::StateManifest"), x.step, x.total, x.chunk_bytes, x.crcs);
 }
 
 template <class Inspector>

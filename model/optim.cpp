@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <type_traits>
 
 #include "model/torch_features.hpp"
@@ -113,6 +114,66 @@ void adamw_step(torch::optim::AdamW& opt) {
 
 bool adamw_is_fused(const at::Device& device) {
   return fused_adamw_on(device);
+}
+
+NamedTensors adamw_moments(torch::optim::AdamW& opt) {
+  NamedTensors out;
+  auto& state = opt.state();
+  size_t i = 0;
+  for (const auto& group : opt.param_groups())
+    for (const auto& p : group.params()) {
+      const auto name = std::to_string(i++);
+      auto it = state.find(state_key(state, p));
+      if (it == state.end()) {
+        out.emplace_back(name + ".step", at::full({}, int64_t{-1}, at::kLong));
+        out.emplace_back(name + ".exp_avg", at::empty({0}));
+        out.emplace_back(name + ".exp_avg_sq", at::empty({0}));
+        continue;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      TORCH_CHECK(!st.max_exp_avg_sq().defined(), "amsgrad's state is not carried");
+      out.emplace_back(name + ".step", at::full({}, st.step(), at::kLong));
+      out.emplace_back(name + ".exp_avg", st.exp_avg().detach().to(at::kCPU).clone());
+      out.emplace_back(name + ".exp_avg_sq", st.exp_avg_sq().detach().to(at::kCPU).clone());
+    }
+  return out;
+}
+
+void load_adamw_moments(torch::optim::AdamW& opt, const NamedTensors& moments,
+                        const at::Device& device) {
+  std::vector<at::Tensor> params;
+  for (const auto& group : opt.param_groups())
+    for (const auto& p : group.params()) params.push_back(p);
+  if (moments.size() != 3 * params.size())
+    throw std::invalid_argument("an optimizer state of " + std::to_string(moments.size()) +
+                                " tensors for " + std::to_string(params.size()) + " parameters");
+  // Checked whole before anything changes, so a state refused leaves the optimizer as it was.
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [sname, step] = moments[3 * i];
+    const auto name = std::to_string(i);
+    if (sname != name + ".step" || moments[3 * i + 1].first != name + ".exp_avg" ||
+        moments[3 * i + 2].first != name + ".exp_avg_sq" || step.numel() != 1 ||
+        step.scalar_type() != at::kLong)
+      throw std::invalid_argument("optimizer state entry " + sname + " is out of place");
+    if (step.item<int64_t>() < 0) continue;
+    for (int k = 1; k <= 2; ++k)
+      if (moments[3 * i + k].second.sizes() != params[i].sizes())
+        throw std::invalid_argument("optimizer state " + moments[3 * i + k].first + " has shape " +
+                                    c10::str(moments[3 * i + k].second.sizes()) +
+                                    ", its parameter " + c10::str(params[i].sizes()));
+  }
+  auto& state = opt.state();
+  state.clear();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t step = moments[3 * i].second.item<int64_t>();
+    if (step < 0) continue;
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    const auto options = params[i].options().device(device);
+    fresh->step(step);
+    fresh->exp_avg(moments[3 * i + 1].second.to(options, /*non_blocking=*/false, /*copy=*/true));
+    fresh->exp_avg_sq(moments[3 * i + 2].second.to(options, false, true));
+    state.emplace(state_key(state, params[i]), std::move(fresh));
+  }
 }
 
 void zero_grads(torch::optim::Optimizer& opt) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "config/config.hpp"
+#include "model/checkpoint.hpp"
 
 namespace swarmrt::model {
 
@@ -26,6 +27,18 @@ void set_lr(torch::optim::Optimizer& opt, double lr);
 void adamw_step(torch::optim::AdamW& opt);
 // Whether adamw_step fuses for parameters on `device` in this build.
 bool adamw_is_fused(const at::Device& device);
+
+// AdamW's state as plain named tensors, parameter by parameter in the optimizer's order:
+// "<i>.step" (an int64 scalar; -1 where the parameter has no state yet), "<i>.exp_avg" and
+// "<i>.exp_avg_sq" (empty then). Equal on any two workers that hold equal states, where the
+// torch-serialized optimizer (optimizer_bytes) is not: it names each parameter's state by the
+// tensor's address in memory. A state fetched from several donors is assembled from bytes
+// that must match between them (actors/recovery/).
+NamedTensors adamw_moments(torch::optim::AdamW& opt);
+// Sets AdamW's state from adamw_moments' tensors (moved to `device`); throws
+// std::invalid_argument naming the first entry that does not fit this optimizer.
+void load_adamw_moments(torch::optim::AdamW& opt, const NamedTensors& moments,
+                        const at::Device& device);
 
 // Drops every parameter's gradient (the next backward writes a fresh one).
 void zero_grads(torch::optim::Optimizer& opt);

@@ -54,7 +54,8 @@ caf::error for_each_slice(caf::actor_system& sys, T& value, Post&& post) {
   return caf::none;
 }
 
-// Slices received by this process's collectors, and replies refused by them (tests, logs).
+// Slices received by this process's collectors (a reply of one slice comes whole), and replies
+// refused by them (tests, logs).
 inline std::atomic<uint64_t> g_relay_slices{0};
 inline std::atomic<uint64_t> g_relay_refused{0};
 
@@ -148,6 +149,13 @@ caf::behavior relay_collector(caf::stateful_actor<relay_collector_state<T>>* sel
           const std::vector<uint8_t>& slice) {
         relay_slice(self, index, count, total, slice, max_bytes);
       },
+      [=](relay_value_atom, const T& value) {
+        auto& s = self->state;
+        if (self->current_sender() != s.target.address() || s.value || !s.error.empty()) return;
+        ++g_relay_slices;  // a reply of one slice
+        s.value = value;
+        relay_finish(self);
+      },
       [=](relay_fail_atom, const std::string& why) {
         if (self->current_sender() == self->state.target.address()) relay_fail(self, why);
       },
@@ -171,16 +179,24 @@ auto ask(Self* self, const caf::actor& target, std::chrono::milliseconds timeout
   return self->request(collector, timeout, collect_atom::value);
 }
 
-// Sends `value` to `collector` in slices.
+// Sends `value` to `collector` in slices; one that fits in a single slice goes whole, as a
+// CAF message, whose deserialization (unlike a slice's) can make proxies of the actor handles
+// it holds (a state offer names its donors, actors/recovery/).
 template <class T, class Self>
 void send_relay_slices(Self* self, const caf::actor& collector, const T& value) {
   using namespace swarmrt::atoms;
+  bool whole = false;
   auto post = [&](uint32_t i, uint32_t count, uint64_t total, std::vector<uint8_t> slice) {
+    if (count == 1) {
+      whole = true;
+      return;
+    }
     self->send(collector, relay_slice_atom::value, i, count, total, std::move(slice));
   };
   if (auto err = for_each_slice(self->system(), const_cast<T&>(value), post))
-    self->send(collector, relay_fail_atom::value,
-               "the reply does not serialize: " + self->system().render(err));
+    return self->send(collector, relay_fail_atom::value,
+                      "the reply does not serialize: " + self->system().render(err));
+  if (whole) self->send(collector, relay_value_atom::value, value);
 }
 
 // The asked actor's side of `ask`: (relay_atom, collector, timeout_ms, xs...) answered by

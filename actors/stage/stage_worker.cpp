@@ -66,7 +66,11 @@ void set_up(Self* self, WorkerSetup setup) {
         start_state_atom::value,
         messages::StateRequest{s.setup.stage, s.setup.id, caf::actor_cast<caf::actor>(self)})
         .await(
-            [=](const messages::WorkerState& st) { load_state(self, st); },
+            [=](const messages::WorkerState& st) {
+              // Named donors: the state comes from them, in chunks (actors/recovery/).
+              if (!st.donors.empty()) return fetch_state(self, st);
+              load_state(self, st);
+            },
             [=](const caf::error& e) {
               throw std::runtime_error("worker " + std::to_string(self->state.setup.id) +
                                        " got no state to start from: " + self->system().render(e));
@@ -172,6 +176,12 @@ caf::message_handler step_handlers(Self* self) {
       },
       // This worker's state for a restarted or joining peer (asked between steps).
       [=](state_atom) { return state_of(self); },
+      // A snapshot for a joiner of this stage (asked between steps, as state_atom): the donor
+      // that serves it and its step.
+      [=](snapshot_atom) {
+        auto [donor, step] = take_snapshot(self);
+        return caf::make_message(donor, step);
+      },
       [=](last_grads_atom) { return to_list(self->state.last_grads); },
       [=](parcel_atom, uint64_t id, uint32_t index, uint32_t count, uint64_t total,
           const std::vector<uint8_t>& slice) {

@@ -20,6 +20,7 @@
 #include "actors/common/byte_counters.hpp"
 #include "actors/common/context.hpp"
 #include "actors/diloco/replica.hpp"
+#include "actors/recovery/snapshot.hpp"
 #include "actors/stage/peer_links.hpp"
 #include "actors/stage/worker_faults.hpp"
 #include "messages/frame.hpp"
@@ -125,6 +126,10 @@ struct worker_state {
   // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.
   policy::ThroughputEma rate;
   std::shared_ptr<ByteCounters> sent = std::make_shared<ByteCounters>();
+  // Recovery (actors/recovery/): the snapshot of this worker's state a joiner fetches, and
+  // the donor that serves it beside this worker.
+  std::shared_ptr<recovery::SnapshotStore> snapshots = std::make_shared<recovery::SnapshotStore>();
+  caf::actor donor;
 
   static inline const char* name = "stage_worker";
 };

@@ -150,7 +150,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
 // Takes a state handed out by a peer, the DiLoCo group or a checkpoint (see WorkerSetup).
 void load_state(Self* self, const messages::WorkerState& st) {
   auto& s = self->state;
-  for (const auto* list : {&st.params, &st.anchor})
+  for (const auto* list : {&st.params, &st.anchor, &st.moments})
     if (!list->error.empty())
       throw std::runtime_error("worker " + std::to_string(s.setup.id) + ": state from " +
                                st.source + " was refused: " + list->error);
@@ -159,6 +159,8 @@ void load_state(Self* self, const messages::WorkerState& st) {
     s.replica->take_state(
         st, st.anchor.tensors.empty() ? model::parameters_of(*s.module) : to_named(st.anchor));
   if (!st.optimizer.empty()) model::load_optimizer_bytes(*s.optimizer, st.optimizer, s.device);
+  if (!st.moments.tensors.empty())
+    model::load_adamw_moments(*s.optimizer, to_named(st.moments), s.device);
   // Its parameters are those after `step`: so is this worker now (a node that keeps its state
   // when the coordinator is lost says which step it holds; see state_of).
   if (st.step >= 0) s.applied_step = static_cast<uint64_t>(st.step);
@@ -168,14 +170,18 @@ void load_state(Self* self, const messages::WorkerState& st) {
 }
 
 // This worker's state for a restarted or joining peer (asked between steps).
-messages::WorkerState state_of(Self* self) {
+messages::WorkerState state_of(Self* self, bool canonical) {
   auto& s = self->state;
   messages::WorkerState st;
   st.params = to_list(model::parameters_of(*s.module));
   st.round = -1;
   if (s.replica) s.replica->give_state(st);
-  st.optimizer = model::optimizer_bytes(*s.optimizer);
-  st.source = "peer " + std::to_string(s.setup.id);
+  if (canonical)
+    st.moments = to_list(model::adamw_moments(*s.optimizer));
+  else
+    st.optimizer = model::optimizer_bytes(*s.optimizer);
+  st.source =
+      canonical ? "stage " + std::to_string(s.setup.stage) : "peer " + std::to_string(s.setup.id);
   // Parameters change only when a step is applied (gradients accumulate beside them), so
   // between any two messages they are those after the last applied step.
   st.step = static_cast<int64_t>(s.applied_step);

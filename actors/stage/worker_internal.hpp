@@ -32,7 +32,14 @@ void take_sum(Self* self, uint64_t step, const messages::TensorList& sum);
 void apply_step(Self* self, uint64_t step, double lr, double coef);
 void send_gradient(Self* self);
 void load_state(Self* self, const messages::WorkerState& st);
-messages::WorkerState state_of(Self* self);
+// `canonical`: the optimizer as tensors (moments) and a source every peer gives alike, so that
+// equal states serialize to equal bytes (a snapshot for joiners, actors/recovery/).
+messages::WorkerState state_of(Self* self, bool canonical = false);
+// Takes a snapshot of this worker's state for joiners unless it holds one of this step:
+// (its donor, the snapshot's step).
+std::pair<caf::actor, int64_t> take_snapshot(Self* self);
+// Fetches the state the tracker named donors for (WorkerState::donors), then loads it.
+void fetch_state(Self* self, const messages::WorkerState& offer);
 void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt);
 void reset_step(Self* self, uint64_t step, uint32_t floor);
 

@@ -3,8 +3,11 @@
 #include "actors/tracker/internal.hpp"
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
 #include "actors/tracker/swarm_checkpoint.hpp"
-#include "transport/relay.hpp"
 
 namespace swarmrt::actors::tracker {
 using namespace swarmrt::atoms;
@@ -43,18 +46,74 @@ messages::WorkerState without_peer(Self* self, uint32_t stage, uint32_t id) {
   return messages::WorkerState{{}, {}, {}, -1, {}, "its initialization"};
 }
 
-// Asks a live peer of the request's stage for its state and hands it to the asker.
+// Up to `n` live peers of `stage` other than worker `id` that hold a state.
+std::vector<caf::actor> settled_peers(const tracker_state& s, uint32_t stage, uint32_t id,
+                                      size_t n) {
+  std::vector<caf::actor> out;
+  for (const auto& [wid, handle] : s.by_id) {
+    const auto st = s.stage_of.find(wid);
+    if (out.size() < n && st != s.stage_of.end() && st->second == stage && wid != id &&
+        s.settled.count(handle.address()))
+      out.push_back(handle);
+  }
+  return out;
+}
+
+// The snapshots the peers asked have answered with, until all have (actors/recovery/).
+struct SnapshotOffers {
+  caf::response_promise promise;
+  uint32_t stage = 0;
+  size_t pending = 0;
+  std::vector<std::pair<caf::actor, int64_t>> donors;  // donor, the snapshot's step
+  std::string error;
+};
+
+// The offer for the asker: the donors of the step most of them snapshot (all of them between
+// steps, when every peer of a stage holds the same state).
+void deliver_offer(const std::shared_ptr<SnapshotOffers>& g) {
+  if (g->donors.empty())
+    return g->promise.deliver(
+        caf::make_error(caf::sec::runtime_error, "no peer of stage " + std::to_string(g->stage) +
+                                                     " took a snapshot of its state: " + g->error));
+  std::map<int64_t, size_t> votes;
+  for (const auto& d : g->donors) ++votes[d.second];
+  const auto step = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) {
+                      return a.second < b.second;
+                    })->first;
+  messages::WorkerState offer;
+  offer.step = step;
+  for (const auto& d : g->donors)
+    if (d.second == step) offer.donors.push_back(d.first);
+  offer.source =
+      std::to_string(offer.donors.size()) + " peers of stage " + std::to_string(g->stage);
+  g->promise.deliver(std::move(offer));
+}
+
+// Has live peers of the request's stage (up to recovery.donors) snapshot their state and
+// names their donors to the asker, which fetches the state from all of them at once.
 void serve_state_request(Self* self, tracker_state::StateRequest r) {
   auto& s = self->state;
-  caf::actor peer = settled_peer(s, r.stage, r.id);
-  if (!peer) {
+  const auto n = static_cast<size_t>(s.setup.ctx->config.recovery.donors);
+  const auto peers = settled_peers(s, r.stage, r.id, n);
+  if (peers.empty()) {
     r.promise.deliver(without_peer(self, r.stage, r.id));
     return;
   }
-  auto promise = r.promise;
-  transport::ask<messages::WorkerState>(self, peer, state_timeout(self->state), state_atom::value)
-      .then([=](const messages::WorkerState& st) mutable { promise.deliver(st); },
-            [=](const caf::error& e) mutable { promise.deliver(e); });
+  auto g = std::make_shared<SnapshotOffers>();
+  g->promise = r.promise;
+  g->stage = r.stage;
+  g->pending = peers.size();
+  for (const auto& peer : peers)
+    self->request(peer, state_timeout(s), snapshot_atom::value)
+        .then(
+            [=](const caf::actor& donor, int64_t step) {
+              if (donor) g->donors.emplace_back(donor, step);
+              if (--g->pending == 0) deliver_offer(g);
+            },
+            [=](const caf::error& e) {
+              g->error = self->system().render(e);
+              if (--g->pending == 0) deliver_offer(g);
+            });
 }
 
 // Hands out a live peer's state to workers that asked for one (grad-sync modes): only

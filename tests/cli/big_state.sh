@@ -3,9 +3,9 @@
 # (25M parameters: about 300 MB with AdamW's moments, against the default 2 s): a coordinator
 # and two nodes of one worker each train `swarm` 1x2 over 127.0.0.1. Gradients cross to the
 # averager and back every step; the checkpoint at step 2 gathers both workers' states; a worker
-# killed after it restarts on its node from its peer's state (from that node through the
-# coordinator to the other); the run ends with a checkpoint and the final parameters. Every
-# big message goes in slices (transport/relay.hpp, transport/parcel.hpp). As single messages,
+# killed after it restarts on its node from its peer's state (fetched in checksummed chunks
+# from the peer's donor on the other node, over the frame link); the run ends with a checkpoint
+# and the final parameters. Every other big message goes in slices (transport/relay.hpp, transport/parcel.hpp). As single messages,
 # a checkpoint dropped a node's link (at step 2 or 4 here). Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
@@ -50,7 +50,10 @@ grep -q "remote_link_unreachable\|is gone" "$tmp/coord.log" \
 [ -f "$tmp/run/checkpoints/step_00000006.ckpt" ] || fail "no checkpoint at the end: $(ls "$tmp/run/checkpoints")"
 grep -q "step_00000006.ckpt (2 workers)" "$tmp/coord.log" \
   || fail "the last checkpoint lacks a worker: $(grep "checkpoint" "$tmp/coord.log")"
-took=$(cat "$tmp/n1.log" "$tmp/n2.log" | grep "took its state from peer" | head -1)
+# From its peer's donor on the other node, in checksummed chunks (actors/recovery/).
+took=$(cat "$tmp/n1.log" "$tmp/n2.log" | grep "took its state from 1 donor at step [0-9]" | head -1)
 [ -n "$took" ] || fail "the restarted worker did not take its peer's state: $(cat "$tmp/n1.log" "$tmp/n2.log")"
+grep -q "fetched its state ([0-9.]* MiB, step [0-9]*) from 1 donors" "$tmp/n1.log" "$tmp/n2.log" \
+  || fail "no fetch from a donor logged: $(grep -h "state" "$tmp/n1.log" "$tmp/n2.log" | tail -n 5)"
 mb=$(py 'import os,sys; print(os.path.getsize(sys.argv[1]) >> 20)' "$tmp/run/checkpoints/step_00000006.ckpt")
 echo "ok: checkpoints of $mb MiB with both workers, and ${took##*] }"

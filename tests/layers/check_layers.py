@@ -3,7 +3,7 @@
 
 Each folder is a library; its layer is the set of folders it may include. Inside actors/,
 common/ is the shared base (context, byte counters, tensor lists, worker ids), the concept
-folders (loader, stage, diloco, tracker, membership, console, balancer) build on it, and
+folders (loader, stage, diloco, recovery, tracker, membership, console, balancer) build on it, and
 runtime/ is the composition root that wires them: no concept folder includes runtime/, and
 common/ includes no other actors folder.
 
@@ -32,9 +32,11 @@ ALLOWED = {
     "actors/loader": {"actors/common", "config", "messages", "model"},
     "actors/diloco": {"actors/common", "config", "credential", "inspect", "messages", "model",
                       "policy", "transport"},
-    "actors/stage": {"actors/common", "actors/diloco", "config", "credential", "inspect",
+    "actors/recovery": {"config", "messages", "model", "policy", "transport"},
+    "actors/stage": {"actors/common", "actors/diloco", "actors/recovery", "config", "credential", "inspect",
                      "messages", "model", "policy", "supervisors", "transport"},
-    "actors/tracker": {"actors/common", "actors/diloco", "actors/loader", "config", "credential",
+    "actors/tracker": {"actors/common", "actors/diloco", "actors/loader", "actors/recovery",
+                       "config", "credential",
                        "inspect", "messages", "model", "policy", "supervisors", "transport"},
     "actors/console": {"actors/common", "config", "credential", "inspect", "messages", "model",
                        "supervisors", "transport"},

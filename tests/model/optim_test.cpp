@@ -160,3 +160,52 @@ TEST(Optim, ZeroGradsDropsGradientsAndTheNextBackwardIsTheSame) {
   for (const auto& p : dropped->named_parameters())
     EXPECT_TRUE(torch::equal(p.value().grad(), z[p.key()].grad())) << p.key();
 }
+
+// AdamW's state as tensors (a state fetched from several donors): equal on two workers that
+// stepped alike, although the torch-serialized optimizer is not (it names each parameter's
+// state by its address); loaded into a fresh optimizer, the next step is the same bit for bit;
+// a state that does not fit is refused before anything changes.
+TEST(Optim, MomentsAreEqualBetweenEqualWorkersAndResumeTheSameStep) {
+  auto a = make_stage_model(testing_micro(), StageSpec{}, 3);
+  auto b = make_stage_model(testing_micro(), StageSpec{}, 3);
+  auto opt_a = adamw_for(*a), opt_b = adamw_for(*b);
+  for (uint64_t step = 1; step <= 3; ++step) {
+    seeded_grads(*a, step);
+    seeded_grads(*b, step);
+    adamw_step(*opt_a);
+    adamw_step(*opt_b);
+  }
+  const auto ma = adamw_moments(*opt_a), mb = adamw_moments(*opt_b);
+  ASSERT_EQ(ma.size(), 3 * a->parameters().size());
+  for (size_t i = 0; i < ma.size(); ++i) {
+    EXPECT_EQ(ma[i].first, mb[i].first);
+    EXPECT_TRUE(torch::equal(ma[i].second, mb[i].second)) << ma[i].first;
+  }
+  EXPECT_EQ(ma[0].second.item<int64_t>(), 3);
+  EXPECT_NE(optimizer_bytes(*opt_a), optimizer_bytes(*opt_b));
+
+  auto resumed = make_stage_model(testing_micro(), StageSpec{}, 3);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : resumed->named_parameters()) p.value().copy_(a->named_parameters()[p.key()]);
+  }
+  auto resumed_opt = adamw_for(*resumed);
+  auto bad = ma;
+  bad.pop_back();
+  EXPECT_THROW(load_adamw_moments(*resumed_opt, bad, at::kCPU), std::invalid_argument);
+  bad = ma;
+  bad[1].second = at::zeros({7});
+  EXPECT_THROW(load_adamw_moments(*resumed_opt, bad, at::kCPU), std::invalid_argument);
+  EXPECT_TRUE(resumed_opt->state().empty());  // nothing changed
+  load_adamw_moments(*resumed_opt, ma, at::kCPU);
+  seeded_grads(*a, 9);
+  seeded_grads(*resumed, 9);
+  adamw_step(*opt_a);
+  adamw_step(*resumed_opt);
+  for (const auto& p : resumed->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), a->named_parameters()[p.key()])) << p.key();
+  // A fresh optimizer has no state: every step is -1.
+  auto fresh = adamw_for(*make_stage_model(testing_micro(), StageSpec{}, 3));
+  for (size_t i = 0; i < ma.size(); i += 3)
+    EXPECT_EQ(adamw_moments(*fresh)[i].second.item<int64_t>(), -1);
+}

@@ -234,6 +234,38 @@ TEST(Relay, AStageWorkersStateAndParametersCrossProcessesEqualToALocalAsk) {
   ASSERT_EQ(params.names, here.params.names);
   for (size_t i = 0; i < params.tensors.size(); ++i)
     EXPECT_TRUE(at::equal(params.tensors[i], here.params.tensors[i])) << params.names[i];
+  // A small reply that names actors (a state offer naming its donors) comes whole, so the
+  // asker's process can reach the actors it names.
+  auto offerer = a.spawn([worker](caf::event_based_actor* self) -> caf::behavior {
+    auto offer = [worker] {
+      messages::WorkerState st;
+      st.step = 3;
+      st.donors = {worker};
+      return st;
+    };
+    return {
+        [=](state_atom) { return offer(); },
+        [=](relay_atom, const caf::actor& to, uint64_t, state_atom) {
+          transport::send_relay_slices(self, to, offer());
+        },
+    };
+  });
+  auto offerer_port = a.middleman().publish(offerer, 0, "127.0.0.1", true);
+  ASSERT_TRUE(offerer_port);
+  auto remote_offerer = b.middleman().remote_actor("127.0.0.1", *offerer_port);
+  ASSERT_TRUE(remote_offerer);
+  messages::WorkerState offer;
+  transport::ask<messages::WorkerState>(asker.ptr(), *remote_offerer, seconds(20),
+                                        state_atom::value)
+      .receive([&](const messages::WorkerState& st) { offer = st; },
+               [&](const caf::error& e) { FAIL() << b.render(e); });
+  ASSERT_EQ(offer.donors.size(), 1u);
+  EXPECT_EQ(offer.step, 3);
+  caf::actor named = offer.donors[0];
+  asker->request(named, seconds(20), params_atom::value)
+      .receive([&](const messages::TensorList& p) { EXPECT_EQ(p.names, here.params.names); },
+               [&](const caf::error& e) { FAIL() << b.render(e); });
+  local->send_exit(offerer, caf::exit_reason::user_shutdown);
   local->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 

@@ -290,7 +290,7 @@ TEST_F(TrackerFixture, AWorkerThatJoinsBetweenStepsTakesAPeersStateEvenIfAdopted
   // Served at once: v is part of step 2 and takes no work before it has a state, so waiting
   // for the step's end would hold the step open; until step 2 applies, w1 still holds the
   // state of step 1.
-  EXPECT_EQ((count<state_atom>(log1)), 1u);  // the live peer was asked
+  EXPECT_EQ((count<snapshot_atom>(log1)), 1u);  // the live peer was asked for a snapshot
   self->receive([&](const messages::WorkerState& st) { source = st.source; },
                 [&](const caf::error&) { source = "error"; },
                 caf::after(std::chrono::seconds(0)) >> [&] {});
