@@ -1,5 +1,6 @@
 // swarmrt bench state [--preset gpt2-small] [--donors 1,4] [--joiners 8] [--out FILE.json]
 //                     [--listen HOST] [--donor-listen HOST] [--donor-prefix "CMD ..."]
+//                     ("{i}" in the last two: the donor's index, for a namespace each)
 //
 // How fast a joiner takes a worker's whole state from donors in other processes
 // (actors/recovery/): the state of one stage holding the whole model (its parameters and
@@ -109,16 +110,24 @@ struct Donor {
   caf::actor handle;
 };
 
+// `text` with every "{i}" replaced by `index` (a donor's own namespace and address).
+std::string for_donor(std::string text, int index) {
+  for (size_t at; (at = text.find("{i}")) != std::string::npos;)
+    text.replace(at, 3, std::to_string(index));
+  return text;
+}
+
 Donor start_donor(caf::actor_system& sys, const StateArgs& a, int layers, int index) {
   std::vector<std::string> argv;
+  const auto listen = for_donor(a.donor_listen, index);
   if (!a.donor_prefix.empty()) {
-    std::istringstream words(a.donor_prefix);
+    std::istringstream words(for_donor(a.donor_prefix, index));
     for (std::string w; words >> w;) argv.push_back(w);
   }
   argv.insert(argv.end(),
               {"/proc/self/exe", "bench", "state", "--serve-donor", "--preset", a.preset,
                "--layers", std::to_string(layers), "--chunk-mib", std::to_string(a.chunk_mib),
-               "--max-joiners", std::to_string(a.max_joiners), "--donor-listen", a.donor_listen});
+               "--max-joiners", std::to_string(a.max_joiners), "--donor-listen", listen});
   char self_exe[4096];
   const auto n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
   if (n > 0)
@@ -142,9 +151,11 @@ Donor start_donor(caf::actor_system& sys, const StateArgs& a, int layers, int in
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  auto found = caf::openssl::remote_actor(sys, a.donor_listen, d.port);
-  if (!found) throw std::runtime_error("cannot reach donor " + std::to_string(index));
-  d.handle = *found;
+  const auto at = parse_host_port(listen + ":" + std::to_string(d.port), false);
+  auto found = reach_coordinator(sys, at, Clock::now() + std::chrono::seconds(60), true, {}, {});
+  if (!found.directory)
+    throw std::runtime_error("cannot reach donor " + std::to_string(index) + ": " + found.error);
+  d.handle = found.directory;
   return d;
 }
 
@@ -294,8 +305,9 @@ void add_bench_state_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--window", a->window, "recovery.window");
   cmd->add_option("--max-joiners", a->max_joiners, "recovery.max_joiners");
   cmd->add_option("--listen", a->listen, "this process's address");
-  cmd->add_option("--donor-listen", a->donor_listen, "the donors' address");
-  cmd->add_option("--donor-prefix", a->donor_prefix, "command the donors run under");
+  cmd->add_option("--donor-listen", a->donor_listen, "the donors' address ({i}: its index)");
+  cmd->add_option("--donor-prefix", a->donor_prefix,
+                  "command the donors run under ({i}: its index)");
   cmd->add_option("--out,-o", a->out, "JSON results");
   cmd->add_option("--layers", a->layers, "layers of the model (0: the preset's)")->group("");
   cmd->add_flag("--serve-donor", a->serve_donor, "run as one donor")->group("");

@@ -3,9 +3,10 @@
 # holding all of gpt2-small (parameters and AdamW's two moments), served by donor processes and
 # fetched by one joiner process (`swarmrt bench state`), twice:
 #   loopback  every process on 127.0.0.1
-#   link      the donors in one network namespace, the joiner in another, the veth pair between
-#             them shaped by tc tbf at MBIT Mbit/s both ways (needs root and iproute2; skipped
-#             with a line saying so otherwise)
+#   links     each donor in a network namespace of its own whose link to a bridge is shaped by
+#             tc tbf at MBIT Mbit/s (its uplink, as a donor on a machine of its own would have),
+#             the joiner in another, unshaped (needs root and iproute2; skipped with a line
+#             saying so otherwise)
 # Each: from 1 donor and from 4; 4 donors with one SIGKILLed halfway; 8 joiners at once on one
 # donor (a 2-layer model's state, so that 8 copies fit in memory) with the donor's peak RSS.
 # Usage: bench/state_transfer.sh [MBIT] (1000) -> tables + bench/results/state_transfer.json
@@ -15,33 +16,42 @@ mbit=${1:-1000}
 prepare_build
 bin=$PWD/build/bin/swarmrt
 tmp=$(mktemp -d)
-tag=$(($$ % 100000))
-a=sta$tag b=stb$tag
+tag=$(($$ % 10000))
+hub=sth$tag joiner=stj$tag
+spaces=("$hub" "$joiner")
 cleanup() {
-  ip netns del "$a" 2>/dev/null || true
-  ip netns del "$b" 2>/dev/null || true
+  for n in "${spaces[@]}"; do ip netns del "$n" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 echo "== loopback" >&2
 "$bin" bench state -o "$tmp/loopback.json"
 link=false
-if [ "$(id -u)" = 0 ] && command -v tc >/dev/null && ip netns add "$a" 2>/dev/null; then
-  ip netns add "$b"
-  ip link add "v$a" netns "$a" type veth peer name "v$b" netns "$b"
-  ip -n "$a" addr add 10.233.7.1/24 dev "v$a"
-  ip -n "$b" addr add 10.233.7.2/24 dev "v$b"
-  for n in "$a" "$b"; do
-    ip -n "$n" link set lo up
-    ip -n "$n" link set "v$n" up
-    ip netns exec "$n" tc qdisc replace dev "v$n" root tbf rate "${mbit}mbit" burst 256kb latency 50ms
-  done
-  echo "== a ${mbit} Mbit/s link (tbf) between two network namespaces" >&2
-  ip netns exec "$a" "$bin" bench state --listen 10.233.7.1 --donor-listen 10.233.7.2 \
-    --donor-prefix "ip netns exec $b" -o "$tmp/link.json"
+# plug NAME ADDRESS [MBIT]: a namespace on the hub's bridge, its uplink shaped when MBIT is given.
+plug() {
+  ip netns add "$1"
+  spaces+=("$1")
+  ip link add "v$1" netns "$1" type veth peer name "p$1" netns "$hub"
+  ip -n "$hub" link set "p$1" master br0
+  ip -n "$hub" link set "p$1" up
+  ip -n "$1" link set lo up
+  ip -n "$1" addr add "$2/24" dev "v$1"
+  ip -n "$1" link set "v$1" up
+  if [ -n "${3:-}" ]; then
+    ip netns exec "$1" tc qdisc replace dev "v$1" root tbf rate "${3}mbit" burst 256kb latency 50ms
+  fi
+}
+if [ "$(id -u)" = 0 ] && command -v tc >/dev/null && ip netns add "$hub" 2>/dev/null; then
+  ip -n "$hub" link add br0 type bridge
+  ip -n "$hub" link set br0 up
+  plug "$joiner" 10.233.7.100
+  for i in 0 1 2 3 4; do plug "std$tag$i" "10.233.7.1$i" "$mbit"; done
+  echo "== each donor's uplink ${mbit} Mbit/s (tbf), a namespace each; the joiner's unshaped" >&2
+  ip netns exec "$joiner" "$bin" bench state --listen 10.233.7.100 --donor-listen "10.233.7.1{i}" \
+    --donor-prefix "ip netns exec std$tag{i}" -o "$tmp/link.json"
   link=true
 else
-  echo "bench/state_transfer.sh: no root or no iproute2: the shaped link is skipped" >&2
+  echo "bench/state_transfer.sh: no root or no iproute2: the shaped links are skipped" >&2
 fi
 python3 - "$(bench/machine.sh)" "$tmp" "$mbit" "$link" <<'PY'
 import json, os, sys
@@ -52,14 +62,15 @@ if link:
     r["link_mbit_s"] = mbit
     for row in r["from_donors"]:
         row["fraction_of_link"] = row["mib_per_s"] * 1048576 * 8 / (mbit * 1e6)
-    out["link"] = r
+    out["links"] = r
 print(f"{'where':<10}{'case':<30}{'s':>8}{'MiB/s':>9}{'again':>7}")
-for where in ("loopback", "link"):
+for where in ("loopback", "links"):
     if where not in out:
         continue
     r = out[where]
     for row in r["from_donors"]:
-        extra = f"  {row['fraction_of_link']:.2f} of the link" if "fraction_of_link" in row else ""
+        extra = (f"  {row['fraction_of_link']:.2f} of one donor's link"
+                 if "fraction_of_link" in row else "")
         print(f"{where:<10}{'from %d donors' % row['donors']:<30}{row['seconds']:>8.2f}"
               f"{row['mib_per_s']:>9.1f}{row['chunks_again']:>7}{extra}")
     if "donor_killed" in r:
