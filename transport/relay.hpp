@@ -149,10 +149,14 @@ caf::behavior relay_collector(caf::stateful_actor<relay_collector_state<T>>* sel
           const std::vector<uint8_t>& slice) {
         relay_slice(self, index, count, total, slice, max_bytes);
       },
-      [=](relay_value_atom, const T& value) {
+      [=](relay_value_atom, uint64_t total, const T& value) {
         auto& s = self->state;
         if (self->current_sender() != s.target.address() || s.value || !s.error.empty()) return;
         ++g_relay_slices;  // a reply of one slice
+        if (total > max_bytes)
+          return relay_fail(self, "a reply of " + std::to_string(total) +
+                                      " bytes exceeds the limit of " + std::to_string(max_bytes) +
+                                      " (transport.max_message_mib)");
         s.value = value;
         relay_finish(self);
       },
@@ -185,10 +189,10 @@ auto ask(Self* self, const caf::actor& target, std::chrono::milliseconds timeout
 template <class T, class Self>
 void send_relay_slices(Self* self, const caf::actor& collector, const T& value) {
   using namespace swarmrt::atoms;
-  bool whole = false;
+  std::optional<uint64_t> whole;  // its serialized size, when it goes whole
   auto post = [&](uint32_t i, uint32_t count, uint64_t total, std::vector<uint8_t> slice) {
     if (count == 1) {
-      whole = true;
+      whole = total;
       return;
     }
     self->send(collector, relay_slice_atom::value, i, count, total, std::move(slice));
@@ -196,7 +200,7 @@ void send_relay_slices(Self* self, const caf::actor& collector, const T& value) 
   if (auto err = for_each_slice(self->system(), const_cast<T&>(value), post))
     return self->send(collector, relay_fail_atom::value,
                       "the reply does not serialize: " + self->system().render(err));
-  if (whole) self->send(collector, relay_value_atom::value, value);
+  if (whole) self->send(collector, relay_value_atom::value, *whole, value);
 }
 
 // The asked actor's side of `ask`: (relay_atom, collector, timeout_ms, xs...) answered by
