@@ -1,4 +1,5 @@
 #include "model/checkpoint.hpp"
+#include "model/crc.hpp"
 
 #include "leader/fence.hpp"
 
@@ -32,17 +33,6 @@ constexpr size_t kHeader = 8 + 4 + 4 + 8;
 
 const std::set<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
                                           at::kLong,  at::kInt,    at::kByte, at::kBool};
-
-uint32_t crc32_of(const char* data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    const auto chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
-    data += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
-}
 
 template <class T>
 void put(std::string& out, T v) {

@@ -1,12 +1,11 @@
 #include "actors/recovery/snapshot.hpp"
 
-#include <zlib.h>
-
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <cstring>
 
 #include "messages/frame.hpp"
+#include "model/crc.hpp"
 
 namespace swarmrt::actors::recovery {
 
@@ -15,14 +14,7 @@ constexpr const char* kChunkReason = "state chunk";
 }
 
 uint32_t crc_of(const char* data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {  // zlib takes a uInt length
-    const uInt part = static_cast<uInt>(std::min<size_t>(n, size_t{1} << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), part);
-    data += part;
-    n -= part;
-  }
-  return static_cast<uint32_t>(crc);
+  return model::crc32_of(data, n);
 }
 
 std::shared_ptr<const Snapshot> make_snapshot(caf::actor_system& sys,
