@@ -92,6 +92,13 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     from = sender->second;
   }
   if (h.direction != Direction::eval) {
+    // A hop of a step this worker applied already: its sender woke late (frozen while the
+    // tracker re-ran the micro-batch elsewhere and closed the step). Its samples would count
+    // twice, in the next step (min_attempt forgets a step once it is applied).
+    if (h.step <= s.applied_step) {
+      ++s.stale;
+      return;
+    }
     auto cancelled = s.min_attempt.find({h.step, h.micro_batch});
     if (cancelled != s.min_attempt.end() && h.attempt < cancelled->second) {
       ++s.stale;  // an attempt the tracker has re-run: its hops are dropped

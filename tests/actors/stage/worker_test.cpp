@@ -138,3 +138,48 @@ TEST(StageWorker, RefusesHopsWhosePayloadDisagreesWithTheirEncoding) {
                                messages::make_frame(h, {wire.narrow(0, 0, wire.numel() - 4), ids}),
                                messages::make_frame(h, {wire, ids})});
 }
+
+// A hop of a step this worker has applied already is stale. It happens when a frozen upstream
+// worker wakes after the tracker re-ran its micro-batches through a peer and closed the step:
+// without this check the late hop's samples were counted (and its gradient taken) in the
+// worker's next step.
+TEST(StageWorker, DropsAHopOfAStepItHasAppliedAlready) {
+  swarmrt::testing::TestSystem ts;
+  caf::scoped_actor tracker{*ts.sys};
+  auto worker = spawn_worker(ts, tracker, last_stage_context(), 1000, 1);
+  auto hop = [](uint64_t step, uint32_t mb) {
+    messages::MicroBatchHeader h;
+    h.direction = Direction::forward;
+    h.stage = 1;
+    h.step = step;
+    h.micro_batch = mb;
+    h.samples = 2;
+    h.route = {0};
+    return messages::make_frame(h,
+                                {at::randn({2, 16, 32}), at::randint(0, 256, {2, 16}, at::kLong)});
+  };
+  // The samples the worker says it backpropagated in `step` (its norm report).
+  auto samples_of = [&](uint64_t step) {
+    int64_t samples = -1;
+    tracker->send(worker, reduce_atom::value, step);
+    tracker->receive([&](norm_atom, const messages::NormReport& r) { samples = r.samples; },
+                     caf::after(std::chrono::seconds(20)) >> [] { FAIL() << "no norm report"; });
+    return samples;
+  };
+  auto apply = [&](uint64_t step) {
+    tracker->send(worker, apply_atom::value, step, 1e-3, -1.0);
+    tracker->receive([&](applied_atom, uint64_t s, uint32_t,
+                         const messages::ProcessBytes&) { EXPECT_EQ(s, step); },
+                     caf::after(std::chrono::seconds(20)) >> [] { FAIL() << "not applied"; });
+  };
+  tracker->send(worker, frame_atom::value, hop(1, 0));
+  EXPECT_EQ(samples_of(1), 2);
+  apply(1);
+  tracker->send(worker, frame_atom::value, hop(1, 1));  // late: step 1 is applied
+  tracker->send(worker, frame_atom::value, hop(2, 0));
+  EXPECT_EQ(samples_of(2), 2) << "the late hop of step 1 was counted in step 2";
+  tracker->request(worker, caf::infinite, stats_atom::value)
+      .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.stale, 1u); },
+               [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
+  tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
