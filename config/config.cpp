@@ -208,9 +208,10 @@ static std::vector<Field> runtime_rows() {
                      "kill chaos.kill in this step (see kill_at_phase), 0 = never"),
       SWARMRT_CHOICE(chaos, kill_at_phase, node,
                      "where in chaos.kill_at_step: start, reduce (all micro-batches done), "
-                     "apply, save (a checkpoint being gathered), eval (validation batches in "
-                     "flight) or join (the first node that joins from that step on, before its "
-                     "join is answered)"),
+                     "apply, applied (every worker took the step, its record not yet written), "
+                     "save (a checkpoint being gathered), eval (validation batches in flight) or "
+                     "join (the first node that joins from that step on, before its join is "
+                     "answered)"),
       SWARMRT_NUMBER(chaos, kill_every_s, node, at_least(0),
                      "kill chaos.kill every this many seconds, 0 = never"),
       SWARMRT_NUMBER(chaos, kill_limit, node, at_least(0),

@@ -28,7 +28,8 @@ enum class Schedule { constant, cosine };
 enum class WiringPolicy { throughput, uniform };
 enum class Links { automatic, comm, frames };
 enum class Encrypt { automatic, on, off };
-enum class KillPhase { start, reduce, apply, save, eval, join };
+// applied: every worker has taken the step and its record is not yet written.
+enum class KillPhase { start, reduce, apply, save, eval, join, applied };
 enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
 // data.format: UTF-8 text read as bytes, or token shards in llm.c's .bin layout (tokens/).

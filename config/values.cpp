@@ -65,7 +65,8 @@ const std::vector<std::string>& names<Encrypt>() {
 }
 template <>
 const std::vector<std::string>& names<KillPhase>() {
-  static const std::vector<std::string> n = {"start", "reduce", "apply", "save", "eval", "join"};
+  static const std::vector<std::string> n = {"start", "reduce", "apply", "save", "eval", "join",
+                                                "applied"};
   return n;
 }
 template <>

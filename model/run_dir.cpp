@@ -74,6 +74,29 @@ int64_t last_record_step(const std::string& path, const std::string& event) {
   return last;
 }
 
+void write_pending_step(const std::string& root, const nlohmann::json& record) {
+  // One file per run, written every step: only where a takeover may read it.
+  if (leader::write_epoch() == 0 || !leader::write_fenced().empty()) return;
+  const auto path = fs::path(root) / "applying.json";
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << record.dump() << '\n';
+    if (!out) return;  // a record missed costs a takeover its step, not the run
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+}
+
+std::optional<nlohmann::json> read_pending_step(const std::string& root) {
+  std::ifstream in(fs::path(root) / "applying.json");
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  auto r = nlohmann::json::parse(line, nullptr, false);
+  if (!r.is_object() || !r.contains("step") || !r["step"].is_number_unsigned()) return std::nullopt;
+  return r;
+}
+
 double wall_clock_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

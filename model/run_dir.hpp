@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -37,6 +38,13 @@ class MetricsLog {
 double drop_records_after(const std::string& path, int64_t step);
 // The highest step of the log's records of `event` ("step", "eval"); 0 without one.
 int64_t last_record_step(const std::string& path, const std::string& event);
+
+// The step whose apply a leader sent and whose record it has not written yet (applying.json in
+// the run directory, replaced whole each step; only a leader under a fence writes it): the
+// leader taking over from it may find that the workers took that step.
+void write_pending_step(const std::string& root, const nlohmann::json& record);
+// The pending step record of the run at `root`; nullopt without a readable one.
+std::optional<nlohmann::json> read_pending_step(const std::string& root);
 
 enum class RunStart { fresh, resume, overwrite };
 

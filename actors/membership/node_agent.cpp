@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+
 #include "config/config.hpp"
 #include "supervisors/entitled.hpp"
 
@@ -35,13 +37,15 @@ void keep_states_and_stop(Self* self, const std::string& why) {
   if (workers.empty()) return stop(self, why);
   auto waiting = std::make_shared<size_t>(workers.size());
   auto kept = std::make_shared<size_t>(0), bytes = std::make_shared<size_t>(0);
+  auto steps = std::make_shared<std::set<int64_t>>();  // the next leader takes one step's
   auto one_less = [=] {
     if (--*waiting > 0) return;
     spdlog::info(
-        "node '{}' keeps the state of {} of its {} workers ({:.1f} MB, {}) for the next "
-        "coordinator",
+        "node '{}' keeps the state of {} of its {} workers ({:.1f} MB, {}; after step {}) for "
+        "the next coordinator",
         self->state.setup.name, *kept, workers.size(), static_cast<double>(*bytes) / 1e6,
-        self->state.setup.keep_each_worker ? "each worker's own" : "one per stage and step");
+        self->state.setup.keep_each_worker ? "each worker's own" : "one per stage and step",
+        fmt::join(steps->begin(), steps->end(), ", "));
     stop(self, why);
   };
   const auto timeout = config::as_duration(s.setup.keep_timeout_s);
@@ -53,6 +57,7 @@ void keep_states_and_stop(Self* self, const std::string& why) {
                 *bytes += self->state.setup.kept->keep(static_cast<uint32_t>(w.stage), st,
                                                        self->state.setup.keep_each_worker);
                 ++*kept;
+                steps->insert(st.step);
               }
               one_less();
             },

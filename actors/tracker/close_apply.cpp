@@ -6,7 +6,10 @@
 
 #include <spdlog/spdlog.h>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include "model/optim.hpp"
+#include "model/run_dir.hpp"
 #include "model/trainer.hpp"
 
 namespace swarmrt::actors::tracker {
@@ -80,11 +83,35 @@ void maybe_apply(Self* self) {
   send_apply(self);
 }
 
+namespace {
+// The step's record as far as the tracker knows it now (finish_step adds the traffic).
+nlohmann::json step_record(const tracker_state& s, tracker_state::Clock::time_point now);
+
+// chaos.kill = "coordinator" at kill_at_phase = "applied": this process ends here, after every
+// worker took the step and before its record (a message to the chaos actor would arrive after
+// the record). Other targets are the chaos actor's.
+void chaos_at_applied(Self* self) {
+  auto& s = self->state;
+  const auto& c = s.setup.ctx->config.chaos;
+  if (c.kill != "coordinator") return tell_chaos(self, config::KillPhase::applied);
+  if (c.kill_at_phase != config::KillPhase::applied || c.kill_at_step <= 0 ||
+      s.step != static_cast<uint64_t>(c.kill_at_step) || !s.setup.run)
+    return;
+  spdlog::warn("chaos: killing this coordinator process (chaos.kill_at_step = {}, applied of the step)",
+               s.step);
+  std::fflush(nullptr);
+  std::_Exit(137);
+}
+}  // namespace
+
 void send_apply(Self* self) {
   auto& s = self->state;
   enter(self, Phase::applying);
   s.applying_at = tracker_state::Clock::now();
   s.applied.clear();
+  // The workers may take the step and this leader die before its record: the leader taking
+  // over reads it here (actors/tracker/takeover.cpp).
+  if (s.setup.run) model::write_pending_step(s.setup.run->root(), step_record(s, s.applying_at));
   for (const auto& [id, handle] : s.by_id)
     self->send(handle, apply_atom::value, s.step, s.outcome.lr, s.outcome.coef);
   tell_chaos(self, config::KillPhase::apply);
@@ -95,7 +122,9 @@ void send_apply(Self* self) {
 
 void maybe_finish_step(Self* self) {
   auto& s = self->state;
-  if (all_reported(s, s.applied)) finish_step(self);
+  if (!all_reported(s, s.applied)) return;
+  chaos_at_applied(self);
+  finish_step(self);
 }
 
 namespace {
@@ -110,7 +139,54 @@ nlohmann::json phase_seconds(const tracker_state& s, tracker_state::Clock::time_
   out["apply"] = secs(s.applying_at, now);
   return out;
 }
+
+nlohmann::json step_record(const tracker_state& s, tracker_state::Clock::time_point now) {
+  const auto& cfg = s.setup.ctx->config;
+  const double secs = std::chrono::duration<double>(now - s.step_start).count();
+  const int64_t tokens_per_step = cfg.tokens_per_step();
+  nlohmann::json stages = nlohmann::json::array();
+  for (int64_t k = 0; k < cfg.swarm.stages; ++k) {
+    int64_t n = 0;
+    for (const auto& [id, samples] : s.outcome.samples)
+      if (auto it = s.stage_of.find(id); it != s.stage_of.end() && it->second == k) n += samples;
+    stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
+  }
+  nlohmann::json r = {{"event", "step"},
+          {"step", s.step},
+          {"loss", s.outcome.loss},
+          {"bpb", s.setup.corpus->train_bits_per_byte(s.outcome.loss)},
+          {"lr", s.outcome.lr},
+          {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
+          {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
+          {"time_s", std::chrono::duration<double>(now - s.run_start).count()},
+          {"phases_s", phase_seconds(s, now)},
+          {"stages", stages},
+          {"duplicates", s.outcome.duplicates},
+          {"extra_samples", s.outcome.extra_samples},
+          {"missing_samples", s.outcome.missing_samples}};
+  if (cfg.train.scales_loss()) {
+    r["loss_scale"] = s.outcome.loss_scale;
+    r["skipped"] = s.outcome.coef == kSkipStep;
+    r["skipped_steps"] = s.scaler.skipped();
+  }
+  return r;
+}
+
 }  // namespace
+
+void write_step_record(Self* self, nlohmann::json entry) {
+  auto& s = self->state;
+  if (s.setup.run && s.setup.metrics) {
+    // Logged here, flushed before the next step opens: a coordinator taking over reads the
+    // last step record as the step its predecessor closed last (actors/tracker/takeover.cpp),
+    // and the sink's queue may die with this process.
+    entry["wall"] = model::wall_clock_s();
+    s.setup.run->metrics().write(entry);
+    self->send(s.setup.metrics, metrics_atom::value, entry.dump(), true);
+  } else {
+    write_metrics(self, std::move(entry));
+  }
+}
 
 void finish_step(Self* self) {
   auto& s = self->state;
@@ -128,50 +204,17 @@ void finish_step(Self* self) {
 
   const int64_t tokens_per_step = cfg.tokens_per_step();
   const double elapsed = std::chrono::duration<double>(now - s.run_start).count();
-  nlohmann::json stages = nlohmann::json::array();
-  for (int64_t k = 0; k < cfg.swarm.stages; ++k) {
-    int64_t n = 0;
-    for (const auto& [id, samples] : s.outcome.samples)
-      if (s.stage_of[id] == k) n += samples;
-    stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
-  }
   const auto bytes = s.setup.ctx->swarm_bytes();  // every process's, not only this one's
   const double sync = bytes.value("gradients", 0.0) + bytes.value("pseudo_gradients", 0.0) +
                       bytes.value("parameters", 0.0);
   const double step_sync = sync - s.sync_bytes_sent;
   s.sync_bytes_sent = sync;
   s.peak_sync_bytes = std::max(s.peak_sync_bytes, step_sync);
-  nlohmann::json entry = {{"event", "step"},
-                          {"step", s.step},
-                          {"loss", loss},
-                          {"bpb", s.setup.corpus->train_bits_per_byte(loss)},
-                          {"lr", s.outcome.lr},
-                          {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
-                          {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
-                          {"time_s", elapsed},
-                          {"phases_s", phase_seconds(s, now)},
-                          {"stages", stages},
-                          {"duplicates", s.outcome.duplicates},
-                          {"extra_samples", s.outcome.extra_samples},
-                          {"missing_samples", s.outcome.missing_samples},
-                          {"bytes", bytes},
-                          {"sync_bytes", step_sync},
-                          {"peak_sync_bytes", s.peak_sync_bytes}};
-  if (cfg.train.scales_loss()) {
-    entry["loss_scale"] = s.outcome.loss_scale;
-    entry["skipped"] = s.outcome.coef == kSkipStep;
-    entry["skipped_steps"] = s.scaler.skipped();
-  }
-  if (s.setup.run && s.setup.metrics) {
-    // Logged here, flushed before the next step opens: a coordinator taking over reads the
-    // last step record as the step its predecessor closed last (actors/tracker/takeover.cpp),
-    // and the sink's queue may die with this process.
-    entry["wall"] = model::wall_clock_s();
-    s.setup.run->metrics().write(entry);
-    self->send(s.setup.metrics, metrics_atom::value, entry.dump(), true);
-  } else {
-    write_metrics(self, entry);
-  }
+  auto entry = step_record(s, now);
+  entry["bytes"] = bytes;
+  entry["sync_bytes"] = step_sync;
+  entry["peak_sync_bytes"] = s.peak_sync_bytes;
+  write_step_record(self, std::move(entry));
   if (s.setup.progress &&
       (s.step % cfg.train.log_every == 0 || static_cast<int64_t>(s.step) == cfg.train.steps)) {
     const double eta = elapsed / static_cast<double>(s.step) *

@@ -112,6 +112,8 @@ void maybe_apply(Self* self);
 void send_apply(Self* self);
 void maybe_finish_step(Self* self);
 void finish_step(Self* self);
+// A step's record into the metrics log, at once where a takeover reads it (its "wall" added).
+void write_step_record(Self* self, nlohmann::json entry);
 void after_close(Self* self);
 void after_step(Self* self);
 void finish_run(Self* self);

@@ -203,12 +203,13 @@ struct tracker_state {
   // one adopted before it asks, takes a live peer's state.
   std::set<caf::actor_addr> starters;
   // A takeover (setup.kept_step): choosing until the run starts, with the first state requests
-  // waiting; the nodes that named kept states, the ones holding each stage's at the kept step;
-  // whether the run continues from them, and who waits for each stage's.
+  // waiting; the nodes that named kept states, the ones holding each stage's at the kept step
+  // (and at the step after it, which the workers may have taken before the lost leader wrote
+  // its record); whether the run continues from them, and who waits for each stage's.
   bool deciding = false;
   bool from_kept = false;
   std::vector<caf::actor> keepers;
-  std::map<uint32_t, std::vector<caf::actor>> holders;
+  std::map<uint32_t, std::vector<caf::actor>> holders, holders_next;
   std::vector<StateRequest> kept_requests;
   std::map<uint32_t, std::vector<caf::response_promise>> kept_fetching;  // per stage
   std::map<uint32_t, messages::WorkerState> kept_cache;                  // per stage, once fetched

@@ -2,13 +2,18 @@
 // the states the nodes kept when they lost the leader, when those cover every stage at the step
 // the lost leader closed last (no step runs again) and, in DiLoCo, each group's journal has its
 // entry of that step (θ, outer momentum, rounds); else from the newest checkpoint, as a
-// resumed run does. The choice is made when the run starts (the swarm is full, so every node
+// resumed run does. The workers may have taken the next step already (the leader died after
+// they applied it, before its record): then the run continues after that step, whose record
+// the lost leader left pending (model::read_pending_step), unless a DiLoCo round starts or
+// lands in it (the kept states would hold its inner step without its round). The choice is made when the run starts (the swarm is full, so every node
 // that rejoined has named what it kept); until then the workers' first state requests wait.
 #include "actors/tracker/internal.hpp"
 
 #include <spdlog/spdlog.h>
 #include "actors/diloco/group_journal.hpp"
 #include "actors/tracker/swarm_checkpoint.hpp"
+#include "model/fragments.hpp"
+#include "model/run_dir.hpp"
 #include "supervisors/entitled.hpp"
 #include "transport/relay.hpp"
 
@@ -28,6 +33,7 @@ void maybe_drop_kept(Self* self) {
   for (const auto& keeper : s.keepers) self->send(keeper, drop_held_atom::value);
   s.keepers.clear();
   s.holders.clear();
+  s.holders_next.clear();
   s.kept_cache.clear();
   s.kept_turn.clear();
 }
@@ -168,9 +174,11 @@ void take_kept(Self* self, const caf::actor& keeper, const std::vector<uint32_t>
   if (!s.deciding) return self->send(keeper, drop_held_atom::value);
   s.keepers.push_back(keeper);
   const auto want = static_cast<int64_t>(*s.setup.kept_step);
-  for (size_t i = 0; i < stages.size() && i < steps.size(); ++i)
-    if (steps[i] == want && stages[i] < static_cast<uint32_t>(s.setup.ctx->stages()))
-      s.holders[stages[i]].push_back(keeper);
+  for (size_t i = 0; i < stages.size() && i < steps.size(); ++i) {
+    if (stages[i] >= static_cast<uint32_t>(s.setup.ctx->stages())) continue;
+    if (steps[i] == want) s.holders[stages[i]].push_back(keeper);
+    if (steps[i] == want + 1) s.holders_next[stages[i]].push_back(keeper);
+  }
 }
 
 messages::WorkerState resumed_state(Self* self, uint32_t stage, uint32_t id) {
@@ -180,16 +188,60 @@ messages::WorkerState resumed_state(Self* self, uint32_t stage, uint32_t id) {
   return messages::WorkerState{{}, {}, {}, -1, {}, "its initialization"};
 }
 
+namespace {
+size_t covered(const std::map<uint32_t, std::vector<caf::actor>>& holders, size_t stages) {
+  size_t n = 0;
+  for (size_t k = 0; k < stages; ++k) n += holders.count(static_cast<uint32_t>(k)) ? 1 : 0;
+  return n;
+}
+
+// Whether a DiLoCo round starts or lands in `step` (or the warm-up syncs it): the workers' states
+// after its inner step are not the run's state after it.
+bool round_in(uint64_t step, const SwarmContext& ctx) {
+  if (!ctx.diloco()) return false;
+  const auto& d = ctx.config.diloco;
+  if (d.warming(step) || model::round_in_flight(step - 1, d)) return true;
+  for (int64_t p = 0; p < d.fragments; ++p)
+    if (model::fragment_due(step, static_cast<uint32_t>(p), d)) return true;
+  return false;
+}
+
+// The lost leader's pending record of step `kept` + 1 when the run may continue after that
+// step: every stage's state after it was kept, and no round is in it.
+std::optional<nlohmann::json> taken_next(Self* self, uint64_t kept, size_t stages) {
+  auto& s = self->state;
+  if (!s.setup.run || covered(s.holders_next, stages) < stages || round_in(kept + 1, *s.setup.ctx))
+    return std::nullopt;
+  auto pending = model::read_pending_step(s.setup.run->root());
+  if (!pending || pending->at("step").get<uint64_t>() != kept + 1) return std::nullopt;
+  return pending;
+}
+}  // namespace
+
 void decide_takeover(Self* self) {
   auto& s = self->state;
   s.deciding = false;
-  const uint64_t kept = *s.setup.kept_step;
+  uint64_t kept = *s.setup.kept_step;
   const auto stages = static_cast<size_t>(s.setup.ctx->stages());
-  size_t covered = 0;
-  for (size_t k = 0; k < stages; ++k) covered += s.holders.count(static_cast<uint32_t>(k)) ? 1 : 0;
   auto queued = std::move(s.kept_requests);
   s.kept_requests.clear();
-  if (covered == stages && take_journal(self, kept)) {
+  bool journal = false;  // each DiLoCo group continues from its entry of step `kept`
+  if (auto next = taken_next(self, kept, stages); next && take_journal(self, kept + 1)) {
+    // The workers took the step after the last record: its record is written now, from the
+    // lost leader's pending one, and the run continues after it.
+    ++kept;
+    s.setup.kept_step = kept;
+    s.setup.kept_evaluated = false;
+    s.holders = std::move(s.holders_next);
+    (*next)["recorded_by"] = "takeover";
+    write_step_record(self, std::move(*next));
+    spdlog::info("takeover: the workers took step {} before the lost leader recorded it: its "
+                 "record is written from the leader's pending one",
+                 kept);
+    journal = true;
+  }
+  const size_t have = covered(s.holders, stages);
+  if (have == stages && (journal || take_journal(self, kept))) {
     s.from_kept = true;
     s.step = s.first_step = kept;
     spdlog::info(
@@ -203,7 +255,7 @@ void decide_takeover(Self* self) {
   const uint64_t back = s.step;
   spdlog::warn(
       "takeover: the nodes kept the state after step {} of {} of {} stages; continuing from {}",
-      kept, covered, stages, s.setup.resume ? s.setup.resume_origin : "the initialization");
+      kept, have, stages, s.setup.resume ? s.setup.resume_origin : "the initialization");
   try {
     if (s.setup.run) s.setup.run->metrics().drop_after(static_cast<int64_t>(back));
   } catch (const std::exception& e) {
@@ -214,7 +266,7 @@ void decide_takeover(Self* self) {
   write_metrics(self, {{"event", "takeover"},
                        {"from", s.setup.resume ? "checkpoint" : "initialization"},
                        {"step", back},
-                       {"kept_stages", covered}});
+                       {"kept_stages", have}});
   for (auto& r : queued) {
     try {
       r.promise.deliver(resumed_state(self, r.stage, r.id));
