@@ -69,7 +69,7 @@ std::string inner_schedule(const std::string& v) {
   SWARMRT_FIELD(sec, name, scope, range, nullptr, help)
 #define SWARMRT_CHOICE(sec, name, scope, help) SWARMRT_FIELD(sec, name, scope, any(), nullptr, help)
 
-// The rows of what is trained and how: model, train, data, swarm, diloco, checkpoint.
+// The rows of what is trained and how: model, train, data, swarm, checkpoint.
 static std::vector<Field> training_rows() {
   return {
       SWARMRT_FIELD(model, preset, shared, any(), nullptr,
@@ -135,6 +135,18 @@ static std::vector<Field> training_rows() {
                      "stochastically) or int5/3 (as int4, 5 bits forward and 3 back)"),
       SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
                      "values per scale of int8, int4 and int5/3 hops, a power of two"),
+      SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
+                     "steps between checkpoints, 0 disables"),
+      SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
+  };
+}
+
+// The rows of how the swarm runs, breaks and recovers: chaos, supervision, transport,
+// balancer, and the simulator's.
+// The rows of DiLoCo: its rounds, Streaming DiLoCo's fragments and wire, the warm-up and the
+// outer rate's schedules, and how a round aggregates.
+static std::vector<Field> diloco_rows() {
+  return {
       SWARMRT_NUMBER(diloco, inner_steps, shared, at_least(1),
                      "H: inner steps between outer rounds"),
       SWARMRT_NUMBER(diloco, outer_lr, shared, above(0), "outer Nesterov learning rate"),
@@ -171,14 +183,24 @@ static std::vector<Field> training_rows() {
                      "the warm-up's end to outer_min_lr at train.steps"),
       SWARMRT_NUMBER(diloco, outer_min_lr, shared, at_least(0),
                      "cosine floor of the outer learning rate, at most diloco.outer_lr"),
-      SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
-                     "steps between checkpoints, 0 disables"),
-      SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
+      SWARMRT_CHOICE(diloco, aggregate, shared,
+                     "a round's pseudo-gradient from the workers': mean, centered_clip or "
+                     "trimmed_mean (robust to workers that send anything; not with eager)"),
+      SWARMRT_NUMBER(diloco, clip_radius, shared, at_least(0),
+                     "centered_clip's radius; 0 = the median distance of the contributions "
+                     "from the current estimate, each iteration"),
+      SWARMRT_NUMBER(diloco, clip_iterations, shared, between(1, 100),
+                     "centered_clip's iterations from the coordinate-wise median"),
+      SWARMRT_NUMBER(diloco, clip_drop, shared, at_least(0),
+                     "centered_clip, then the mean of the contributions within this many median "
+                     "distances of its result (the others dropped); 0 = CenteredClip alone, else "
+                     ">= 1"),
+      SWARMRT_NUMBER(diloco, trim, shared, at_least(0),
+                     "trimmed_mean: the largest and smallest this many values dropped per "
+                     "coordinate (2 x trim < workers_per_stage)")
   };
 }
 
-// The rows of how the swarm runs, breaks and recovers: chaos, supervision, transport,
-// balancer, and the simulator's.
 static std::vector<Field> runtime_rows() {
   return {
       SWARMRT_NUMBER(chaos, link_delay_ms, node, between(0, 600000),
@@ -217,6 +239,16 @@ static std::vector<Field> runtime_rows() {
       SWARMRT_NUMBER(chaos, kill_limit, node, at_least(0),
                      "at most this many timed kills, 0 = no limit"),
       SWARMRT_NUMBER(chaos, seed, node, any(), "seed of the victims' draw"),
+      SWARMRT_CHOICE(chaos, malicious, node,
+                     "what the malicious workers send as their DiLoCo pseudo-gradient: none, "
+                     "sign_flip (negated x malicious_scale), scale (x malicious_scale) or random "
+                     "(Gaussian, malicious_scale x its norm)"),
+      SWARMRT_NUMBER(chaos, malicious_workers, node, at_least(0),
+                     "how many workers of each stage misbehave: ids K*1000 + 0 .. this - 1"),
+      SWARMRT_NUMBER(chaos, malicious_from_step, node, at_least(0),
+                     "the malicious workers misbehave in rounds sent from this step on"),
+      SWARMRT_NUMBER(chaos, malicious_scale, node, above(0),
+                     "the factor of sign_flip, scale and random"),
       SWARMRT_NUMBER(supervision, max_restarts, node, at_least(0),
                      "restarts allowed within restart_window_s"),
       SWARMRT_NUMBER(supervision, restart_window_s, node, above(0),
@@ -315,6 +347,7 @@ static std::vector<Field> simulate_rows() {
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = [] {
     auto all = training_rows();
+    for (auto& f : diloco_rows()) all.push_back(std::move(f));
     for (auto& f : runtime_rows()) all.push_back(std::move(f));
     for (auto& f : simulate_rows()) all.push_back(std::move(f));
     return all;

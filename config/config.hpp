@@ -32,6 +32,10 @@ enum class Encrypt { automatic, on, off };
 enum class KillPhase { start, reduce, apply, save, eval, join, applied };
 enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
+// diloco.aggregate: how a round combines the workers' pseudo-gradients (model/robust_mean.hpp).
+enum class Aggregate { mean, centered_clip, trimmed_mean };
+// chaos.malicious: what a misbehaving worker sends as its pseudo-gradient.
+enum class Malicious { none, sign_flip, scale, random };
 // data.format: UTF-8 text read as bytes, or token shards in llm.c's .bin layout (tokens/).
 enum class DataFormat { bytes, tokens };
 // train.precision: the dtype forward and backward compute in (model/precision.hpp); weights,
@@ -63,6 +67,10 @@ template <>
 const std::vector<std::string>& names<FragmentPattern>();
 template <>
 const std::vector<std::string>& names<Quantize>();
+template <>
+const std::vector<std::string>& names<Aggregate>();
+template <>
+const std::vector<std::string>& names<Malicious>();
 template <>
 const std::vector<std::string>& names<DataFormat>();
 template <>
@@ -218,6 +226,19 @@ struct DilocoConfig {
   // warm-up's end to outer_min_lr at train.steps (model::outer_lr_at).
   Schedule outer_lr_schedule = Schedule::constant;
   double outer_min_lr = 0.0;
+  // A round's Δ from its contributions (model/robust_mean.hpp): their mean, CenteredClip
+  // (Karimireddy et al. 2021, as BTARD uses it: clip_iterations steps from the coordinate-wise
+  // median, each clipping every Δ_i − v to clip_radius, 0 = the median of those distances),
+  // or the coordinate-wise mean of what is left after dropping the `trim` largest and smallest.
+  // Anything but the mean sends every Δ_i to the group (no all-reduce among the workers).
+  // clip_drop > 0: after the iterations, the contributions farther from v than clip_drop times
+  // the median distance are dropped and v is the mean of the others (an outlier costs nothing,
+  // not the τ/n pull each iteration leaves CenteredClip with).
+  Aggregate aggregate = Aggregate::mean;
+  double clip_radius = 0.0;
+  int64_t clip_iterations = 3;
+  double clip_drop = 0.0;
+  int64_t trim = 1;
 
   // Whether `step` (from 1) is one of the warm-up's gradient-synchronized steps.
   bool warming(uint64_t step) const { return static_cast<int64_t>(step) <= warmup_sync_steps; }
@@ -270,6 +291,18 @@ struct ChaosConfig {
   double kill_every_s = 0;  // repeatedly, every this many seconds; 0: never
   int64_t kill_limit = 0;   // at most this many kills by kill_every_s; 0: no limit
   int64_t seed = 1;         // picks the victims of kind kills
+  // Misbehaviour on purpose (docs/security.md): the first malicious_workers workers of each
+  // stage (ids K*1000 + 0, 1, ...) send, from malicious_from_step on, their DiLoCo
+  // pseudo-gradient sign-flipped and scaled by malicious_scale, only scaled, or replaced by
+  // Gaussian noise of malicious_scale times its norm. Their own parameters stay honest.
+  Malicious malicious = Malicious::none;
+  int64_t malicious_workers = 1;
+  int64_t malicious_from_step = 0;
+  double malicious_scale = 10.0;
+  // Whether worker `id` misbehaves in this run.
+  bool is_malicious(int64_t id) const {
+    return malicious != Malicious::none && id % 1000 < malicious_workers;
+  }
 };
 
 // Restart policy of every supervisor (architecture §7): a child that dies is restarted after a

@@ -70,6 +70,16 @@ const std::vector<std::string>& names<KillPhase>() {
   return n;
 }
 template <>
+const std::vector<std::string>& names<Aggregate>() {
+  static const std::vector<std::string> n = {"mean", "centered_clip", "trimmed_mean"};
+  return n;
+}
+template <>
+const std::vector<std::string>& names<Malicious>() {
+  static const std::vector<std::string> n = {"none", "sign_flip", "scale", "random"};
+  return n;
+}
+template <>
 const std::vector<std::string>& names<FragmentPattern>() {
   static const std::vector<std::string> n = {"strided", "sequential"};
   return n;
@@ -173,6 +183,19 @@ void validate(const RunConfig& c, const std::string& origin) {
                  ": every H must exceed overlap_steps x fragments, so that a fragment's round "
                  "lands before the next fragment's starts");
   if (d.outer_min_lr > d.outer_lr) fail("diloco.outer_min_lr", "must be in [0, diloco.outer_lr]");
+  if (d.aggregate != Aggregate::mean && d.eager)
+    fail("diloco.aggregate",
+         "must be \"mean\" with diloco.eager: an eager step takes the others' mean of the last "
+         "round, which only the mean gives");
+  if ((s.mode == Mode::diloco || s.mode == Mode::diloco_swarm) &&
+      d.aggregate == Aggregate::trimmed_mean && 2 * d.trim >= s.workers_per_stage)
+    fail("diloco.trim",
+         "must leave a value per coordinate: 2 x diloco.trim < swarm.workers_per_stage (" +
+             std::to_string(s.workers_per_stage) + "), got " + std::to_string(d.trim));
+  if (d.clip_drop > 0 && d.clip_drop < 1)
+    fail("diloco.clip_drop",
+         "must be 0 (off) or >= 1: it keeps the contributions within that many median distances, "
+         "so at least half of them; got " + std::to_string(d.clip_drop));
   if (d.eager && d.overlap_steps < 1)
     fail("diloco.eager",
          "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "

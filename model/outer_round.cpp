@@ -7,6 +7,7 @@
 
 #include "model/fragments.hpp"
 #include "model/quantize.hpp"
+#include "model/robust_mean.hpp"
 
 namespace swarmrt::model {
 
@@ -129,7 +130,13 @@ RoundAnswer OuterRound::apply(const std::map<uint32_t, NamedTensors>& contributi
   else
     for (const auto& [id, delta] : contributions) deltas.push_back(&delta);
   outer_.set_lr(outer_lr_at(step, d_, total_steps_));
-  outer_.step(deltas);
+  if (d_.aggregate == config::Aggregate::mean || eager) {
+    outer_.step(deltas);
+  } else {
+    // A robust Δ (model/robust_mean.hpp) in place of the mean: the outer step of it alone.
+    const auto robust = aggregate(deltas, d_);
+    outer_.step({&robust});
+  }
   if (eager) {
     last_mean_.clear();
     for (size_t k = 0; k < answer.tensors.size(); ++k) {

@@ -3,7 +3,8 @@
 // holds the fragment's θ and outer momentum (OuterNesterov, diloco.hpp), checks and decodes a
 // worker's pseudo-gradient Δ_i, and applies a round:
 //   plain       θ(t) = outer step of the mean Δ at the outer rate of the round's step
-//               (diloco.outer_lr_schedule); the answer is θ(t)
+//               (diloco.outer_lr_schedule), or of a robust Δ (diloco.aggregate,
+//               model/robust_mean.hpp); the answer is θ(t)
 //   quantized   the same step; the answer is θ(t) − θ(t−1) in diloco.quantize (with the last
 //               answer's error carried in under diloco.error_feedback), and θ(t) becomes
 //               θ(t−1) plus exactly what the workers decode, so every copy stays equal

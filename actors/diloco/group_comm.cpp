@@ -18,7 +18,10 @@ namespace {
 // run asks for links everywhere.
 std::string group_backend(const group_state& s) {
   const auto& mode = s.ctx->config.transport.links;
-  if (mode == config::Links::frames || s.members.size() < 2 || !s.ctx->config.diloco.whole_rounds())
+  // A robust aggregate needs every Δ_i: an all-reduce hands the group only their sum.
+  const auto& d = s.ctx->config.diloco;
+  if (mode == config::Links::frames || s.members.size() < 2 || !d.whole_rounds() ||
+      d.aggregate != config::Aggregate::mean)
     return "";
   bool all_cuda = true;
   for (const auto& [id, handle] : s.members) {

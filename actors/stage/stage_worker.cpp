@@ -43,10 +43,18 @@ void set_up(Self* self, WorkerSetup setup) {
   s.next.set_measure(s.setup.ctx->wiring_measure);
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
                     cfg.transport.comm_timeout_s);
+  if (cfg.chaos.is_malicious(s.setup.id) && s.setup.ctx->diloco()) {
+    s.faults.set_malice(cfg.chaos.malicious, static_cast<uint64_t>(cfg.chaos.malicious_from_step),
+                        cfg.chaos.malicious_scale);
+    spdlog::warn("worker {} misbehaves on purpose from step {}: {} x{} (chaos.malicious)",
+                 s.setup.id, cfg.chaos.malicious_from_step, config::name_of(cfg.chaos.malicious),
+                 cfg.chaos.malicious_scale);
+  }
   if (s.setup.ctx->diloco()) {
     auto poison = [faults = &s.faults, d = &cfg.diloco](uint64_t step,
                                                         std::vector<at::Tensor>& ts) {
       const auto h = static_cast<uint64_t>(model::inner_steps_at(step, *d));
+      faults->misbehave(step, ts);
       if (faults->poisons_round(step, h)) WorkerFaults::poison(ts);
     };
     // The replica holds the group's handle from here on and follows its restarts.

@@ -1,5 +1,8 @@
 #include "actors/stage/worker_faults.hpp"
 
+#include <ATen/ATen.h>
+
+#include <cmath>
 #include <limits>
 #include <thread>
 
@@ -33,6 +36,41 @@ bool WorkerFaults::poisons_gradient(uint64_t step) const {
 
 bool WorkerFaults::poisons_round(uint64_t step, uint64_t inner_steps) const {
   return nan_at_step_ > 0 && nan_at_step_ <= step && nan_at_step_ + inner_steps > step;
+}
+
+void WorkerFaults::set_malice(config::Malicious kind, uint64_t from_step, double scale) {
+  malice_ = kind;
+  malice_from_ = from_step;
+  malice_scale_ = scale;
+}
+
+void WorkerFaults::misbehave(uint64_t step, std::vector<at::Tensor>& tensors) {
+  if (malice_ == config::Malicious::none || step < malice_from_) return;
+  at::NoGradGuard no_grad;
+  double sq = 0;
+  int64_t numel = 0;
+  for (const auto& t : tensors) {
+    sq += t.to(at::kDouble).pow(2).sum().item<double>();
+    numel += t.numel();
+  }
+  // Noise as large as malicious_scale times the honest Δ, drawn from this worker's seed.
+  const double sigma = numel > 0 ? malice_scale_ * std::sqrt(sq / static_cast<double>(numel)) : 0;
+  auto gen = at::detail::createCPUGenerator(rng_());
+  for (auto& t : tensors) {
+    switch (malice_) {
+      case config::Malicious::sign_flip:
+        t = t * -malice_scale_;
+        break;
+      case config::Malicious::scale:
+        t = t * malice_scale_;
+        break;
+      case config::Malicious::random:
+        t = at::randn(t.sizes(), gen, t.options()) * sigma;
+        break;
+      case config::Malicious::none:
+        break;
+    }
+  }
 }
 
 void WorkerFaults::poison(std::vector<at::Tensor>& tensors) {

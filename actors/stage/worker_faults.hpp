@@ -1,8 +1,8 @@
 // Fault injection on a stage worker (architecture §7: a feature, not a test hack), kept apart
 // from its compute and its sends: hops lost on purpose (chaos.drop_fraction), compute
 // stretched by a factor (chaos.slow_factor, the console's `slow`), and the sends of one step
-// carrying a NaN (chaos.nan_worker, chaos.nan_at_step) so that peers must refuse them. With
-// no key set every call is a no-op.
+// carrying a NaN (chaos.nan_worker, chaos.nan_at_step) so that peers must refuse them, and a
+// malicious worker's pseudo-gradients (chaos.malicious). With no key set every call is a no-op.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include "config/config.hpp"
 
 namespace swarmrt::actors {
 
@@ -37,6 +39,14 @@ class WorkerFaults {
   // The first tensor carries a NaN; a copy, so the worker's own tensors stay finite.
   static void poison(std::vector<at::Tensor>& tensors);
 
+  // chaos.malicious for this worker (config::ChaosConfig::is_malicious): from `from_step` on,
+  // the pseudo-gradients it sends are sign-flipped and scaled, scaled, or noise.
+  void set_malice(config::Malicious kind, uint64_t from_step, double scale);
+  bool malicious() const { return malice_ != config::Malicious::none; }
+  // A round's pseudo-gradient sent at `step` (float32 on the host), replaced by what this
+  // worker sends instead when it misbehaves then.
+  void misbehave(uint64_t step, std::vector<at::Tensor>& tensors);
+
   uint64_t dropped() const { return dropped_; }
 
  private:
@@ -45,6 +55,9 @@ class WorkerFaults {
   uint64_t nan_at_step_ = 0;  // 0: never
   std::mt19937_64 rng_;
   uint64_t dropped_ = 0;
+  config::Malicious malice_ = config::Malicious::none;
+  uint64_t malice_from_ = 0;
+  double malice_scale_ = 1.0;
 };
 
 }  // namespace swarmrt::actors

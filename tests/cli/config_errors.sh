@@ -27,7 +27,7 @@ expect bad_override '' "unknown key 'train.bogus'" --set train.bogus=1
 expect bad_chaos $'[chaos]\nslow_factor = 0.5' "chaos.slow_factor: must be between 1 and 1000"
 expect bad_slowdown $'[chaos]\nslowdown = "1:4,1001:0.5"' "chaos.slowdown: factor of worker 1001 must be between 1 and 1000, not 0.5"
 expect bad_kill $'[chaos]\nkill = "worker/x"' "chaos.kill: must be worker, group, loader, averager, tracker, any, node, coordinator or a name such as stage1/worker1, stage0/diloco, stage0/averager or loader/0, not 'worker/x'"
-expect bad_kill_phase $'[chaos]\nkill_at_phase = "later"' "chaos.kill_at_phase: must be start, reduce, apply, save, eval or join, not 'later'"
+expect bad_kill_phase $'[chaos]\nkill_at_phase = "later"' "chaos.kill_at_phase: must be start, reduce, apply, save, eval, join or applied, not 'later'"
 expect bad_drop $'[chaos]\ndrop_fraction = 0.9' "chaos.drop_fraction: must be between 0 and 0.5"
 expect bad_bandwidth $'[chaos]\nlink_mbit_s = -1' "chaos.link_mbit_s: must be >= 0"
 expect bad_timeout $'[supervision]\nmicrobatch_timeout_s = 0' "supervision.microbatch_timeout_s: must be > 0"

@@ -105,6 +105,25 @@ TEST(Config, ImpossibleValues) {
   msg = error_of("[diloco]\nouter_lr = 0.5\nouter_min_lr = 0.6\n");
   EXPECT_NE(msg.find("diloco.outer_min_lr: must be in [0, diloco.outer_lr]"), std::string::npos)
       << msg;
+  // Robust aggregation: not with eager steps (they take the others' mean); a trimmed mean
+  // leaves a value per coordinate.
+  msg = error_of(
+      "[diloco]\naggregate = \"centered_clip\"\neager = true\noverlap_steps = 1\n");
+  EXPECT_NE(msg.find("diloco.aggregate: must be \"mean\" with diloco.eager"), std::string::npos)
+      << msg;
+  msg = error_of(
+      "[swarm]\nmode = \"diloco\"\nworkers_per_stage = 4\n[diloco]\naggregate = "
+      "\"trimmed_mean\"\ntrim = 2\n");
+  EXPECT_NE(msg.find("diloco.trim: must leave a value per coordinate"), std::string::npos) << msg;
+  EXPECT_EQ(error_of("[swarm]\nmode = \"diloco\"\nworkers_per_stage = 4\n[diloco]\naggregate = "
+                     "\"trimmed_mean\"\n"),
+            "");
+  msg = error_of("[diloco]\nclip_drop = 0.5\n");
+  EXPECT_NE(msg.find("diloco.clip_drop: must be 0 (off) or >= 1"), std::string::npos) << msg;
+  expect_refused("[diloco]\naggregate = \"median\"\n",
+                 {"diloco.aggregate: must be mean, centered_clip or trimmed_mean, not 'median'"});
+  expect_refused("[chaos]\nmalicious = \"lie\"\n",
+                 {"chaos.malicious: must be none, sign_flip, scale or random, not 'lie'"});
   msg = error_of("[diloco]\nouter_lr_schedule = \"linear\"\n");
   EXPECT_NE(msg.find("diloco.outer_lr_schedule: must be constant or cosine, not 'linear'"),
             std::string::npos)

@@ -5,6 +5,7 @@
 
 #include "../actor_test_util.hpp"
 #include "actors/stage/stage_worker.hpp"
+#include "actors/stage/worker_faults.hpp"
 #include "model/hop_codec.hpp"
 
 using namespace swarmrt;
@@ -182,4 +183,46 @@ TEST(StageWorker, DropsAHopOfAStepItHasAppliedAlready) {
       .receive([&](const messages::WorkerStats& st) { EXPECT_EQ(st.stale, 1u); },
                [&](const caf::error& e) { FAIL() << ts.sys->render(e); });
   tracker->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+// chaos.malicious on a worker's pseudo-gradient: nothing before malicious_from_step; from it,
+// sign_flip negates and scales, scale scales, random sends seeded noise of malicious_scale
+// times the honest Δ's size (the same draw for the same seed).
+TEST(WorkerFaults, AMaliciousWorkerSendsWhatItsKindSaysFromItsStep) {
+  const std::vector<at::Tensor> honest = {at::tensor({1.0f, -2.0f}), at::tensor({3.0f})};
+  auto sent = [&](config::Malicious kind, uint64_t step, uint64_t seed = 5) {
+    actors::WorkerFaults f;
+    f.configure(0, seed, 1.0, 0);
+    f.set_malice(kind, 100, 10.0);
+    std::vector<at::Tensor> ts = honest;
+    f.misbehave(step, ts);
+    return ts;
+  };
+  auto before = sent(config::Malicious::sign_flip, 99);
+  EXPECT_TRUE(before[0].equal(honest[0]) && before[1].equal(honest[1]));
+  auto flipped = sent(config::Malicious::sign_flip, 100);
+  EXPECT_TRUE(flipped[0].equal(honest[0] * -10) && flipped[1].equal(honest[1] * -10));
+  auto scaled = sent(config::Malicious::scale, 250);
+  EXPECT_TRUE(scaled[0].equal(honest[0] * 10) && scaled[1].equal(honest[1] * 10));
+  auto noise = sent(config::Malicious::random, 100);
+  EXPECT_FALSE(noise[0].equal(honest[0] * 10));
+  EXPECT_TRUE(noise[0].sizes().equals({2}) && noise[1].sizes().equals({1}));
+  EXPECT_TRUE(noise[0].equal(sent(config::Malicious::random, 100)[0]));  // seeded
+  EXPECT_FALSE(noise[0].equal(sent(config::Malicious::random, 100, 6)[0]));
+  EXPECT_TRUE(sent(config::Malicious::none, 500)[0].equal(honest[0]));
+}
+
+// Which workers misbehave: the first malicious_workers of each stage, none without a kind.
+TEST(WorkerFaults, TheFirstMaliciousWorkersOfEachStageMisbehave) {
+  config::ChaosConfig c;
+  c.malicious_workers = 1;
+  EXPECT_FALSE(c.is_malicious(0));
+  c.malicious = config::Malicious::sign_flip;
+  EXPECT_TRUE(c.is_malicious(0));
+  EXPECT_TRUE(c.is_malicious(1000));
+  EXPECT_FALSE(c.is_malicious(1));
+  EXPECT_FALSE(c.is_malicious(1003));
+  c.malicious_workers = 3;
+  EXPECT_TRUE(c.is_malicious(2002));
+  EXPECT_FALSE(c.is_malicious(2003));
 }
