@@ -36,6 +36,7 @@ BENCHMARKS=(
   "real_link|bench/real_link.sh 2 130 100|bench/real_link.sh 1 30 100|real_link_100.json"
   "state_transfer|bench/state_transfer.sh 1000||state_transfer.json"
   "churn|bench/churn.sh 30 15|bench/churn.sh 3 15|churn.json"
+  "byzantine|bench/byzantine.sh 600 1|bench/byzantine.sh 150|byzantine.json"
   "fault_recovery|bench/fault_recovery.sh 3|bench/fault_recovery.sh 1|fault_recovery.json"
   "failover|bench/failover.sh 3 5|bench/failover.sh 1 5|failover.json"
   "replicas|bench/replicas.sh 5 120|bench/replicas.sh 1 30|replicas.json"
