@@ -12,19 +12,21 @@ source "$(dirname "$0")/lib.sh"
 # Stopped gently first (each writes its last line), then the namespaces go.
 at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 0.5'
 on_fail() { for i in 1 2; do echo "--- node $i log:"; tail -20 "$tmp/node$i.log" 2>/dev/null; done; }
+# Background processes start with `ip netns exec` itself (it execs them), not through ns: `$!`
+# is then their own pid, which the cleanup stops.
 ns() { ip netns exec "$@"; }
 bridged_namespaces "swh$tag" 100mbit "${names[0]}=${addrs[0]}" "${names[1]}=${addrs[1]}" \
   "${names[2]}=${addrs[2]}"
 
 export SWARMRT_SECRET=netns-test
-ns "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7411" \
+ip netns exec "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7411" \
   --set "data.path=$root/data/brown.txt" --set train.steps=8 --set train.eval_every=0 \
   --set train.eval_batches=4 --set diloco.inner_steps=4 --set chaos.link_delay_ms=5 \
   -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
 pids+=($!)
 coord=$!
 for i in 1 2; do
-  ns "${names[$i]}" "$bin" node --join "${addrs[0]}:7411" --workers 2 --name "ns$i" \
+  ip netns exec "${names[$i]}" "$bin" node --join "${addrs[0]}:7411" --workers 2 --name "ns$i" \
     --listen "${addrs[$i]}" >"$tmp/node$i.log" 2>&1 &
   pids+=($!)
 done

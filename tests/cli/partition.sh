@@ -12,13 +12,15 @@ names=("spc$tag" "spa$tag" "spb$tag") addrs=(10.231.8.1 10.231.8.2 10.231.8.3)
 source "$(dirname "$0")/lib.sh"
 at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 0.5'
 on_fail() { for n in cut steady; do echo "--- $n log:"; tail -25 "$tmp/$n.log" 2>/dev/null; done; }
+# Background processes start with `ip netns exec` itself (it execs them), not through ns: `$!`
+# is then their own pid, which the cleanup stops.
 ns() { ip netns exec "$@"; }
 bridged_namespaces "sph$tag" "" "${names[0]}=${addrs[0]}" "${names[1]}=${addrs[1]}" \
   "${names[2]}=${addrs[2]}"
 
 export SWARMRT_SECRET=partition-test
 steps=100
-ns "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7412" \
+ip netns exec "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7412" \
   --set "data.path=$root/data/brown.txt" --set train.steps=$steps --set train.eval_every=0 \
   --set train.eval_batches=4 --set diloco.inner_steps=10 --set checkpoint.every_steps=0 \
   -o "$tmp/run" >"$tmp/coord.log" 2>&1 &
@@ -26,7 +28,7 @@ coord=$!
 pids+=("$coord")
 fail_log="$tmp/coord.log"
 start_in() {  # NAMESPACE_INDEX NAME
-  ns "${names[$1]}" "$bin" node --join "${addrs[0]}:7412" --workers 2 --name "$2" \
+  ip netns exec "${names[$1]}" "$bin" node --join "${addrs[0]}:7412" --workers 2 --name "$2" \
     --listen "${addrs[$1]}" --connect-timeout-s 60 >"$tmp/$2.log" 2>&1 &
   pids+=($!)
 }

@@ -13,6 +13,8 @@ ip_etcd=10.231.9.1 ip_a=10.231.9.2 ip_b=10.231.9.3 ip_1=10.231.9.4 ip_2=10.231.9
 source "$(dirname "$0")/lib.sh"
 at_exit 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; sleep 0.5'
 on_fail() { for n in a b n1 n2; do echo "--- $n:"; tail -15 "$tmp/$n.log"; done; }
+# Background processes start with `ip netns exec` itself (it execs them), not through ns: `$!`
+# is then their own pid, which the cleanup stops.
 ns() { ip netns exec "$@"; }
 bridged_namespaces "sqh$tag" "" "$ns_etcd=$ip_etcd" "$ns_a=$ip_a" "$ns_b=$ip_b" "$ns_1=$ip_1" \
   "$ns_2=$ip_2"
@@ -21,7 +23,7 @@ export SWARMRT_SECRET=partition-leader-test
 unset SWARMRT_SECRET_FILE
 etcd_tls "$tmp/etcd-tls" $ip_etcd
 # shellcheck disable=SC2046
-ns "$ns_etcd" etcd --name e --data-dir "$tmp/etcd" --listen-client-urls "https://$ip_etcd:2379" \
+ip netns exec "$ns_etcd" etcd --name e --data-dir "$tmp/etcd" --listen-client-urls "https://$ip_etcd:2379" \
   --advertise-client-urls "https://$ip_etcd:2379" --listen-peer-urls "https://$ip_etcd:2380" \
   --initial-advertise-peer-urls "https://$ip_etcd:2380" \
   --initial-cluster "e=https://$ip_etcd:2380" $(etcd_tls_flags "$tmp/etcd-tls") \
@@ -29,7 +31,7 @@ ns "$ns_etcd" etcd --name e --data-dir "$tmp/etcd" --listen-client-urls "https:/
 pids+=($!)
 run_id=00000000000000cc steps=60
 replica() {  # NAME NAMESPACE ADDRESS
-  ns "$2" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "$3:7413" -o "$tmp/run" \
+  ip netns exec "$2" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "$3:7413" -o "$tmp/run" \
     --etcd "https://$ip_etcd:2379" --lease-ttl-s 2 --run-id $run_id \
     --set "data.path=$root/data/brown.txt" --set train.steps=$steps --set train.eval_every=0 \
     --set train.eval_batches=4 --set checkpoint.every_steps=10 --set diloco.inner_steps=10 \
@@ -44,7 +46,7 @@ b=$!
 wait_log "$tmp/b.log" "standby for run $run_id" 30 || fail "replica b is not a standby"
 for k in 1 2; do
   nsk=ns_$k ipk=ip_$k
-  ns "${!nsk}" "$bin" node --join "$ip_a:7413,$ip_b:7413" --run-id $run_id --workers 2 \
+  ip netns exec "${!nsk}" "$bin" node --join "$ip_a:7413,$ip_b:7413" --run-id $run_id --workers 2 \
     --name n$k --listen "${!ipk}" --connect-timeout-s 60 >"$tmp/n$k.log" 2>&1 &
   pids+=($!)
   eval "n$k=$!"
