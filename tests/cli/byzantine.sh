@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A worker that lies, end to end through the executable: `diloco` with 4 workers on a small
+# model, the first (worker 0) sending its pseudo-gradient sign-flipped x10 in every round from
+# step 4 (chaos.malicious). Under the mean the rounds follow the liar and the validation loss
+# blows up past an untrained model's (ln 256 = 5.5); under centered_clip with clip_drop the
+# same run trains: its loss ends below the untrained model's and within a fraction of the
+# mean's. The liar says so in the log, and no sample is lost or counted twice in either run.
+bin=$1 data=$2
+source "$(dirname "$0")/lib.sh"
+small_text_config "$data" <<TOML
+steps = 24
+eval_every = 0
+lr = 3e-3
+micro_batches = 8
+threads = 1
+[swarm]
+mode = "diloco"
+workers_per_stage = 4
+[diloco]
+inner_steps = 4
+[chaos]
+malicious = "sign_flip"
+malicious_from_step = 4
+malicious_scale = 10.0
+[checkpoint]
+every_steps = 0
+TOML
+export OPENBLAS_NUM_THREADS=1
+loss_of() {  # NAME: the run's final validation loss
+  py 'import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in recs if r.get("event") == "step"]
+assert len(steps) == 24, len(steps)
+assert all(r["extra_samples"] == 0 and r["missing_samples"] == 0 for r in steps)
+print([r for r in recs if "val_loss" in r][-1]["val_loss"])' "$tmp/$1/metrics.jsonl"
+}
+for agg in mean centered_clip; do
+  "$bin" train -c "$tmp/c.toml" -o "$tmp/$agg" --sample-tokens 0 --set diloco.aggregate=$agg \
+    --set diloco.clip_drop=3 >"$tmp/$agg.log" 2>&1 || fail "$agg: $(tail -5 "$tmp/$agg.log")"
+  grep -q "worker 0 misbehaves on purpose from step 4: sign_flip x10" "$tmp/$agg.log" ||
+    fail "$agg: the liar did not say so: $(grep -m3 worker "$tmp/$agg.log")"
+  grep -q "worker 1 misbehaves" "$tmp/$agg.log" && fail "$agg: worker 1 lied too"
+done
+mean=$(loss_of mean) || fail "the mean run's records"
+clip=$(loss_of centered_clip) || fail "the centered_clip run's records"
+py 'import sys
+mean, clip = float(sys.argv[1]), float(sys.argv[2])
+assert mean > 6.0, f"under the mean the liar did not ruin the run: {mean}"
+assert clip < 5.0, f"under centered_clip the run did not train: {clip}"
+' "$mean" "$clip" || fail "final validation losses: mean $mean, centered_clip $clip"
+echo "ok: one liar of 4: mean $mean, centered_clip $clip"
