@@ -197,8 +197,7 @@ static std::vector<Field> diloco_rows() {
                      ">= 1"),
       SWARMRT_NUMBER(diloco, trim, shared, at_least(0),
                      "trimmed_mean: the largest and smallest this many values dropped per "
-                     "coordinate (2 x trim < workers_per_stage)")
-  };
+                     "coordinate (2 x trim < workers_per_stage)")};
 }
 
 static std::vector<Field> runtime_rows() {

@@ -65,8 +65,8 @@ const std::vector<std::string>& names<Encrypt>() {
 }
 template <>
 const std::vector<std::string>& names<KillPhase>() {
-  static const std::vector<std::string> n = {"start", "reduce", "apply", "save", "eval", "join",
-                                                "applied"};
+  static const std::vector<std::string> n = {"start", "reduce", "apply",  "save",
+                                             "eval",  "join",   "applied"};
   return n;
 }
 template <>
@@ -195,7 +195,8 @@ void validate(const RunConfig& c, const std::string& origin) {
   if (d.clip_drop > 0 && d.clip_drop < 1)
     fail("diloco.clip_drop",
          "must be 0 (off) or >= 1: it keeps the contributions within that many median distances, "
-         "so at least half of them; got " + std::to_string(d.clip_drop));
+         "so at least half of them; got " +
+             std::to_string(d.clip_drop));
   if (d.eager && d.overlap_steps < 1)
     fail("diloco.eager",
          "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "

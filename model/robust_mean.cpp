@@ -22,8 +22,8 @@ at::Tensor stacked(const std::vector<const NamedTensors*>& deltas) {
     for (size_t k = 0; k < first.size(); ++k) {
       if ((*d)[k].first != first[k].first ||
           !(*d)[k].second.sizes().equals(first[k].second.sizes()))
-        throw std::invalid_argument("contribution entry '" + (*d)[k].first +
-                                    "' does not match '" + first[k].first + "'");
+        throw std::invalid_argument("contribution entry '" + (*d)[k].first + "' does not match '" +
+                                    first[k].first + "'");
       flat.push_back((*d)[k].second.to(at::kFloat).reshape({-1}));
     }
     rows.push_back(at::cat(flat));
@@ -60,7 +60,7 @@ at::Tensor coordinate_median(const at::Tensor& x) {
 at::Tensor centered_clip(const at::Tensor& x, const config::DilocoConfig& d) {
   auto v = coordinate_median(x);
   for (int64_t l = 0; l < d.clip_iterations; ++l) {
-    auto diff = x - v;                            // [n, D]
+    auto diff = x - v;                              // [n, D]
     auto dist = diff.norm(2, {1}).to(at::kDouble);  // [n]
     const double tau = d.clip_radius > 0 ? d.clip_radius : median_of(dist);
     if (tau <= 0) break;  // most contributions sit on v: it is their value

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "config/config.hpp"

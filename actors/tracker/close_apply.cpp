@@ -97,8 +97,9 @@ void chaos_at_applied(Self* self) {
   if (c.kill_at_phase != config::KillPhase::applied || c.kill_at_step <= 0 ||
       s.step != static_cast<uint64_t>(c.kill_at_step) || !s.setup.run)
     return;
-  spdlog::warn("chaos: killing this coordinator process (chaos.kill_at_step = {}, applied of the step)",
-               s.step);
+  spdlog::warn(
+      "chaos: killing this coordinator process (chaos.kill_at_step = {}, applied of the step)",
+      s.step);
   std::fflush(nullptr);
   std::_Exit(137);
 }
@@ -152,18 +153,18 @@ nlohmann::json step_record(const tracker_state& s, tracker_state::Clock::time_po
     stages.push_back({{"stage", k}, {"samples_per_s", static_cast<double>(n) / secs}});
   }
   nlohmann::json r = {{"event", "step"},
-          {"step", s.step},
-          {"loss", s.outcome.loss},
-          {"bpb", s.setup.corpus->train_bits_per_byte(s.outcome.loss)},
-          {"lr", s.outcome.lr},
-          {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
-          {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
-          {"time_s", std::chrono::duration<double>(now - s.run_start).count()},
-          {"phases_s", phase_seconds(s, now)},
-          {"stages", stages},
-          {"duplicates", s.outcome.duplicates},
-          {"extra_samples", s.outcome.extra_samples},
-          {"missing_samples", s.outcome.missing_samples}};
+                      {"step", s.step},
+                      {"loss", s.outcome.loss},
+                      {"bpb", s.setup.corpus->train_bits_per_byte(s.outcome.loss)},
+                      {"lr", s.outcome.lr},
+                      {"tokens", static_cast<int64_t>(s.step) * tokens_per_step},
+                      {"tokens_per_s", static_cast<double>(tokens_per_step) / secs},
+                      {"time_s", std::chrono::duration<double>(now - s.run_start).count()},
+                      {"phases_s", phase_seconds(s, now)},
+                      {"stages", stages},
+                      {"duplicates", s.outcome.duplicates},
+                      {"extra_samples", s.outcome.extra_samples},
+                      {"missing_samples", s.outcome.missing_samples}};
   if (cfg.train.scales_loss()) {
     r["loss_scale"] = s.outcome.loss_scale;
     r["skipped"] = s.outcome.coef == kSkipStep;

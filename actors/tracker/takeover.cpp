@@ -5,8 +5,9 @@
 // resumed run does. The workers may have taken the next step already (the leader died after
 // they applied it, before its record): then the run continues after that step, whose record
 // the lost leader left pending (model::read_pending_step), unless a DiLoCo round starts or
-// lands in it (the kept states would hold its inner step without its round). The choice is made when the run starts (the swarm is full, so every node
-// that rejoined has named what it kept); until then the workers' first state requests wait.
+// lands in it (the kept states would hold its inner step without its round). The choice is
+// made when the run starts (the swarm is full, so every node that rejoined has named what it
+// kept); until then the workers' first state requests wait.
 #include "actors/tracker/internal.hpp"
 
 #include <spdlog/spdlog.h>
@@ -235,9 +236,10 @@ void decide_takeover(Self* self) {
     s.holders = std::move(s.holders_next);
     (*next)["recorded_by"] = "takeover";
     write_step_record(self, std::move(*next));
-    spdlog::info("takeover: the workers took step {} before the lost leader recorded it: its "
-                 "record is written from the leader's pending one",
-                 kept);
+    spdlog::info(
+        "takeover: the workers took step {} before the lost leader recorded it: its "
+        "record is written from the leader's pending one",
+        kept);
     journal = true;
   }
   const size_t have = covered(s.holders, stages);

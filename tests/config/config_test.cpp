@@ -107,8 +107,7 @@ TEST(Config, ImpossibleValues) {
       << msg;
   // Robust aggregation: not with eager steps (they take the others' mean); a trimmed mean
   // leaves a value per coordinate.
-  msg = error_of(
-      "[diloco]\naggregate = \"centered_clip\"\neager = true\noverlap_steps = 1\n");
+  msg = error_of("[diloco]\naggregate = \"centered_clip\"\neager = true\noverlap_steps = 1\n");
   EXPECT_NE(msg.find("diloco.aggregate: must be \"mean\" with diloco.eager"), std::string::npos)
       << msg;
   msg = error_of(

@@ -26,7 +26,8 @@ std::vector<NamedTensors> honest(int n, uint64_t seed) {
 
 double distance(const NamedTensors& a, const NamedTensors& b) {
   double sq = 0;
-  for (size_t k = 0; k < a.size(); ++k) sq += (a[k].second - b[k].second).pow(2).sum().item<double>();
+  for (size_t k = 0; k < a.size(); ++k)
+    sq += (a[k].second - b[k].second).pow(2).sum().item<double>();
   return std::sqrt(sq);
 }
 
@@ -56,8 +57,8 @@ config::DilocoConfig with(config::Aggregate a) {
 TEST(RobustMean, OneSignFlippedWorkerMovesTheMeanButNotCenteredClipOrTheTrimmedMean) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     auto all = honest(4, seed);
-    const auto truth = model::aggregate(pointers({all[0], all[1], all[2]}),
-                                        with(config::Aggregate::mean));
+    const auto truth =
+        model::aggregate(pointers({all[0], all[1], all[2]}), with(config::Aggregate::mean));
     const double size = distance(truth, scaled(truth, 0));
     all[3] = scaled(all[3], -10);
     const auto mean = model::aggregate(pointers(all), with(config::Aggregate::mean));
@@ -75,8 +76,8 @@ TEST(RobustMean, OneSignFlippedWorkerMovesTheMeanButNotCenteredClipOrTheTrimmedM
 TEST(RobustMean, ClipDropTakesTheMeanOfTheContributionsNearTheCenteredClip) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     auto all = honest(4, seed);
-    const auto truth = model::aggregate(pointers({all[0], all[1], all[2]}),
-                                        with(config::Aggregate::mean));
+    const auto truth =
+        model::aggregate(pointers({all[0], all[1], all[2]}), with(config::Aggregate::mean));
     all[3] = scaled(all[3], -10);
     auto d = with(config::Aggregate::centered_clip);
     const double alone = distance(model::aggregate(pointers(all), d), truth);
@@ -105,7 +106,8 @@ TEST(RobustMean, HonestWorkersGetCloseToTheMean) {
       ASSERT_EQ(got.size(), 2u);
       EXPECT_EQ(got[0].first, "w");
       EXPECT_TRUE(got[0].second.sizes().equals({8, 4}));
-      EXPECT_LT(distance(got, mean), 0.1 * std::sqrt(36.0)) << config::name_of(a) << " seed " << seed;
+      EXPECT_LT(distance(got, mean), 0.1 * std::sqrt(36.0))
+          << config::name_of(a) << " seed " << seed;
     }
   }
 }
