@@ -47,30 +47,21 @@ void WorkerFaults::set_malice(config::Malicious kind, uint64_t from_step, double
 void WorkerFaults::misbehave(uint64_t step, std::vector<at::Tensor>& tensors) {
   if (malice_ == config::Malicious::none || step < malice_from_) return;
   at::NoGradGuard no_grad;
+  if (malice_ != config::Malicious::random) {
+    const double factor = malice_ == config::Malicious::sign_flip ? -malice_scale_ : malice_scale_;
+    for (auto& t : tensors) t = t * factor;
+    return;
+  }
+  // Noise as large as malicious_scale times the honest Δ, drawn from this worker's seed.
   double sq = 0;
   int64_t numel = 0;
   for (const auto& t : tensors) {
     sq += t.to(at::kDouble).pow(2).sum().item<double>();
     numel += t.numel();
   }
-  // Noise as large as malicious_scale times the honest Δ, drawn from this worker's seed.
   const double sigma = numel > 0 ? malice_scale_ * std::sqrt(sq / static_cast<double>(numel)) : 0;
   auto gen = at::detail::createCPUGenerator(rng_());
-  for (auto& t : tensors) {
-    switch (malice_) {
-      case config::Malicious::sign_flip:
-        t = t * -malice_scale_;
-        break;
-      case config::Malicious::scale:
-        t = t * malice_scale_;
-        break;
-      case config::Malicious::random:
-        t = at::randn(t.sizes(), gen, t.options()) * sigma;
-        break;
-      case config::Malicious::none:
-        break;
-    }
-  }
+  for (auto& t : tensors) t = at::randn(t.sizes(), gen, t.options()) * sigma;
 }
 
 void WorkerFaults::poison(std::vector<at::Tensor>& tensors) {
