@@ -348,4 +348,23 @@ uint32_t place_fewest(const std::vector<Peer>& peers, size_t stages) {
   return static_cast<uint32_t>(std::min_element(count.begin(), count.end()) - count.begin());
 }
 
+std::vector<uint32_t> fill_empty_stages(std::vector<uint32_t> placed,
+                                        const std::vector<uint32_t>& assigned) {
+  std::vector<uint32_t> after = assigned;
+  for (auto k : placed)
+    if (k < after.size()) ++after[k];
+  for (size_t empty = 0; empty < after.size(); ++empty) {
+    if (after[empty] > 0) continue;
+    for (size_t i = placed.size(); i-- > 0;) {
+      const auto from = placed[i];
+      if (from >= after.size() || after[from] < 2) continue;
+      --after[from];
+      ++after[empty];
+      placed[i] = static_cast<uint32_t>(empty);
+      break;
+    }
+  }
+  return placed;
+}
+
 }  // namespace swarmrt::policy

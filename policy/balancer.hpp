@@ -131,4 +131,10 @@ uint32_t place(const std::vector<Peer>& peers, const Stages& stages, double spee
 // Without a balancer (the directory's rule): the stage with the fewest workers, lowest first.
 uint32_t place_fewest(const std::vector<Peer>& peers, size_t stages);
 
+// The stages of newcomers `placed` (one each), changed so that a stage with no worker
+// (`assigned`: workers per stage before them) takes one first, as long as a newcomer can be
+// spared: one from a stage that keeps a worker without it, the latest such newcomer first.
+std::vector<uint32_t> fill_empty_stages(std::vector<uint32_t> placed,
+                                        const std::vector<uint32_t>& assigned);
+
 }  // namespace swarmrt::policy

@@ -10,6 +10,7 @@
 #include "config/fingerprint.hpp"
 #include "credential/credential.hpp"
 #include "messages/metrics.hpp"
+#include "policy/balancer.hpp"
 #include "supervisors/entitled.hpp"
 #include "supervisors/roster.hpp"
 
@@ -214,8 +215,12 @@ void place(Self* self, const messages::JoinRequest& r, caf::response_promise pro
           [=](const std::vector<uint32_t>& stages) mutable {
             auto& s = self->state;
             const bool placed = stages.size() == r.workers;
-            promise.deliver(admit(self, r, placed ? stages : fewest_first(s, r.workers),
-                                  placed ? " where the balancer placed them" : ""));
+            // A stage without a worker takes them first: the balancer's measurements are a
+            // period old and may still count the workers of a node that has gone.
+            promise.deliver(admit(
+                self, r,
+                placed ? policy::fill_empty_stages(stages, s.assigned) : fewest_first(s, r.workers),
+                placed ? " where the balancer placed them" : ""));
           },
           [=](const caf::error&) mutable {
             promise.deliver(admit(self, r, fewest_first(self->state, r.workers), ""));

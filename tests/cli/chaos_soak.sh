@@ -11,6 +11,17 @@ bin=$1 root=$2
 steps=${SOAK_STEPS:-90}
 source "$(dirname "$0")/lib.sh"
 at_exit '[ -n "${SOAK_KEEP:-}" ] && cp -r "$tmp" "$SOAK_KEEP"'
+# A run that stalls says where: the tracker's own view (phase, waiting micro-batches, paused,
+# members) and what the coordinator and the nodes said about pauses, resets and refusals.
+on_fail() {
+  echo "--- ctl info:"
+  timeout 10 "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" info tracker 2>&1 | head -40
+  for w in $(timeout 10 "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" actors --kind worker 2>/dev/null | grep -o 'worker/[0-9]*' | sort -u); do
+    timeout 10 "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" info "$w" 2>&1 | head -20
+  done
+  echo "--- pauses, resets, refusals and stale hops in every log:"
+  grep -H "paused\|resumed\|reopen\|rejected\|refused\|stale\|error" "$tmp"/*.log | tail -40
+}
 net=(--heartbeat-ms 100 --connection-timeout-ms 1000)
 step_lines() { grep -c "^\[.*step [0-9]*/$steps" "$tmp/coord.log"; }
 

@@ -257,5 +257,25 @@ TEST(Balancer, LinkCapsAreModelledAndAnExchangeFreesAFastWorkerFromACappedStage)
   EXPECT_EQ(place({{0, 0, 1, -1e9, 4}, {1, 1, 4, -1e9, 4}}, stages, 4, 4), 0u);
 }
 
+// A stage left without a worker takes newcomers first, whatever the balancer placed: its
+// measurements are a period old and may still count the workers of a node that has gone (the
+// chaos soak's run paused for good when a rejoining node's two workers were both placed at
+// stage 0 while stage 1 had none left).
+TEST(Balancer, AnEmptyStageTakesNewcomersFirst) {
+  // Stage 1 is empty; the balancer put both newcomers at stage 0: one moves to stage 1.
+  EXPECT_EQ(fill_empty_stages({0, 0}, {2, 0}), (std::vector<uint32_t>{0, 1}));
+  // Three empty stages, both newcomers at stage 0: the last moves to stage 1; stage 2 stays
+  // empty (no newcomer left to spare).
+  EXPECT_EQ(fill_empty_stages({0, 0}, {0, 0, 0}), (std::vector<uint32_t>{0, 1}));
+  // No empty stage: the balancer's placement stands.
+  EXPECT_EQ(fill_empty_stages({0, 0}, {1, 1}), (std::vector<uint32_t>{0, 0}));
+  // Filled already by the placement: it stands.
+  EXPECT_EQ(fill_empty_stages({1, 0}, {1, 0}), (std::vector<uint32_t>{1, 0}));
+  // One newcomer, two empty stages: the balancer's choice between them stands.
+  EXPECT_EQ(fill_empty_stages({2}, {0, 1, 0}), (std::vector<uint32_t>{2}));
+  // A newcomer is not taken from a stage it alone would serve.
+  EXPECT_EQ(fill_empty_stages({0, 1}, {0, 0, 0}), (std::vector<uint32_t>{0, 1}));
+}
+
 }  // namespace
 }  // namespace swarmrt::policy
