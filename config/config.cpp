@@ -135,6 +135,10 @@ static std::vector<Field> training_rows() {
                      "stochastically) or int5/3 (as int4, 5 bits forward and 3 back)"),
       SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
                      "values per scale of int8, int4 and int5/3 hops, a power of two"),
+      SWARMRT_CHOICE(swarm, grad_aggregate, shared,
+                     "a stage's gradient from its workers' (pp, dp, swarm, DiLoCo's warm-up): "
+                     "mean, or centered_clip / trimmed_mean of each worker's mean gradient with "
+                     "diloco.clip_radius, clip_iterations, clip_drop and trim"),
       SWARMRT_NUMBER(checkpoint, every_steps, node, at_least(0),
                      "steps between checkpoints, 0 disables"),
       SWARMRT_NUMBER(checkpoint, keep, node, at_least(1), "checkpoints kept on disk"),
@@ -238,16 +242,20 @@ static std::vector<Field> runtime_rows() {
       SWARMRT_NUMBER(chaos, kill_limit, node, at_least(0),
                      "at most this many timed kills, 0 = no limit"),
       SWARMRT_NUMBER(chaos, seed, node, any(), "seed of the victims' draw"),
-      SWARMRT_CHOICE(chaos, malicious, node,
-                     "what the malicious workers send as their DiLoCo pseudo-gradient: none, "
-                     "sign_flip (negated x malicious_scale), scale (x malicious_scale) or random "
-                     "(Gaussian, malicious_scale x its norm)"),
+      SWARMRT_CHOICE(
+          chaos, malicious, node,
+          "what the malicious workers send as their DiLoCo pseudo-gradient or gradient: none, "
+          "sign_flip (negated x malicious_scale), scale (x malicious_scale) or random "
+          "(Gaussian, malicious_scale x its norm)"),
       SWARMRT_NUMBER(chaos, malicious_workers, node, at_least(0),
                      "how many workers of each stage misbehave: ids K*1000 + 0 .. this - 1"),
       SWARMRT_NUMBER(chaos, malicious_from_step, node, at_least(0),
-                     "the malicious workers misbehave in rounds sent from this step on"),
+                     "the malicious workers misbehave in what they send from this step on"),
       SWARMRT_NUMBER(chaos, malicious_scale, node, above(0),
                      "the factor of sign_flip, scale and random"),
+      SWARMRT_NUMBER(chaos, hop_noise, node, at_least(0),
+                     "the malicious workers add Gaussian noise of this many times a tensor's RMS "
+                     "to the activations and input gradients they send in training (0: none)"),
       SWARMRT_NUMBER(supervision, max_restarts, node, at_least(0),
                      "restarts allowed within restart_window_s"),
       SWARMRT_NUMBER(supervision, restart_window_s, node, above(0),

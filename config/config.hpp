@@ -32,7 +32,8 @@ enum class Encrypt { automatic, on, off };
 enum class KillPhase { start, reduce, apply, save, eval, join, applied };
 enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
-// diloco.aggregate: how a round combines the workers' pseudo-gradients (model/robust_mean.hpp).
+// diloco.aggregate and swarm.grad_aggregate: how a round combines the workers' pseudo-gradients,
+// and a grad averager their gradients (model/robust_mean.hpp).
 enum class Aggregate { mean, centered_clip, trimmed_mean };
 // chaos.malicious: what a misbehaving worker sends as its pseudo-gradient.
 enum class Malicious { none, sign_flip, scale, random };
@@ -179,6 +180,11 @@ struct SwarmConfig {
   int64_t loaders = 1;
   HopEncoding hop_encoding = HopEncoding::none;
   int64_t hop_block = 128;  // values per scale of int8/int4 hops (a power of two)
+  // How a stage's grad averager combines its workers' gradients (pp, dp, swarm, and the
+  // synchronous warm-up of the DiLoCo modes): the mean over the samples, or a robust
+  // aggregate of each worker's mean gradient with diloco.clip_radius, clip_iterations,
+  // clip_drop and trim (model/robust_mean.hpp).
+  Aggregate grad_aggregate = Aggregate::mean;
 };
 
 // One phase of diloco.inner_steps_schedule: `steps` local steps with H = inner_steps.
@@ -293,15 +299,19 @@ struct ChaosConfig {
   int64_t seed = 1;         // picks the victims of kind kills
   // Misbehaviour on purpose (docs/security.md): the first malicious_workers workers of each
   // stage (ids K*1000 + 0, 1, ...) send, from malicious_from_step on, their DiLoCo
-  // pseudo-gradient sign-flipped and scaled by malicious_scale, only scaled, or replaced by
-  // Gaussian noise of malicious_scale times its norm. Their own parameters stay honest.
+  // pseudo-gradient or their gradient to the stage's averager sign-flipped and scaled by
+  // malicious_scale, only scaled, or replaced by Gaussian noise of malicious_scale times its
+  // norm. Their own parameters stay honest.
   Malicious malicious = Malicious::none;
   int64_t malicious_workers = 1;
   int64_t malicious_from_step = 0;
   double malicious_scale = 10.0;
+  // The same workers, from the same step, add Gaussian noise of hop_noise times a tensor's RMS
+  // to the activations and input gradients they send in training (0: none).
+  double hop_noise = 0.0;
   // Whether worker `id` misbehaves in this run.
   bool is_malicious(int64_t id) const {
-    return malicious != Malicious::none && id % 1000 < malicious_workers;
+    return (malicious != Malicious::none || hop_noise > 0) && id % 1000 < malicious_workers;
   }
 };
 

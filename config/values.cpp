@@ -192,6 +192,11 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("diloco.trim",
          "must leave a value per coordinate: 2 x diloco.trim < swarm.workers_per_stage (" +
              std::to_string(s.workers_per_stage) + "), got " + std::to_string(d.trim));
+  if (s.grad_aggregate == Aggregate::trimmed_mean && 2 * d.trim >= s.workers_per_stage)
+    fail("diloco.trim",
+         "must leave a value per coordinate: 2 x diloco.trim < swarm.workers_per_stage (" +
+             std::to_string(s.workers_per_stage) +
+             ") with swarm.grad_aggregate = trimmed_mean, got " + std::to_string(d.trim));
   if (d.clip_drop > 0 && d.clip_drop < 1)
     fail("diloco.clip_drop",
          "must be 0 (off) or >= 1: it keeps the contributions within that many median distances, "

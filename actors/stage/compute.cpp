@@ -136,6 +136,8 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   // Fault injection: the hop is lost on the way; the tracker re-runs the micro-batch when it
   // does not come back (supervision.microbatch_timeout_s).
   if (s.faults.drop_hop() || transport::cut_off(to)) return;
+  // chaos.hop_noise: a malicious worker's training hops carry noise (not what it evaluates).
+  if (h.direction != Direction::eval) s.faults.noise_hop(h.step, ts[0]);
   // Hidden states and their gradients in the run's hop encoding (none: as they are).
   const auto& swarm = s.setup.ctx->config.swarm;
   ts[0] = model::encode_hop(ts[0], swarm.hop_encoding, swarm.hop_block, hop_direction(h),

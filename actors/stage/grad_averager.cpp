@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/checks.hpp"
+#include "model/robust_mean.hpp"
 #include "transport/bulk.hpp"
 
 namespace swarmrt::actors {
@@ -12,6 +13,33 @@ using namespace swarmrt::atoms;
 using Self = caf::stateful_actor<averager_state>;
 
 namespace {
+
+bool robust(const averager_state& s) {
+  return s.ctx->config.swarm.grad_aggregate != config::Aggregate::mean;
+}
+
+// The stage's gradient over the whole step from the workers' kept apart: each brought to its
+// mean over its own samples (its share was samples/step_samples), then aggregated. A worker
+// that backpropagated nothing has no gradient to give and is left out.
+void aggregate_parts(averager_state& s) {
+  const double want = static_cast<double>(s.ctx->step_samples());
+  std::vector<model::NamedTensors> means;
+  for (const auto& [id, part] : s.parts) {
+    if (part.first <= 0) continue;
+    model::NamedTensors named;
+    for (size_t i = 0; i < part.second.size(); ++i)
+      named.emplace_back(std::to_string(i),
+                         part.second[i] * (want / static_cast<double>(part.first)));
+    means.push_back(std::move(named));
+  }
+  if (means.empty()) return;  // `sum` stays zeros: nothing was backpropagated
+  std::vector<const model::NamedTensors*> ptrs;
+  for (const auto& m : means) ptrs.push_back(&m);
+  auto rule = s.ctx->config.diloco;
+  rule.aggregate = s.ctx->config.swarm.grad_aggregate;
+  const auto v = model::aggregate(ptrs, rule);
+  for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i] = v[i].second;
+}
 
 // Sends the stage's gradient once every live worker has reported. Each worker's gradient is
 // already scaled by its share of the step's samples; when a fault lost some of them (a dead
@@ -23,7 +51,9 @@ void maybe_finish(Self* self) {
   for (const auto& id : s.members)
     if (!s.reported.count(id)) return;
   const int64_t want = s.ctx->step_samples();
-  if (s.samples > 0 && s.samples != want)
+  if (robust(s))
+    aggregate_parts(s);
+  else if (s.samples > 0 && s.samples != want)
     for (auto& t : s.sum) t.mul_(static_cast<double>(want) / static_cast<double>(s.samples));
   uint64_t bytes = 0;
   for (const auto& t : s.sum) bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
@@ -46,6 +76,7 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
     s.step = step;
     s.reported.clear();
     s.sum.clear();
+    s.parts.clear();
     s.samples = 0;
     s.sent = false;
   }
@@ -94,7 +125,14 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
     maybe_finish(self);
     return;
   }
-  if (s.sum.empty()) {
+  if (robust(s)) {
+    if (s.sum.empty())
+      for (const auto& g : grads.tensors) s.sum.push_back(at::zeros_like(g));
+    // Copied: a worker of this process sends its own gradient tensors.
+    auto& part = s.parts[worker];
+    part.first = samples;
+    for (const auto& g : grads.tensors) part.second.push_back(g.clone());
+  } else if (s.sum.empty()) {
     for (const auto& g : grads.tensors) s.sum.push_back(g.clone());
   } else {
     for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i].add_(grads.tensors[i]);
@@ -129,6 +167,7 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::act
         if (s.step == step) {
           s.reported.clear();
           s.sum.clear();
+          s.parts.clear();
           s.samples = 0;
           s.sent = false;
         }

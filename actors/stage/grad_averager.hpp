@@ -3,6 +3,10 @@
 // stage's gradient over the whole step, and every worker gets it back. A worker lost during the
 // step leaves the sum rescaled to the mean over the samples that were backpropagated. A
 // restarted averager holds nothing: the workers waiting for a sum send their gradient again.
+// Under swarm.grad_aggregate other than mean, a worker that sends anything must not move the
+// stage's gradient as far as it likes: each worker's gradient is kept apart, brought to its mean
+// over the samples it backpropagated, and the stage's gradient is their robust aggregate
+// (model/robust_mean.hpp), taken in worker order so that it does not depend on arrival.
 #pragma once
 
 #include <caf/all.hpp>
@@ -23,6 +27,8 @@ struct averager_state {
   std::map<uint32_t, caf::actor> reported;
   std::vector<at::Tensor> sum;
   int64_t samples = 0;  // samples behind `sum`
+  // A robust aggregate's inputs: each worker's gradient and samples, by worker id.
+  std::map<uint32_t, std::pair<int64_t, std::vector<at::Tensor>>> parts;
   bool sent = false;
   bool has_members = false;  // a restarted averager learns them from the tracker
   struct Early {

@@ -43,12 +43,19 @@ void set_up(Self* self, WorkerSetup setup) {
   s.next.set_measure(s.setup.ctx->wiring_measure);
   s.links.configure("worker " + std::to_string(s.setup.id), cfg.transport.links, s.setup.device,
                     cfg.transport.comm_timeout_s);
-  if (cfg.chaos.is_malicious(s.setup.id) && s.setup.ctx->diloco()) {
-    s.faults.set_malice(cfg.chaos.malicious, static_cast<uint64_t>(cfg.chaos.malicious_from_step),
-                        cfg.chaos.malicious_scale);
-    spdlog::warn("worker {} misbehaves on purpose from step {}: {} x{} (chaos.malicious)",
-                 s.setup.id, cfg.chaos.malicious_from_step, config::name_of(cfg.chaos.malicious),
-                 cfg.chaos.malicious_scale);
+  if (cfg.chaos.is_malicious(s.setup.id)) {
+    const auto from = static_cast<uint64_t>(cfg.chaos.malicious_from_step);
+    s.faults.set_malice(cfg.chaos.malicious, from, cfg.chaos.malicious_scale);
+    s.faults.set_hop_noise(cfg.chaos.hop_noise, from);
+    if (cfg.chaos.malicious != config::Malicious::none)
+      spdlog::warn("worker {} misbehaves on purpose from step {}: {} x{} (chaos.malicious)",
+                   s.setup.id, from, config::name_of(cfg.chaos.malicious),
+                   cfg.chaos.malicious_scale);
+    if (cfg.chaos.hop_noise > 0)
+      spdlog::warn(
+          "worker {} misbehaves on purpose from step {}: noise of {} x their RMS on the "
+          "activations and input gradients it sends (chaos.hop_noise)",
+          s.setup.id, from, cfg.chaos.hop_noise);
   }
   if (s.setup.ctx->diloco()) {
     auto poison = [faults = &s.faults, d = &cfg.diloco](uint64_t step,

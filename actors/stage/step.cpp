@@ -54,6 +54,7 @@ void send_gradient(Self* self) {
   if (s.overflowed)
     for (auto& g : grads) g = at::zeros_like(g);
   if (s.faults.poisons_gradient(s.step)) WorkerFaults::poison(grads);
+  s.faults.misbehave(s.step, grads);  // chaos.malicious: no-op for an honest worker
   const auto bytes = messages::payload_bytes(grads);
   s.setup.ctx->bytes->add(Traffic::gradients, bytes);
   s.sent->add(Traffic::gradients, bytes);

@@ -64,6 +64,26 @@ void WorkerFaults::misbehave(uint64_t step, std::vector<at::Tensor>& tensors) {
   for (auto& t : tensors) t = at::randn(t.sizes(), gen, t.options()) * sigma;
 }
 
+void WorkerFaults::set_hop_noise(double relative, uint64_t from_step) {
+  hop_noise_ = relative;
+  hop_noise_from_ = from_step;
+}
+
+void WorkerFaults::noise_hop(uint64_t step, at::Tensor& hidden) {
+  if (hop_noise_ <= 0 || step < hop_noise_from_ || hidden.numel() == 0) return;
+  at::NoGradGuard no_grad;
+  // Tensor arithmetic only: a hop on a device is not read back to size its noise.
+  const auto rms = hidden.to(at::kFloat).pow(2).mean().sqrt();
+  at::Tensor noise;
+  if (hidden.is_cpu()) {
+    auto gen = at::detail::createCPUGenerator(rng_());  // reproducible: the worker's seed
+    noise = at::randn(hidden.sizes(), gen, hidden.options().dtype(at::kFloat));
+  } else {
+    noise = at::randn(hidden.sizes(), hidden.options().dtype(at::kFloat));
+  }
+  hidden = (hidden.to(at::kFloat) + noise * (rms * hop_noise_)).to(hidden.scalar_type());
+}
+
 void WorkerFaults::poison(std::vector<at::Tensor>& tensors) {
   if (tensors.empty() || tensors[0].numel() == 0) return;
   tensors[0] = tensors[0].clone();

@@ -2,7 +2,8 @@
 // from its compute and its sends: hops lost on purpose (chaos.drop_fraction), compute
 // stretched by a factor (chaos.slow_factor, the console's `slow`), and the sends of one step
 // carrying a NaN (chaos.nan_worker, chaos.nan_at_step) so that peers must refuse them, and a
-// malicious worker's pseudo-gradients (chaos.malicious). With no key set every call is a no-op.
+// malicious worker's pseudo-gradients and gradients (chaos.malicious) and its noisy hops
+// (chaos.hop_noise). With no key set every call is a no-op.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -46,6 +47,12 @@ class WorkerFaults {
   // A round's pseudo-gradient sent at `step` (float32 on the host), replaced by what this
   // worker sends instead when it misbehaves then.
   void misbehave(uint64_t step, std::vector<at::Tensor>& tensors);
+  // chaos.hop_noise: from `from_step` on, the activations and input gradients this worker
+  // sends in training carry Gaussian noise of `relative` times their RMS.
+  void set_hop_noise(double relative, uint64_t from_step);
+  // A training hop's tensor about to be sent at `step`: noisy when this worker adds noise then
+  // (a new tensor; the worker's own stays as computed, on its device).
+  void noise_hop(uint64_t step, at::Tensor& hidden);
 
   uint64_t dropped() const { return dropped_; }
 
@@ -58,6 +65,8 @@ class WorkerFaults {
   config::Malicious malice_ = config::Malicious::none;
   uint64_t malice_from_ = 0;
   double malice_scale_ = 1.0;
+  double hop_noise_ = 0;
+  uint64_t hop_noise_from_ = 0;
 };
 
 }  // namespace swarmrt::actors

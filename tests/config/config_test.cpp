@@ -117,6 +117,17 @@ TEST(Config, ImpossibleValues) {
   EXPECT_EQ(error_of("[swarm]\nmode = \"diloco\"\nworkers_per_stage = 4\n[diloco]\naggregate = "
                      "\"trimmed_mean\"\n"),
             "");
+  // The same for a grad averager's trimmed mean (swarm.grad_aggregate), in any mode.
+  msg = error_of(
+      "[swarm]\nmode = \"dp\"\nworkers_per_stage = 2\ngrad_aggregate = \"trimmed_mean\"\n");
+  EXPECT_NE(msg.find("diloco.trim: must leave a value per coordinate"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("swarm.grad_aggregate = trimmed_mean"), std::string::npos) << msg;
+  EXPECT_EQ(error_of("[swarm]\nmode = \"dp\"\nworkers_per_stage = 4\ngrad_aggregate = "
+                     "\"centered_clip\"\n"),
+            "");
+  expect_refused(
+      "[swarm]\ngrad_aggregate = \"median\"\n",
+      {"swarm.grad_aggregate: must be mean, centered_clip or trimmed_mean, not 'median'"});
   msg = error_of("[diloco]\nclip_drop = 0.5\n");
   EXPECT_NE(msg.find("diloco.clip_drop: must be 0 (off) or >= 1"), std::string::npos) << msg;
   expect_refused("[diloco]\naggregate = \"median\"\n",

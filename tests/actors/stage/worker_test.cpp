@@ -226,3 +226,31 @@ TEST(WorkerFaults, TheFirstMaliciousWorkersOfEachStageMisbehave) {
   EXPECT_TRUE(c.is_malicious(2002));
   EXPECT_FALSE(c.is_malicious(2003));
 }
+
+// chaos.hop_noise: from its step on, a hop carries noise of the given size relative to the
+// tensor's RMS, drawn from the worker's seed; before it, and at 0, the hop is as computed.
+TEST(WorkerFaults, HopNoiseIsAsLargeAsAskedFromItsStep) {
+  auto gen = at::detail::createCPUGenerator(3);
+  const auto hidden = at::randn({4, 16, 32}, gen, at::kFloat) * 2.0;
+  auto sent = [&](double relative, uint64_t step, uint64_t seed = 5) {
+    actors::WorkerFaults f;
+    f.configure(0, seed, 1.0, 0);
+    f.set_hop_noise(relative, 50);
+    auto t = hidden;
+    f.noise_hop(step, t);
+    return t;
+  };
+  EXPECT_TRUE(sent(0.5, 49).equal(hidden));
+  EXPECT_TRUE(sent(0.0, 500).equal(hidden));
+  const auto noisy = sent(0.5, 50);
+  const double rms = hidden.pow(2).mean().sqrt().item<double>();
+  const double off = (noisy - hidden).pow(2).mean().sqrt().item<double>();
+  EXPECT_NEAR(off / rms, 0.5, 0.03);            // 2048 draws
+  EXPECT_TRUE(noisy.equal(sent(0.5, 50)));      // seeded
+  EXPECT_FALSE(noisy.equal(sent(0.5, 50, 6)));  // by the worker's seed
+  // Only hop noise: the worker misbehaves, its pseudo-gradients stay honest.
+  config::ChaosConfig c;
+  c.hop_noise = 0.5;
+  EXPECT_TRUE(c.is_malicious(0));
+  EXPECT_FALSE(c.is_malicious(1));
+}
