@@ -37,6 +37,7 @@ BENCHMARKS=(
   "state_transfer|bench/state_transfer.sh 1000||state_transfer.json"
   "churn|bench/churn.sh 30 15|bench/churn.sh 3 15|churn.json"
   "byzantine|bench/byzantine.sh 600 1|bench/byzantine.sh 150|byzantine.json"
+  "byzantine_swarm|env MODE=swarm NOISE=1 bench/byzantine.sh 600|env MODE=swarm bench/byzantine.sh 150|byzantine_swarm.json"
   "fault_recovery|bench/fault_recovery.sh 3|bench/fault_recovery.sh 1|fault_recovery.json"
   "failover|bench/failover.sh 3 5|bench/failover.sh 1 5|failover.json"
   "replicas|bench/replicas.sh 5 120|bench/replicas.sh 1 30|replicas.json"
