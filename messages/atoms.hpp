@@ -71,6 +71,9 @@ using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;      // () -> std::string: JSON about you
 using events_atom = caf::atom_constant<caf::atom("events")>;  // (since) -> JSON: events after it
 using drop_atom = caf::atom_constant<caf::atom("drop")>;  // (name, fraction): lose a worker's hops
+// (kind, scale): a worker lies from now on (chaos.malicious's kinds, "noise" for its hops, or
+// "none"); the console's `misbehave`.
+using misbehave_atom = caf::atom_constant<caf::atom("misbehave")>;
 // Step tracker: () -> std::string (JSON): save a swarm checkpoint once the open step closes.
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 // The balancer (actors/balancer): (move_atom, worker id, to stage, new id) -> int64_t: the host

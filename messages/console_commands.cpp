@@ -35,11 +35,16 @@ const std::vector<ConsoleCommand>& console_commands() {
       {"slow", "slow NAME FACTOR", "a worker computes FACTOR times slower", C::actors, true},
       {"drop", "drop NAME FRACTION", "a worker loses FRACTION of the hops it sends", C::actors,
        true},
+      {"misbehave", "misbehave NAME KIND [SCALE]",
+       "a worker lies from now on: sign_flip, scale or random (its DiLoCo Δ or gradient, x SCALE, "
+       "default 10), noise (its activations and input gradients, SCALE x their RMS, default 1), "
+       "or none",
+       C::actors, true},
       {"delay", "delay NODE MS", "every frame a process sends waits MS first", C::nodes, true},
       {"partition", "partition NODE_A NODE_B",
        "frames between two processes are lost, both ways, until `heal all`", C::nodes, true},
-      {"heal", "heal [NAME|all]", "undo slow, drop (and, for all, delay and partitions)", C::actors,
-       true},
+      {"heal", "heal [NAME|all]", "undo slow, drop, misbehave (and, for all, delay and partitions)",
+       C::actors, true},
       {"checkpoint", "checkpoint", "save the swarm once the open step closes; prints the path",
        C::nothing, true},
       {"config", "config", "the run's effective configuration"},

@@ -44,6 +44,7 @@ Result config_command(const Call& c);
 
 Result kill_command(const Call& c);
 Result slow_or_drop_command(const Call& c);
+Result misbehave_command(const Call& c);
 Result heal_command(const Call& c);
 Result partition_command(const Call& c);
 Result process_command(const Call& c);  // kill-node, freeze, delay: one node's process

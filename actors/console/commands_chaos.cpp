@@ -1,9 +1,11 @@
 // The console's commands that break things on purpose, to watch the swarm recover: kill, slow,
-// drop, heal, partition, kill-node, freeze, delay (actors/console/commands.hpp). Each is
+// drop, misbehave, heal, partition, kill-node, freeze, delay (actors/console/commands.hpp). Each is
 // recorded as a `console` event once its words are valid.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "actors/console/commands.hpp"
+#include "config/config.hpp"
 #include "supervisors/roster.hpp"
 
 namespace swarmrt::actors::console {
@@ -81,6 +83,34 @@ Result slow_or_drop_command(const Call& c) {
   c.record();
   Promise promise = c.promise();
   on_actor_process(self, a[1], {{cmd, a[1], a[2]}, c.request.console, false}, promise, c.timeout_s);
+  return promise;
+}
+
+// misbehave NAME KIND [SCALE]: checked here, carried out by the worker's process.
+Result misbehave_command(const Call& c) {
+  auto* self = c.self;
+  const auto& a = c.args;
+  if (a.size() != 3 && a.size() != 4) return c.usage();
+  const std::string& kind = a[2];
+  const auto& kinds = config::names<config::Malicious>();
+  if (kind != "noise" && std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+    return failure(
+        "misbehave: KIND must be sign_flip, scale, random, noise or none, not '" + kind + "'",
+        true);
+  double scale = kind == "noise" ? 1.0 : 10.0;
+  if (a.size() == 4) {
+    try {
+      scale = std::stod(a[3]);
+    } catch (const std::exception&) {
+      return c.usage();
+    }
+    if (!(scale > 0 && scale <= 1e6)) return failure("misbehave: SCALE must be in (0, 1e6]", true);
+  }
+  c.record();
+  Promise promise = c.promise();
+  on_actor_process(self, a[1],
+                   {{"misbehave", a[1], kind, std::to_string(scale)}, c.request.console, false},
+                   promise, c.timeout_s);
   return promise;
 }
 

@@ -17,23 +17,15 @@ using Handler = Result (*)(const Call&);
 
 const std::map<std::string, Handler>& handlers() {
   static const std::map<std::string, Handler> all = {
-      {"nodes", nodes_command},
-      {"actors", actors_command},
-      {"info", info_or_trace_command},
-      {"trace", info_or_trace_command},
-      {"stats", stats_command},
-      {"events", events_command},
-      {"config", config_command},
-      {"kill", kill_command},
-      {"slow", slow_or_drop_command},
-      {"drop", slow_or_drop_command},
-      {"heal", heal_command},
-      {"partition", partition_command},
-      {"kill-node", process_command},
-      {"freeze", process_command},
-      {"delay", process_command},
-      {"checkpoint", checkpoint_command},
-      {"kill-coordinator", kill_coordinator_command},
+      {"nodes", nodes_command},           {"actors", actors_command},
+      {"info", info_or_trace_command},    {"trace", info_or_trace_command},
+      {"stats", stats_command},           {"events", events_command},
+      {"config", config_command},         {"kill", kill_command},
+      {"slow", slow_or_drop_command},     {"drop", slow_or_drop_command},
+      {"misbehave", misbehave_command},   {"heal", heal_command},
+      {"partition", partition_command},   {"kill-node", process_command},
+      {"freeze", process_command},        {"delay", process_command},
+      {"checkpoint", checkpoint_command}, {"kill-coordinator", kill_coordinator_command},
   };
   return all;
 }

@@ -247,12 +247,23 @@ Part local_chaos_part(Self* self, const ConsoleRequest& r) {
     return json{{"ok", true}, {"dropping", display(self, e->name)}, {"fraction", std::stod(a[2])}}
         .dump();
   }
+  if (cmd == "misbehave" && a.size() == 4) {
+    auto e = find_local(self, a[1]);
+    if (!e || e->kind != "worker") return failure("no worker '" + a[1] + "' here");
+    const double scale = std::stod(a[3]);
+    self->send(e->handle, misbehave_atom::value, a[2], scale);
+    spdlog::warn("console: {} now misbehaves: {} x{}", e->name, a[2], scale);
+    return json{
+        {"ok", true}, {"misbehaving", display(self, e->name)}, {"kind", a[2]}, {"scale", scale}}
+        .dump();
+  }
   if (cmd == "heal" && a.size() == 2) {
     json healed = json::array();
     for (const auto& e : s.setup.roster->entries()) {
       if (e.kind != "worker" || (a[1] != "all" && !matches(a[1], display(self, e.name)))) continue;
       self->send(e.handle, slow_atom::value, e.name, 1.0);
       self->send(e.handle, drop_atom::value, 0.0);
+      self->send(e.handle, misbehave_atom::value, std::string("none"), 1.0);
       healed.push_back(display(self, e.name));
     }
     if (a[1] == "all") {

@@ -265,6 +265,30 @@ caf::message_handler console_handlers(Self* self) {
           return supervisors::rejected(self, "worker", "drop");
         self->state.faults.set_drop_fraction(fraction);
       },
+      // The console's `misbehave` (checked there): from the step this worker is in on.
+      [=](misbehave_atom, const std::string& kind, double scale) {
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "worker", "misbehave");
+        auto& s = self->state;
+        // Each `misbehave` replaces what the worker did before; `none` (and `heal`) ends it.
+        const bool was = s.faults.misbehaving();
+        s.faults.set_malice(config::Malicious::none, 0, 1.0);
+        s.faults.set_hop_noise(0, 0);
+        try {
+          if (kind == "noise")
+            s.faults.set_hop_noise(scale, s.step);
+          else if (kind != "none")
+            s.faults.set_malice(config::parse_choice<config::Malicious>(kind), s.step, scale);
+        } catch (const config::ConfigError& e) {
+          spdlog::warn("worker {}: misbehave refused: {}", s.setup.id, e.what());
+          return;
+        }
+        if (kind != "none")
+          spdlog::warn("worker {} misbehaves on purpose from step {}: {} x{} (console)", s.setup.id,
+                       s.step, kind, scale);
+        else if (was)
+          spdlog::warn("worker {} is honest again from step {} (console)", s.setup.id, s.step);
+      },
       // What the console's `info` shows of a worker.
       [=](info_atom) {
         auto& s = self->state;

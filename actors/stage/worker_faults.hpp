@@ -53,6 +53,8 @@ class WorkerFaults {
   // A training hop's tensor about to be sent at `step`: noisy when this worker adds noise then
   // (a new tensor; the worker's own stays as computed, on its device).
   void noise_hop(uint64_t step, at::Tensor& hidden);
+  // Either of the two above is set.
+  bool misbehaving() const { return malicious() || hop_noise_ > 0; }
 
   uint64_t dropped() const { return dropped_; }
 

@@ -140,6 +140,20 @@ for f in sys.argv[2:]:
     assert len(frames) >= 2 and all(fr["ok"] and fr["actors"] for fr in frames), (f, frames[:1])
 ' "$tmp/busy.json" "$tmp"/top*.jsonl || fail "20 consoles polling top: $(head -c 1500 "$tmp/busy.json")"
 
+# misbehave: a kind it does not know is refused with the kinds it does; a worker told to add
+# noise to its hops says so in its node's log from the step it is in (`heal all` below makes it
+# honest again, and says so too).
+nodes_said() { cat "$tmp/a.log" "$tmp/b.log" | grep -q "$1"; }
+out=$(ctl misbehave stage1/worker1 lie 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "KIND must be sign_flip, scale, random, noise or none, not 'lie'" <<<"$out" ||
+  fail "misbehave with an unknown kind: rc $rc, $out"
+out=$(ctl misbehave stage1/worker1 noise 0 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "SCALE must be in (0, 1e6]" <<<"$out" || fail "misbehave noise 0: rc $rc, $out"
+ctl misbehave stage1/worker1 noise 0.5 --json >"$tmp/lie.json" || fail "misbehave: $(cat "$tmp/lie.json")"
+grep -q '"misbehaving"' "$tmp/lie.json" || fail "misbehave answered: $(cat "$tmp/lie.json")"
+wait_until 20 nodes_said "worker 1001 misbehaves on purpose from step [0-9]*: noise x0.5 (console)" ||
+  fail "the worker told to misbehave did not say so: $(grep -h misbehave "$tmp"/a.log "$tmp"/b.log)"
+
 # A partition between the two nodes: frames between them are lost both ways (the run's
 # micro-batches that crossed are re-run), until `heal all`; the run stays correct (below).
 out=$(ctl partition node0 node0 2>&1); rc=$?
@@ -165,6 +179,8 @@ py '
 import json, sys
 assert all(not r.get("partitioned_from") for r in json.load(open(sys.argv[1]))["nodes"])
 ' "$tmp/nodes.json" || fail "heal left a partition: $(cat "$tmp/nodes.json")"
+wait_until 20 nodes_said "worker 1001 is honest again from step" ||
+  fail "heal all left worker 1001 misbehaving: $(grep -h "1001" "$tmp"/a.log "$tmp"/b.log | tail -3)"
 # `heal all` lifted the slowdowns too: slowed again, the run outlasts the commands below.
 # (At full speed the last ~90 steps took 14 s, and on a loaded machine the run ended before
 # the trace: 3 runs in 6.)
