@@ -41,7 +41,7 @@ ALLOWED = {
     "actors/console": {"actors/common", "config", "credential", "inspect", "messages", "model",
                        "supervisors", "transport"},
     "actors/membership": {"actors/common", "actors/console", "config", "credential", "inspect",
-                          "leader", "messages", "model", "supervisors", "transport"},
+                          "leader", "messages", "model", "policy", "supervisors", "transport"},
     "actors/balancer": {"actors/common", "config", "inspect", "messages", "model", "policy",
                         "supervisors"},
 }
