@@ -53,13 +53,16 @@ for i in 0 1 2; do
   v=${victims[$i]}
   if [ "$v" = a ]; then victim=$node_a; else victim=$node_b; fi
   lost_before=$(grep -c '"kind":"worker_lost"' "$tmp/run/metrics.jsonl")
+  gone_before=$(grep -c "node .* is gone" "$tmp/coord.log")
   kill -KILL "$victim"
   echo "killed node $v (pid $victim) at step $(step_lines)"
+  # The directory notices the node gone (the connection timeout, 1 s); counted from before the
+  # kill, as earlier kills' lines stay in the log.
   for _ in $(seq 1 100); do
-    [ "$(grep -c "node .* is gone\|went down at step" "$tmp/coord.log")" -gt 0 ] && break
+    [ "$(grep -c "node .* is gone" "$tmp/coord.log")" -gt "$gone_before" ] && break
     sleep 0.1
   done
-  sleep 1.5 # past the connection timeout: its workers are out of the swarm
+  sleep 1.5 # its workers are out of the swarm before the node starts again
   start_node "$v" "$tmp/$v$((i + 1)).log"
   if [ "$v" = a ]; then node_a=$last_pid; else node_b=$last_pid; fi
   [ "$(grep -c '"kind":"worker_lost"' "$tmp/run/metrics.jsonl")" -gt "$lost_before" ] \
