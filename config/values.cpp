@@ -187,16 +187,16 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("diloco.aggregate",
          "must be \"mean\" with diloco.eager: an eager step takes the others' mean of the last "
          "round, which only the mean gives");
-  if ((s.mode == Mode::diloco || s.mode == Mode::diloco_swarm) &&
-      d.aggregate == Aggregate::trimmed_mean && 2 * d.trim >= s.workers_per_stage)
+  // A trimmed mean, of the rounds (DiLoCo modes) or of the grad averagers (any mode).
+  const bool rounds_trim = (s.mode == Mode::diloco || s.mode == Mode::diloco_swarm) &&
+                           d.aggregate == Aggregate::trimmed_mean;
+  if ((rounds_trim || s.grad_aggregate == Aggregate::trimmed_mean) &&
+      2 * d.trim >= s.workers_per_stage)
     fail("diloco.trim",
          "must leave a value per coordinate: 2 x diloco.trim < swarm.workers_per_stage (" +
-             std::to_string(s.workers_per_stage) + "), got " + std::to_string(d.trim));
-  if (s.grad_aggregate == Aggregate::trimmed_mean && 2 * d.trim >= s.workers_per_stage)
-    fail("diloco.trim",
-         "must leave a value per coordinate: 2 x diloco.trim < swarm.workers_per_stage (" +
-             std::to_string(s.workers_per_stage) +
-             ") with swarm.grad_aggregate = trimmed_mean, got " + std::to_string(d.trim));
+             std::to_string(s.workers_per_stage) + ") with " +
+             (rounds_trim ? "diloco.aggregate" : "swarm.grad_aggregate") + " = trimmed_mean, got " +
+             std::to_string(d.trim));
   if (d.clip_drop > 0 && d.clip_drop < 1)
     fail("diloco.clip_drop",
          "must be 0 (off) or >= 1: it keeps the contributions within that many median distances, "

@@ -18,18 +18,13 @@ bool robust(const averager_state& s) {
   return s.ctx->config.swarm.grad_aggregate != config::Aggregate::mean;
 }
 
-// The stage's gradient over the whole step from the workers' kept apart: each brought to its
-// mean over its own samples (its share was samples/step_samples), then aggregated. A worker
-// that backpropagated nothing has no gradient to give and is left out.
+// The stage's gradient over the whole step: the aggregate of the workers' mean gradients,
+// in worker order.
 void aggregate_parts(averager_state& s) {
-  const double want = static_cast<double>(s.ctx->step_samples());
   std::vector<model::NamedTensors> means;
-  for (const auto& [id, part] : s.parts) {
-    if (part.first <= 0) continue;
+  for (auto& [id, part] : s.parts) {
     model::NamedTensors named;
-    for (size_t i = 0; i < part.second.size(); ++i)
-      named.emplace_back(std::to_string(i),
-                         part.second[i] * (want / static_cast<double>(part.first)));
+    for (size_t i = 0; i < part.size(); ++i) named.emplace_back(std::to_string(i), part[i]);
     means.push_back(std::move(named));
   }
   if (means.empty()) return;  // `sum` stays zeros: nothing was backpropagated
@@ -128,10 +123,14 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
   if (robust(s)) {
     if (s.sum.empty())
       for (const auto& g : grads.tensors) s.sum.push_back(at::zeros_like(g));
-    // Copied: a worker of this process sends its own gradient tensors.
-    auto& part = s.parts[worker];
-    part.first = samples;
-    for (const auto& g : grads.tensors) part.second.push_back(g.clone());
+    // Its mean over its own samples (it sent its share, samples / step_samples): a new tensor,
+    // as a worker of this process sends its own gradient tensors. Without samples it has none.
+    if (samples > 0) {
+      const double to_mean =
+          static_cast<double>(s.ctx->step_samples()) / static_cast<double>(samples);
+      auto& part = s.parts[worker];
+      for (const auto& g : grads.tensors) part.push_back(g * to_mean);
+    }
   } else if (s.sum.empty()) {
     for (const auto& g : grads.tensors) s.sum.push_back(g.clone());
   } else {

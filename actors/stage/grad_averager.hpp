@@ -27,8 +27,9 @@ struct averager_state {
   std::map<uint32_t, caf::actor> reported;
   std::vector<at::Tensor> sum;
   int64_t samples = 0;  // samples behind `sum`
-  // A robust aggregate's inputs: each worker's gradient and samples, by worker id.
-  std::map<uint32_t, std::pair<int64_t, std::vector<at::Tensor>>> parts;
+  // A robust aggregate's inputs: each worker's mean gradient over its own samples, by worker
+  // id (a worker that backpropagated nothing has none).
+  std::map<uint32_t, std::vector<at::Tensor>> parts;
   bool sent = false;
   bool has_members = false;  // a restarted averager learns them from the tracker
   struct Early {
