@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 namespace swarmrt::model {
 
 std::string nonfinite_tensor(const std::vector<at::Tensor>& tensors,
@@ -14,6 +18,38 @@ std::string nonfinite_tensor(const std::vector<at::Tensor>& tensors,
     return "tensor " + which + " holds NaN or Inf values";
   }
   return {};
+}
+
+double relative_difference(const at::Tensor& got, const at::Tensor& want) {
+  if (!got.sizes().equals(want.sizes())) return std::numeric_limits<double>::infinity();
+  const auto w = want.detach().to(at::kFloat);
+  const double diff = (got.detach().to(at::kFloat) - w).pow(2).mean().sqrt().item<double>();
+  const double scale = w.pow(2).mean().sqrt().item<double>();
+  if (!std::isfinite(diff)) return std::numeric_limits<double>::infinity();
+  if (scale == 0) return diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return diff / scale;
+}
+
+double spot_check_tolerance(config::Precision precision, config::HopEncoding encoding,
+                            double configured) {
+  if (configured > 0) return configured;
+  // fp32: equal on equal kernels, 1e-6-ish across devices; bf16 keeps 8 bits of mantissa.
+  double tolerance = precision == config::Precision::fp32   ? 1e-3
+                     : precision == config::Precision::fp16 ? 1e-2
+                                                            : 3e-2;
+  switch (encoding) {
+    case config::HopEncoding::none:
+    case config::HopEncoding::bf16:
+      break;
+    case config::HopEncoding::int8:
+      tolerance = std::max(tolerance, 2e-2);
+      break;
+    case config::HopEncoding::int4:
+    case config::HopEncoding::int5_3:
+      tolerance = std::max(tolerance, 0.1);
+      break;
+  }
+  return tolerance;
 }
 
 }  // namespace swarmrt::model
