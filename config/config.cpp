@@ -246,7 +246,8 @@ static std::vector<Field> runtime_rows() {
           chaos, malicious, node,
           "what the malicious workers send as their DiLoCo pseudo-gradient or gradient: none, "
           "sign_flip (negated x malicious_scale), scale (x malicious_scale) or random "
-          "(Gaussian, malicious_scale x its norm)"),
+          "(Gaussian, malicious_scale x its norm); or stale: it takes no optimizer step, so it "
+          "computes and sends with stale parameters"),
       SWARMRT_NUMBER(chaos, malicious_workers, node, at_least(0),
                      "how many workers of each stage misbehave: ids K*1000 + 0 .. this - 1"),
       SWARMRT_NUMBER(chaos, malicious_from_step, node, at_least(0),
@@ -320,6 +321,18 @@ static std::vector<Field> runtime_rows() {
   };
 }
 
+// Spot checks of stage work (docs/security.md).
+static std::vector<Field> verify_rows() {
+  return {SWARMRT_NUMBER(verify, fraction, shared, between(0, 1),
+                         "chance that a stage's work on a micro-batch is done again by another "
+                         "worker of the stage and compared (swarm mode; 0 = no spot checks)"),
+          SWARMRT_NUMBER(verify, tolerance, shared, at_least(0),
+                         "relative RMS difference a check allows; 0 = from train.precision and "
+                         "swarm.hop_encoding"),
+          SWARMRT_NUMBER(verify, seed, node, any(),
+                         "seed of the draw of what is checked; 0 = drawn at start, unpredictable")};
+}
+
 // `swarmrt simulate`'s keys.
 static std::vector<Field> simulate_rows() {
   return {
@@ -356,6 +369,7 @@ const std::vector<Field>& fields() {
     auto all = training_rows();
     for (auto& f : diloco_rows()) all.push_back(std::move(f));
     for (auto& f : runtime_rows()) all.push_back(std::move(f));
+    for (auto& f : verify_rows()) all.push_back(std::move(f));
     for (auto& f : simulate_rows()) all.push_back(std::move(f));
     return all;
   }();

@@ -36,7 +36,7 @@ enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/
 // and a grad averager their gradients (model/robust_mean.hpp).
 enum class Aggregate { mean, centered_clip, trimmed_mean };
 // chaos.malicious: what a misbehaving worker sends as its pseudo-gradient.
-enum class Malicious { none, sign_flip, scale, random };
+enum class Malicious { none, sign_flip, scale, random, stale };
 // data.format: UTF-8 text read as bytes, or token shards in llm.c's .bin layout (tokens/).
 enum class DataFormat { bytes, tokens };
 // train.precision: the dtype forward and backward compute in (model/precision.hpp); weights,
@@ -411,6 +411,18 @@ struct RecoveryConfig {
   double chunk_timeout_s = 10;  // a donor whose asked chunks stop coming for this long is dropped
 };
 
+// Spot checks of stage work (docs/security.md): once a step's micro-batches are all back and
+// before it is reduced, the tracker has another worker of a stage compute again, from the
+// input the stage's worker was sent, what that worker sent on, and the next-stage worker that
+// received it compares the two; a mismatch is settled by a third worker and the worker found
+// wrong is banned (the step then runs again without it). Needs workers of a stage that hold
+// the same parameters: swarm mode.
+struct VerifyConfig {
+  double fraction = 0.0;   // the chance that one stage's work on one micro-batch is checked
+  double tolerance = 0.0;  // relative RMS difference allowed; 0 = from precision and hop encoding
+  int64_t seed = 0;        // what is checked is drawn from it; 0 = the system's random source
+};
+
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
@@ -424,6 +436,7 @@ struct RunConfig {
   BalancerConfig balancer;
   SimulateConfig simulate;
   RecoveryConfig recovery;
+  VerifyConfig verify;
 
   // transport.max_message_mib in bytes, or when 0 four times the whole model's fp32 parameter
   // bytes plus 64 MiB: the largest message is a stage's state (parameters, DiLoCo anchor and

@@ -76,7 +76,7 @@ const std::vector<std::string>& names<Aggregate>() {
 }
 template <>
 const std::vector<std::string>& names<Malicious>() {
-  static const std::vector<std::string> n = {"none", "sign_flip", "scale", "random"};
+  static const std::vector<std::string> n = {"none", "sign_flip", "scale", "random", "stale"};
   return n;
 }
 template <>
@@ -116,6 +116,24 @@ double ChaosConfig::slowdown_of(int64_t id) const {
     start = end + 1;
   }
   return factor;
+}
+
+// Spot checks recompute a worker's output on another worker of its stage: only where the
+// stage's workers hold the same parameters, and only for outputs another stage receives.
+template <class Fail>
+void validate_verify(const RunConfig& c, const Fail& fail) {
+  const auto& s = c.swarm;
+  if (c.verify.fraction > 0) {
+    if (s.mode != Mode::swarm)
+      fail("verify.fraction",
+           "spot checks need the workers of a stage to hold the same parameters: swarm.mode = "
+           "\"swarm\", got \"" +
+               name_of(s.mode) + "\"");
+    if (s.stages < 2 || s.workers_per_stage < 2)
+      fail("verify.fraction",
+           "spot checks recompute what a stage sends to the next on another worker of it: "
+           "swarm.stages >= 2 and swarm.workers_per_stage >= 2 (3 to settle a mismatch)");
+  }
 }
 
 void validate(const RunConfig& c, const std::string& origin) {
@@ -222,6 +240,7 @@ void validate(const RunConfig& c, const std::string& origin) {
     fail("chaos.overflow_at_step",
          "needs the loss scaler, which skips an overflowing step: train.precision = \"fp16\" "
          "or train.loss_scale = \"dynamic\"");
+  validate_verify(c, fail);
   const auto& sv = c.supervision;
   if (sv.backoff_ms < 0 || sv.max_backoff_ms < sv.backoff_ms)
     fail("supervision.backoff_ms", "must be >= 0 and <= supervision.max_backoff_ms");

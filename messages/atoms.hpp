@@ -156,4 +156,13 @@ using fetch_done_atom = caf::atom_constant<caf::atom("fetchdone")>;
 using fetch_tick_atom = caf::atom_constant<caf::atom("fetchtick")>;
 using fetch_state_atom = caf::atom_constant<caf::atom("fetchstate")>;
 using donor_tick_atom = caf::atom_constant<caf::atom("donortick")>;
+// Spot checks (actors/tracker/verify.cpp): the tracker asks the upstream worker of a checked
+// stage to send that stage's input again (step, micro-batch, attempt, verifier id, checker id);
+// the checker answers the tracker (step, micro-batch, attempt, stage, checked id, verifier id,
+// relative difference); the tracker bans a worker found wrong at the directory (id, why); a
+// check not answered in time expires (step, check index).
+using verify_atom = caf::atom_constant<caf::atom("verify")>;
+using verified_atom = caf::atom_constant<caf::atom("verified")>;
+using ban_atom = caf::atom_constant<caf::atom("ban")>;
+using verify_timer_atom = caf::atom_constant<caf::atom("verifytime")>;
 }  // namespace swarmrt::atoms

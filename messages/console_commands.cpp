@@ -37,8 +37,8 @@ const std::vector<ConsoleCommand>& console_commands() {
        true},
       {"misbehave", "misbehave NAME KIND [SCALE]",
        "a worker lies from now on: sign_flip, scale or random (its DiLoCo Δ or gradient, x SCALE, "
-       "default 10), noise (its activations and input gradients, SCALE x their RMS, default 1), "
-       "or none",
+       "default 10), stale (it takes no optimizer step), noise (its activations and input "
+       "gradients, SCALE x their RMS, default 1), or none",
        C::actors, true},
       {"delay", "delay NODE MS", "every frame a process sends waits MS first", C::nodes, true},
       {"partition", "partition NODE_A NODE_B",

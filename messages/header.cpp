@@ -146,6 +146,10 @@ const char* to_string(Direction d) {
       return "backward";
     case Direction::eval:
       return "eval";
+    case Direction::verify:
+      return "verify";
+    case Direction::verify_output:
+      return "verify_output";
   }
   return "?";
 }
@@ -177,8 +181,8 @@ MicroBatchHeader decode_microbatch(const uint8_t* data, size_t size) {
     h.micro_batch = m.getMicroBatch();
     h.attempt = m.getAttempt();
     h.stage = m.getStage();
-    h.direction =
-        read_enum(m.getDirection(), Direction::eval, "micro-batch header: unknown direction");
+    h.direction = read_enum(m.getDirection(), Direction::verify_output,
+                            "micro-batch header: unknown direction");
     read_bounded(m.getRoute(), kMaxRoute, "micro-batch header: a route", h.route);
     h.samples = m.getSamples();
     h.tensors = read_metas(m.getTensors(), "micro-batch header");

@@ -15,7 +15,16 @@ struct DecodeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Direction : uint8_t { forward = 0, backward = 1, eval = 2 };
+// verify and verify_output carry a spot check (docs/security.md): the input of a checked stage
+// again, to another worker of it, and that worker's output to the next-stage worker that holds
+// the original; neither keeps autograd state nor counts as a hop of the micro-batch.
+enum class Direction : uint8_t {
+  forward = 0,
+  backward = 1,
+  eval = 2,
+  verify = 3,
+  verify_output = 4
+};
 const char* to_string(Direction d);
 
 struct TensorMeta {

@@ -10,6 +10,8 @@ enum Direction {
   forward @0;   # activations (and targets) towards the last stage
   backward @1;  # input gradient back along the recorded route
   eval @2;      # forward only, no autograd state kept
+  verify @3;    # a spot check: a stage's input again, to another worker of the stage
+  verifyOutput @4;  # that worker's output, to the next-stage worker that holds the original
 }
 
 enum DType {

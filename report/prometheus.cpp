@@ -75,6 +75,16 @@ std::string prometheus_text(const nlohmann::json& stats, const nlohmann::json& a
       os << "swarmrt_stage_samples_per_second{stage=\"" << number(value(st, "stage")) << "\"} "
          << number(value(st, "samples_per_s")) << '\n';
   }
+  if (last.is_object() && last.contains("spot_checks") && last["spot_checks"].is_object()) {
+    const auto& c = last["spot_checks"];
+    Family(os, "swarmrt_spot_checks_total", "counter",
+           "spot checks of stage work, by outcome (verify.fraction)");
+    for (const char* outcome : {"checks", "agreed", "mismatches", "unsettled", "expired"})
+      os << "swarmrt_spot_checks_total{outcome=\"" << outcome << "\"} " << number(value(c, outcome))
+         << '\n';
+    Family(os, "swarmrt_banned_workers", "gauge", "workers a spot check found wrong and banned");
+    os << "swarmrt_banned_workers " << number(value(c, "bans")) << '\n';
+  }
   const auto rows =
       actors.is_object() && actors.contains("actors") ? actors["actors"] : nlohmann::json::array();
   auto per_actor = [&](const char* name, const char* type, const char* help, const char* key) {

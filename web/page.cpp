@@ -51,6 +51,11 @@ function figures(stats) {
   put("tokens/s", Math.round(s.tokens_per_s)); put("tokens", s.tokens);
   if (s.sync_bytes !== undefined) put("sync bytes (step)", Math.round(s.sync_bytes));
   for (const st of s.stages || []) put("stage " + st.stage + " samples/s", Number(st.samples_per_s).toFixed(1));
+  const c = s.spot_checks;
+  if (c) {
+    put("spot checks", c.checks + " (" + c.mismatches + " mismatched, " + c.bans + " banned)");
+    for (const b of c.banned || []) put("banned worker " + b.worker, b.why);
+  }
 }
 function stages(actors) {
   const box = document.getElementById("stages"); box.replaceChildren();

@@ -94,9 +94,9 @@ Result misbehave_command(const Call& c) {
   const std::string& kind = a[2];
   const auto& kinds = config::names<config::Malicious>();
   if (kind != "noise" && std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
-    return failure(
-        "misbehave: KIND must be sign_flip, scale, random, noise or none, not '" + kind + "'",
-        true);
+    return failure("misbehave: KIND must be sign_flip, scale, random, stale, noise or none, not '" +
+                       kind + "'",
+                   true);
   double scale = kind == "noise" ? 1.0 : 10.0;
   if (a.size() == 4) {
     try {

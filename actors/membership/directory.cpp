@@ -66,6 +66,8 @@ std::string check_join(const directory_state& s, const messages::JoinRequest& r)
       return why;
     }
   }
+  if (auto ban = s.banned_nodes.find(r.node_name); ban != s.banned_nodes.end())
+    return "node '" + r.node_name + "' is banned from this run: " + ban->second;
   if (r.workers == 0 || r.workers > 1000) return "a node brings 1 to 1000 workers";
   if (auto why = messages::device_name_problem(r.device); !why.empty()) return why;
   return {};
@@ -233,6 +235,8 @@ caf::message_handler membership_handlers(Self* self) {
       [=](join_atom, const messages::JoinRequest& r) -> caf::result<messages::JoinReply> {
         auto& s = self->state;
         if (s.stopped) return refuse(self, r, "the coordinator is stopping");
+        if (self->current_sender() && s.banned_processes.count(self->current_sender()->node()))
+          return refuse(self, r, "this process's node is banned from this run");
         if (auto why = check_join(s, r); !why.empty()) return refuse(self, r, why);
         if (const auto& sender = self->current_sender()) s.joined.insert(sender->node());
         // The states the node kept when its coordinator was lost (a takeover may continue
@@ -271,6 +275,8 @@ caf::message_handler membership_handlers(Self* self) {
         if (!s.joined.count(agent.node()) && agent.node() != self->node())
           return supervisors::rejected(self, "the directory",
                                        "workers of a node that never joined");
+        if (s.banned_processes.count(agent.node()))
+          return supervisors::rejected(self, "the directory", "workers of a banned node");
         auto& node = s.nodes[agent.address()];
         if (node.workers.empty()) self->monitor(agent);
         node.name = node_name;
@@ -291,6 +297,10 @@ caf::message_handler membership_handlers(Self* self) {
       [=](restarted_atom, const messages::Member& w) {
         auto& s = self->state;
         if (!w.handle) return;  // its node is gone already
+        if (s.banned_workers.count(w.id)) {
+          spdlog::warn("ignored a restart of worker {}: it is banned", w.id);
+          return;
+        }
         for (const auto& [addr, node] : s.nodes) {
           if (addr.node() != w.handle.node() ||
               std::find(node.workers.begin(), node.workers.end(), w.id) == node.workers.end())
@@ -335,6 +345,34 @@ caf::message_handler membership_handlers(Self* self) {
       // A console (any holder of the cluster credential) asks where to send its commands.
       [=](inspector_atom) { return self->state.setup.inspector; },
   };
+}
+
+// A worker a spot check found wrong (actors/tracker/verify.cpp): it and its node are refused
+// for the rest of the run, and a node in another process is told to stop (the coordinator's
+// own process stays: it runs the swarm).
+void ban_worker(Self* self, uint32_t worker, const std::string& why) {
+  auto& s = self->state;
+  s.banned_workers[worker] = why;
+  for (auto& st : s.membership.stages)
+    st.erase(std::remove_if(st.begin(), st.end(),
+                            [&](const messages::Member& w) { return w.id == worker; }),
+             st.end());
+  auto owner = std::find_if(s.nodes.begin(), s.nodes.end(), [&](const auto& entry) {
+    const auto& w = entry.second.workers;
+    return std::find(w.begin(), w.end(), worker) != w.end();
+  });
+  if (owner == s.nodes.end() || owner->first.node() == self->node()) {
+    spdlog::warn("worker {} banned: {}", worker,
+                 owner == s.nodes.end() ? "no node of this run holds it"
+                                        : "its node is this process, which stays");
+    return;
+  }
+  const auto name = owner->second.name;
+  s.banned_nodes[name] = "worker " + std::to_string(worker) + " failed " + why;
+  s.banned_processes.insert(owner->first.node());
+  spdlog::error("node '{}' banned for the rest of the run: its worker {} failed {}", name, worker,
+                why);
+  if (auto agent = caf::actor_cast<caf::actor>(owner->first)) self->send(agent, stop_atom::value);
 }
 
 // What the coordinator's own actors ask of the nodes: a chaos kill, a balancer's move, stop.
@@ -414,6 +452,12 @@ caf::message_handler command_handlers(Self* self) {
                   promise.deliver(int64_t{-1});
                 });
         return promise;
+      },
+      // The tracker found a worker wrong (a spot check): ban_worker.
+      [=](ban_atom, uint32_t worker, const std::string& why) {
+        if (!supervisors::from_this_process(self))
+          return supervisors::rejected(self, "the directory", "ban");
+        ban_worker(self, worker, why);
       },
       [=](stop_atom) {
         auto& s = self->state;

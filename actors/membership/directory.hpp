@@ -65,6 +65,11 @@ struct directory_state {
   bool full = false;              // the swarm has been full once: the run has started
   bool short_world_said = false;  // the world's nodes all joined short of a full swarm: said
   std::mt19937_64 rng{12345};     // picks the node of a forwarded chaos kill
+  // Bans (a spot check found a worker wrong, actors/tracker/verify.cpp): its id never comes
+  // back, and neither does its node (by name, and by process) for the rest of the run.
+  std::map<uint32_t, std::string> banned_workers;
+  std::map<std::string, std::string> banned_nodes;  // node name -> why
+  std::set<caf::node_id> banned_processes;
   static inline const char* name = "directory";
 };
 

@@ -109,6 +109,7 @@ caf::actor spawn_tracker(caf::actor_system& sys, CoreActors& core,
     ts.resume_origin = resume->first;
   }
   ts.chaos = core.chaos;
+  ts.roster = core.roster;
   ts.kept_step = options.kept_step;
   ts.kept_evaluated = options.kept_evaluated;
   ts.store = std::make_shared<TrackerStore>();

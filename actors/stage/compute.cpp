@@ -107,7 +107,9 @@ bool is_last(const worker_state& s) {
 // pipeline's tokens/s, and a flush at every empty mailbox still 1-2% (docs/results.md).
 void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::actor_addr& to) {
   auto& s = self->state;
-  if (h.direction == Direction::eval || !s.setup.tracker) return;
+  // Evaluation and spot checks are not hops of a training micro-batch.
+  if (h.direction != Direction::forward && h.direction != Direction::backward) return;
+  if (!s.setup.tracker) return;
   const auto now = worker_state::Clock::now();
   s.hop_reports.reports.push_back({h.step, h.micro_batch, h.attempt, s.setup.id, passed, to});
   s.hop_times.push_back(now);
@@ -129,6 +131,8 @@ void report_hop(Self* self, const MicroBatchHeader& h, bool passed, const caf::a
   }
 }
 
+}  // namespace
+
 void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<at::Tensor> ts,
               Traffic kind) {
   auto& s = self->state;
@@ -143,12 +147,20 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   ts[0] = model::encode_hop(ts[0], swarm.hop_encoding, swarm.hop_block, hop_direction(h),
                             rounding_seed(s.setup.ctx->config.train.seed, h));
   h.hop_encoding = static_cast<uint8_t>(swarm.hop_encoding);
+  // Spot checks: kept as it went on the wire, to be sent again to a verifier.
+  if (h.direction == Direction::forward && s.setup.ctx->config.verify.fraction > 0)
+    s.sent_forward[{h.step, h.micro_batch, h.attempt}] = {h, ts};
   const auto payload = messages::payload_bytes(ts);
   auto frame = messages::make_frame(std::move(h), std::move(ts));
   for (auto* bytes : {s.setup.ctx->bytes.get(), s.sent.get()}) {
     bytes->add(kind, payload);
     bytes->add(Traffic::control, frame.header.size());
   }
+  send_encoded(self, to, std::move(frame));
+}
+
+void send_encoded(Self* self, const caf::actor& to, Frame frame) {
+  auto& s = self->state;
   const auto device = s.device_of.find(to.address());
   if (s.links.send(self, to, device == s.device_of.end() ? nullptr : &device->second,
                    messages::FrameKind::microbatch, frame))
@@ -165,8 +177,6 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
     transport::send_frame(self, to, messages::FrameKind::microbatch, std::move(frame));
   });
 }
-
-}  // namespace
 
 // Sends queued forward hops while the next stage has free slots.
 void flush_outbox(Self* self) {
@@ -246,6 +256,9 @@ void on_forward(Self* self, MicroBatchHeader h, std::vector<at::Tensor> ts,
     output = s.module->forward(input);
     if (is_last(s)) loss = model::lm_loss(output, ts[1]);
   }
+  // Spot checks: what came in and from whom, to compare with a verifier's recomputation.
+  if (s.setup.stage > 0 && !h.route.empty() && ctx.config.verify.fraction > 0)
+    s.received[{h.step, h.micro_batch, h.attempt}] = {ts[0], h.route.back()};
   h.route.push_back(s.setup.id);
   ++s.forwards;
   if (is_last(s)) {

@@ -64,10 +64,7 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
   }
   // A traced worker's trace says which hop this frame was.
   if (inspect::any_traced())
-    inspect::annotate(fmt::format("{} step {} mb {} attempt {}",
-                                  h.direction == Direction::forward    ? "forward"
-                                  : h.direction == Direction::backward ? "backward"
-                                                                       : "eval",
+    inspect::annotate(fmt::format("{} step {} mb {} attempt {}", messages::to_string(h.direction),
                                   h.step, h.micro_batch, h.attempt));
   // A forward hop that came on a frame link names no sender: the last worker of its route
   // sent it, and the input gradient goes back to it.
@@ -145,6 +142,12 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
         break;  // above
       case Direction::eval:
         on_eval(self, std::move(h), std::move(ts));
+        break;
+      case Direction::verify:
+        on_verify(self, std::move(h), std::move(ts));
+        break;
+      case Direction::verify_output:
+        on_verify_output(self, h, std::move(ts));
         break;
     }
   } catch (const c10::Error& e) {

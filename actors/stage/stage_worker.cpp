@@ -47,7 +47,12 @@ void set_up(Self* self, WorkerSetup setup) {
     const auto from = static_cast<uint64_t>(cfg.chaos.malicious_from_step);
     s.faults.set_malice(cfg.chaos.malicious, from, cfg.chaos.malicious_scale);
     s.faults.set_hop_noise(cfg.chaos.hop_noise, from);
-    if (cfg.chaos.malicious != config::Malicious::none)
+    if (cfg.chaos.malicious == config::Malicious::stale)
+      spdlog::warn(
+          "worker {} misbehaves on purpose from step {}: stale parameters, it takes no "
+          "optimizer step (chaos.malicious)",
+          s.setup.id, from);
+    else if (cfg.chaos.malicious != config::Malicious::none)
       spdlog::warn("worker {} misbehaves on purpose from step {}: {} x{} (chaos.malicious)",
                    s.setup.id, from, config::name_of(cfg.chaos.malicious),
                    cfg.chaos.malicious_scale);
@@ -264,6 +269,14 @@ caf::message_handler console_handlers(Self* self) {
         if (!supervisors::from_this_process(self))
           return supervisors::rejected(self, "worker", "drop");
         self->state.faults.set_drop_fraction(fraction);
+      },
+      // A spot check of the next stage's work on a hop this worker sent (verify.cpp): only
+      // the tracker chooses what is checked.
+      [=](verify_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t verifier,
+          uint32_t checker) {
+        if (!supervisors::sent_by(self, self->state.setup.tracker))
+          return supervisors::rejected(self, "worker", "verify");
+        worker::send_again(self, step, mb, attempt, verifier, checker);
       },
       // The console's `misbehave` (checked there): from the step this worker is in on.
       [=](misbehave_atom, const std::string& kind, double scale) {

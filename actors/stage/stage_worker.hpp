@@ -122,6 +122,20 @@ struct worker_state {
   // DiLoCo modes: θ(t-1) and rounds (actors/diloco/replica.hpp); null otherwise.
   std::unique_ptr<DilocoReplica> replica;
   WorkerFaults faults;  // chaos: lost hops, slow compute, NaN sends
+  // Spot checks (verify.fraction > 0; docs/security.md), until the step is applied: each
+  // forward hop this worker sent as it went on the wire, which it sends again to a verifier
+  // when the tracker checks the next stage's work on it; and each hidden state it received
+  // with who sent it, which it compares with the verifier's recomputation.
+  struct SentForward {
+    messages::MicroBatchHeader header;
+    std::vector<at::Tensor> wire;
+  };
+  struct Received {
+    at::Tensor input;
+    uint32_t from = 0;
+  };
+  std::map<Key, SentForward> sent_forward;
+  std::map<Key, Received> received;
   // What the console's `info` shows of this worker alone: its compute rate (samples over
   // forward + backward seconds of each micro-batch) and the bytes it sent, by kind.
   policy::ThroughputEma rate;

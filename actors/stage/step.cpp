@@ -124,6 +124,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
     return;
   }
   s.applied_step = step;
+  forget_checked(self, step, /*from_step=*/false);
   // kSkipStep: the loss scaler found the gradient overflowed somewhere; it is dropped below.
   const bool skip = coef == kSkipStep;
   if (!skip) {
@@ -134,7 +135,8 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   }
   s.overflowed = false;
   const bool took_data = !skip && (s.samples > 0 || ctx.syncs_gradients(step));
-  if (took_data) {
+  // chaos.malicious = stale: the liar keeps its parameters and says it took the step.
+  if (took_data && !s.faults.stale(step)) {
     model::set_lr(*s.optimizer, lr);
     model::adamw_step(*s.optimizer);
   }
@@ -232,6 +234,7 @@ void reset_step(Self* self, uint64_t step, uint32_t floor) {
                      [&](const worker_state::Outgoing& o) { return std::get<0>(o.key) >= step; }),
       s.outbox.end());
   s.accumulated.clear();
+  forget_checked(self, step, /*from_step=*/true);
   for (uint32_t mb = 0; mb < static_cast<uint32_t>(s.setup.ctx->config.train.micro_batches); ++mb) {
     auto& f = s.min_attempt[{step, mb}];
     f = std::max(f, floor);

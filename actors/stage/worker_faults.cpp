@@ -45,7 +45,9 @@ void WorkerFaults::set_malice(config::Malicious kind, uint64_t from_step, double
 }
 
 void WorkerFaults::misbehave(uint64_t step, std::vector<at::Tensor>& tensors) {
-  if (malice_ == config::Malicious::none || step < malice_from_) return;
+  if (malice_ == config::Malicious::none || malice_ == config::Malicious::stale ||
+      step < malice_from_)
+    return;
   at::NoGradGuard no_grad;
   if (malice_ != config::Malicious::random) {
     const double factor = malice_ == config::Malicious::sign_flip ? -malice_scale_ : malice_scale_;

@@ -41,9 +41,14 @@ class WorkerFaults {
   static void poison(std::vector<at::Tensor>& tensors);
 
   // chaos.malicious for this worker (config::ChaosConfig::is_malicious): from `from_step` on,
-  // the pseudo-gradients it sends are sign-flipped and scaled, scaled, or noise.
+  // the pseudo-gradients it sends are sign-flipped and scaled, scaled, or noise; or (stale) it
+  // takes no optimizer step, so its parameters stay those of that step.
   void set_malice(config::Malicious kind, uint64_t from_step, double scale);
   bool malicious() const { return malice_ != config::Malicious::none; }
+  // Whether this worker keeps its parameters at `step` instead of taking the step (stale).
+  bool stale(uint64_t step) const {
+    return malice_ == config::Malicious::stale && step >= malice_from_;
+  }
   // A round's pseudo-gradient sent at `step` (float32 on the host), replaced by what this
   // worker sends instead when it misbehaves then.
   void misbehave(uint64_t step, std::vector<at::Tensor>& tensors);

@@ -22,9 +22,26 @@ void on_device_ready(Self* self);
 void on_forward(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts,
                 const caf::actor& upstream);
 // `check_values`: read the gradient's encoded scales back for the check (model/hop_codec.hpp).
+// A hop to `to`, reported to the tracker (training hops), with chaos's faults, in the run's hop
+// encoding.
+void send_hop(Self* self, const caf::actor& to, messages::MicroBatchHeader h,
+              std::vector<at::Tensor> ts, Traffic kind);
+// Sends `frame`, already encoded, to `to`: by reference in this process, on a communicator
+// link where there is one, else staged to host memory without stopping this worker's device.
+void send_encoded(Self* self, const caf::actor& to, messages::Frame frame);
 void on_backward(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts,
                  bool check_values);
 void on_eval(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts);
+
+// verify.cpp: spot checks of stage work (docs/security.md). The tracker asks this worker, the
+// checked stage's upstream, to send its hop of (step, micro-batch, attempt) again to
+// `verifier`, which recomputes it and sends its output to `checker`, which compares.
+void send_again(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t verifier,
+                uint32_t checker);
+void on_verify(Self* self, messages::MicroBatchHeader h, std::vector<at::Tensor> ts);
+void on_verify_output(Self* self, const messages::MicroBatchHeader& h, std::vector<at::Tensor> ts);
+// Drops what spot checks kept of steps up to `step` (applied), or from `step` on (reopened).
+void forget_checked(Self* self, uint64_t step, bool from_step);
 
 // step.cpp
 void reduce_step(Self* self, uint64_t step);

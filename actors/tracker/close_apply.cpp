@@ -165,6 +165,7 @@ nlohmann::json step_record(const tracker_state& s, tracker_state::Clock::time_po
                       {"duplicates", s.outcome.duplicates},
                       {"extra_samples", s.outcome.extra_samples},
                       {"missing_samples", s.outcome.missing_samples}};
+  if (cfg.verify.fraction > 0) r["spot_checks"] = verify_info(s);
   if (cfg.train.scales_loss()) {
     r["loss_scale"] = s.outcome.loss_scale;
     r["skipped"] = s.outcome.coef == kSkipStep;

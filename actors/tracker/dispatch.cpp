@@ -46,7 +46,8 @@ void adopt_membership(Self* self) {
   for (auto& stage : m.stages)
     stage.erase(std::remove_if(stage.begin(), stage.end(),
                                [&](const messages::Member& w) {
-                                 return !w.handle || s.dead.count(w.handle.address()) > 0;
+                                 return !w.handle || s.dead.count(w.handle.address()) > 0 ||
+                                        s.banned.count(w.id) > 0;
                                }),
                 stage.end());
   s.members = m;
@@ -191,11 +192,14 @@ void dispatch_waiting(Self* self) {
   }
 }
 
-// Closes the step once every micro-batch has both its loss and its completion.
+// Closes the step once every micro-batch has both its loss and its completion (and the step's
+// spot checks are answered).
 void maybe_close_step(Self* self) {
   auto& s = self->state;
   for (const auto& x : s.micro)
     if (!x.done || !x.has_loss) return;
+  // Spot checks, where drawn, are answered before the step is reduced (verify.cpp).
+  if (!s.checks.empty() || start_checks(self)) return;
   close_step(self);
 }
 

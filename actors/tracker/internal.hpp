@@ -7,6 +7,7 @@
 //   eval_checkpoint.cpp  evaluations and swarm checkpoints between steps
 //   step_tracker.cpp     the messages every phase takes, and which phase's behaviour is active
 //   phases.cpp           one behaviour per phase: its own messages
+//   verify.cpp           spot checks of stage work, and bans
 // Internal to actors/tracker/: nothing outside includes this.
 #pragma once
 
@@ -128,6 +129,17 @@ void on_cancelled(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint
 void rerun(Self* self, uint32_t mb);
 void rerun_through(Self* self, uint32_t lost);
 void forget_worker(Self* self, uint32_t id, const caf::actor_addr& addr, const caf::error& why);
+
+// verify.cpp: spot checks of stage work between a step's last micro-batch and its reduce.
+// Draws the step's checks once and sends them out: false when none is open (the step closes).
+bool start_checks(Self* self);
+void on_verified(Self* self, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t stage,
+                 uint32_t checked, uint32_t verifier, double difference);
+void on_verify_timer(Self* self, uint64_t step, uint64_t round);
+// Expires the open checks `lost` took part in (every open check when none is named).
+void expire_checks(Self* self, std::optional<uint32_t> lost);
+// What `ctl info tracker`, the status page and /metrics show of the checks.
+nlohmann::json verify_info(const tracker_state& s);
 
 // restart.cpp
 void record(Self* self, TrackerStore::Phase phase);

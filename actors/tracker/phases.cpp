@@ -82,6 +82,7 @@ caf::message_handler running(Self* self) {
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
         forget_worker(self, id, addr, why);
         rerun_through(self, id);
+        expire_checks(self, id);
       },
   };
 }

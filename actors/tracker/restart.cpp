@@ -103,7 +103,7 @@ void reset_workers(Self* self) {
   auto& s = self->state;
   enter(self, Phase::resetting);
   const uint64_t step = s.step;
-  spdlog::warn("step tracker (restarted): opening step {} again from its first micro-batch", step);
+  spdlog::warn("step tracker: opening step {} again from its first micro-batch", step);
   s.resetting.clear();
   s.averager_resets = 0;
   for (const auto& [id, handle] : s.by_id) s.resetting.insert(id);

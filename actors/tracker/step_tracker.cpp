@@ -167,6 +167,12 @@ caf::message_handler membership_handlers(Self* self) {
         for (const auto& r : batch.losses) handle_now(self, loss_atom::value, r);
         for (const auto& r : batch.done) handle_now(self, done_atom::value, r);
       },
+      // Spot checks (verify.cpp): only open while the step waits for them; late ones dropped.
+      [=](verified_atom, uint64_t step, uint32_t mb, uint32_t attempt, uint32_t stage,
+          uint32_t checked, uint32_t verifier, double difference) {
+        on_verified(self, step, mb, attempt, stage, checked, verifier, difference);
+      },
+      [=](verify_timer_atom, uint64_t step, uint64_t round) { on_verify_timer(self, step, round); },
       // A worker lost in a step leaves it at once; what the step needed from it the phase
       // re-runs or stops waiting for.
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
@@ -196,6 +202,7 @@ caf::message_handler run_handlers(Self* self) {
                               {"pending_microbatches", pending},
                               {"waiting_microbatches", s.waiting.size()},
                               {"paused", s.paused},
+                              {"spot_checks", verify_info(s)},
                               {"membership_version", s.members.version},
                               {"workers", s.by_id.size()},
                               {"members", members}}

@@ -34,7 +34,9 @@
 #include "model/precision.hpp"
 #include "model/run_dir.hpp"
 #include "policy/hop_deadline.hpp"
+#include "policy/spot_check.hpp"
 #include "policy/wiring.hpp"
+#include "supervisors/roster.hpp"
 
 namespace swarmrt::actors {
 
@@ -92,6 +94,9 @@ struct TrackerSetup {
   bool kept_evaluated = false;  // the metrics log has an eval record of kept_step already
   caf::actor chaos;             // optional: told when each step starts
   TrackerStorePtr store;        // optional: where a restarted tracker continues from
+  // Finds the directory (a coordinator's): a worker banned by a spot check is refused there
+  // with its node. Unset or without one (a run in one process): the tracker's ban alone.
+  std::shared_ptr<supervisors::Roster> roster;
 };
 
 struct tracker_state {
@@ -227,6 +232,25 @@ struct tracker_state {
   // Consoles that asked for a checkpoint (`swarmrt ctl ... checkpoint`): the next closed step
   // is saved and each is answered with its path.
   std::vector<caf::typed_response_promise<std::string>> checkpoint_asks;
+
+  // Spot checks of stage work (verify.cpp, verify.fraction): drawn once the step's
+  // micro-batches are all back, answered before it is reduced. Each names who computed the
+  // checked output, who received it (the checker), whose hop it was computed from (none: stage
+  // 0, the tracker's batch) and who computes it again; after a mismatch, the first verifier.
+  struct Check {
+    uint32_t micro_batch = 0, stage = 0, attempt = 0;
+    uint32_t checked = 0, checker = 0, verifier = 0;
+    std::optional<uint32_t> upstream;
+    std::optional<uint32_t> first;
+    double first_difference = 0;
+  };
+  std::vector<Check> checks;     // open checks of the step
+  uint64_t checked_step = 0;     // the step whose checks were drawn (once a step)
+  uint64_t check_round = 0;      // which draw a verify_timer_atom belongs to
+  uint64_t verify_seed = 0;      // what is checked is drawn from it (never sent to workers)
+  bool rerun_after_ban = false;  // a worker of the step was banned: the step runs again
+  policy::SpotCheckTally tally;
+  std::map<uint32_t, std::string> banned;  // worker id -> why; never adopted again
 
   messages::RunReport report;
   caf::response_promise promise;

@@ -145,7 +145,7 @@ for f in sys.argv[2:]:
 # honest again, and says so too).
 nodes_said() { cat "$tmp/a.log" "$tmp/b.log" | grep -q "$1"; }
 out=$(ctl misbehave stage1/worker1 lie 2>&1); rc=$?
-[ $rc -ne 0 ] && grep -q "KIND must be sign_flip, scale, random, noise or none, not 'lie'" <<<"$out" ||
+[ $rc -ne 0 ] && grep -q "KIND must be sign_flip, scale, random, stale, noise or none, not 'lie'" <<<"$out" ||
   fail "misbehave with an unknown kind: rc $rc, $out"
 out=$(ctl misbehave stage1/worker1 noise 0 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "SCALE must be in (0, 1e6]" <<<"$out" || fail "misbehave noise 0: rc $rc, $out"

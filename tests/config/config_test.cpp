@@ -132,8 +132,29 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(msg.find("diloco.clip_drop: must be 0 (off) or >= 1"), std::string::npos) << msg;
   expect_refused("[diloco]\naggregate = \"median\"\n",
                  {"diloco.aggregate: must be mean, centered_clip or trimmed_mean, not 'median'"});
+  // Spot checks recompute a stage's output on another worker of it: swarm mode, two stages
+  // and two workers a stage at least; a fraction in [0, 1].
+  msg = error_of(
+      "[swarm]\nmode = \"diloco-swarm\"\nstages = 2\nworkers_per_stage = 3\n"
+      "[verify]\nfraction = 0.05\n");
+  EXPECT_NE(msg.find("verify.fraction: spot checks need the workers of a stage to hold the same "
+                     "parameters: swarm.mode = \"swarm\", got \"diloco-swarm\""),
+            std::string::npos)
+      << msg;
+  msg = error_of(
+      "[swarm]\nmode = \"swarm\"\nstages = 2\nworkers_per_stage = 1\n"
+      "[verify]\nfraction = 0.05\n");
+  EXPECT_NE(msg.find("swarm.workers_per_stage >= 2 (3 to settle a mismatch)"), std::string::npos)
+      << msg;
+  msg = error_of(
+      "[swarm]\nmode = \"swarm\"\nstages = 2\nworkers_per_stage = 3\n"
+      "[verify]\nfraction = 1.5\n");
+  EXPECT_NE(msg.find("verify.fraction: must be between 0 and 1"), std::string::npos) << msg;
+  EXPECT_EQ(error_of("[swarm]\nmode = \"swarm\"\nstages = 2\nworkers_per_stage = 3\n"
+                     "[verify]\nfraction = 0.05\ntolerance = 0.1\nseed = 3\n"),
+            "");
   expect_refused("[chaos]\nmalicious = \"lie\"\n",
-                 {"chaos.malicious: must be none, sign_flip, scale or random, not 'lie'"});
+                 {"chaos.malicious: must be none, sign_flip, scale, random or stale, not 'lie'"});
   msg = error_of("[diloco]\nouter_lr_schedule = \"linear\"\n");
   EXPECT_NE(msg.find("diloco.outer_lr_schedule: must be constant or cosine, not 'linear'"),
             std::string::npos)

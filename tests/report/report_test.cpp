@@ -217,3 +217,21 @@ TEST(Prometheus, FamiliesFromTheConsolesAnswers) {
                                      nlohmann::json::object(), nlohmann::json::object());
   EXPECT_EQ(empty.find("swarmrt_step"), std::string::npos);
 }
+
+// Spot checks of stage work (verify.fraction): the step record's tally as counters by outcome.
+TEST(Prometheus, SpotChecksByOutcome) {
+  const auto stats = nlohmann::json::parse(
+      R"({"last_step":{"step":7,"spot_checks":{"checks":12,"agreed":10,"mismatches":2,
+          "unsettled":0,"expired":1,"bans":1,"banned":[{"worker":0,"why":"x"}]}}})");
+  const auto text = swarmrt::report::prometheus_text(
+      stats, nlohmann::json::object(), nlohmann::json::object(), nlohmann::json::object());
+  EXPECT_NE(text.find("swarmrt_spot_checks_total{outcome=\"checks\"} 12\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("swarmrt_spot_checks_total{outcome=\"mismatches\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("swarmrt_spot_checks_total{outcome=\"expired\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("swarmrt_banned_workers 1\n"), std::string::npos);
+  const auto off = swarmrt::report::prometheus_text(
+      nlohmann::json::parse(R"({"last_step":{"step":7}})"), nlohmann::json::object(),
+      nlohmann::json::object(), nlohmann::json::object());
+  EXPECT_EQ(off.find("swarmrt_spot_checks_total"), std::string::npos);
+}
