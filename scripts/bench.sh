@@ -38,6 +38,7 @@ BENCHMARKS=(
   "churn|bench/churn.sh 30 15|bench/churn.sh 3 15|churn.json"
   "byzantine|bench/byzantine.sh 600 1|bench/byzantine.sh 150|byzantine.json"
   "byzantine_swarm|env MODE=swarm NOISE=1 bench/byzantine.sh 600|env MODE=swarm bench/byzantine.sh 150|byzantine_swarm.json"
+  "spot_checks|bench/spot_checks.sh 200 3|bench/spot_checks.sh 80 1|spot_checks.json"
   "fault_recovery|bench/fault_recovery.sh 3|bench/fault_recovery.sh 1|fault_recovery.json"
   "failover|bench/failover.sh 3 5|bench/failover.sh 1 5|failover.json"
   "replicas|bench/replicas.sh 5 120|bench/replicas.sh 1 30|replicas.json"
