@@ -17,7 +17,7 @@
 # averager waits and aggregates). NOISE=1 adds two runs where the liar instead adds noise of
 # 1x their RMS to the activations and input gradients it sends (chaos.hop_noise), which no
 # aggregate sees: honest-clip's settings with the noise, and the same at 0.3x.
-# Usage: [MODE=swarm] [NOISE=1] bench/byzantine.sh [STEPS (600)] [MANY 0|1 (0)] [VARIANTS 0|1 (0)]
+# Usage: [MODE=swarm] [NOISE=1] [LIARS=0,1,1000] bench/byzantine.sh [STEPS (600)] [MANY 0|1 (0)] [VARIANTS 0|1 (0)]
 #   -> table + bench/results/byzantine.json (byzantine_swarm.json with MODE=swarm)
 source "$(dirname "$0")/lib.sh"
 prepare_bench
@@ -77,6 +77,8 @@ if [ "$variants" = 1 ]; then
   run attack-trim --set "$key"=trimmed_mean
 fi
 if [ "$many" = 1 ]; then run attack2of4-clip --set chaos.malicious_workers=2; fi
+# LIARS=0,1,1000: the attacker is exactly those workers (chaos.malicious_ids), e.g. 3 of 8.
+if [ -n "${LIARS:-}" ]; then run "attack-ids-clip" --set chaos.malicious_ids="$LIARS"; fi
 if [ "$noise" = 1 ]; then
   run noise1-clip --set chaos.malicious=none --set chaos.hop_noise=1.0
   run noise0.3-clip --set chaos.malicious=none --set chaos.hop_noise=0.3

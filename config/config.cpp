@@ -28,6 +28,13 @@ std::string kill_target(const std::string& k) {
          k + "'";
 }
 
+// chaos.malicious_ids: worker ids separated by commas, or empty.
+std::string id_list(const std::string& v) {
+  static const std::regex ids(R"(\d{1,9}(,\d{1,9})*)");
+  if (v.empty() || std::regex_match(v, ids)) return "";
+  return "must be worker ids separated by commas (e.g. \"0,1,1000\"), not '" + v + "'";
+}
+
 // chaos.slowdown: "ID:FACTOR" entries, comma-separated, each factor between 1 and 1000.
 std::string slowdown_list(const std::string& v) {
   static const std::regex entry(R"(\s*(\d+)\s*:\s*([0-9]+(\.[0-9]*)?)\s*)");
@@ -250,6 +257,9 @@ static std::vector<Field> runtime_rows() {
           "computes and sends with stale parameters"),
       SWARMRT_NUMBER(chaos, malicious_workers, node, at_least(0),
                      "how many workers of each stage misbehave: ids K*1000 + 0 .. this - 1"),
+      SWARMRT_FIELD(chaos, malicious_ids, node, any(), id_list,
+                    "exactly these worker ids misbehave (\"0,1,1000\"), instead of the first "
+                    "malicious_workers of each stage; empty: malicious_workers"),
       SWARMRT_NUMBER(chaos, malicious_from_step, node, at_least(0),
                      "the malicious workers misbehave in what they send from this step on"),
       SWARMRT_NUMBER(chaos, malicious_scale, node, above(0),

@@ -309,10 +309,11 @@ struct ChaosConfig {
   // The same workers, from the same step, add Gaussian noise of hop_noise times a tensor's RMS
   // to the activations and input gradients they send in training (0: none).
   double hop_noise = 0.0;
+  // Instead of the first malicious_workers of each stage: exactly these worker ids, separated
+  // by commas ("0,1,1000": two liars on stage 0 and one on stage 1); empty: malicious_workers.
+  std::string malicious_ids;
   // Whether worker `id` misbehaves in this run.
-  bool is_malicious(int64_t id) const {
-    return (malicious != Malicious::none || hop_noise > 0) && id % 1000 < malicious_workers;
-  }
+  bool is_malicious(int64_t id) const;
 };
 
 // Restart policy of every supervisor (architecture §7): a child that dies is restarted after a

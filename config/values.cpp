@@ -104,6 +104,18 @@ bool is_shared_key(const std::string& dotted) {
   return f && f->scope == Scope::shared;
 }
 
+bool ChaosConfig::is_malicious(int64_t id) const {
+  if (malicious == Malicious::none && hop_noise <= 0) return false;
+  if (malicious_ids.empty()) return id % 1000 < malicious_workers;
+  size_t start = 0;
+  while (start < malicious_ids.size()) {  // checked by its row: digits and commas
+    const auto end = std::min(malicious_ids.find(',', start), malicious_ids.size());
+    if (std::stoll(malicious_ids.substr(start, end - start)) == id) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 double ChaosConfig::slowdown_of(int64_t id) const {
   double factor = slow_worker == id ? slow_factor : 1.0;
   size_t start = 0;

@@ -153,6 +153,23 @@ TEST(Config, ImpossibleValues) {
   EXPECT_EQ(error_of("[swarm]\nmode = \"swarm\"\nstages = 2\nworkers_per_stage = 3\n"
                      "[verify]\nfraction = 0.05\ntolerance = 0.1\nseed = 3\n"),
             "");
+  // Liars by id: exactly those, instead of the first malicious_workers of each stage.
+  expect_refused("[chaos]\nmalicious_ids = \"0,x\"\n",
+                 {"chaos.malicious_ids: must be worker ids separated by commas (e.g. "
+                  "\"0,1,1000\"), not '0,x'"});
+  {
+    ChaosConfig ch;
+    ch.malicious = Malicious::sign_flip;
+    ch.malicious_ids = "0,1,1000";
+    for (int64_t id : {0, 1, 1000}) EXPECT_TRUE(ch.is_malicious(id)) << id;
+    for (int64_t id : {2, 1001, 10}) EXPECT_FALSE(ch.is_malicious(id)) << id;
+    ch.malicious_ids.clear();
+    ch.malicious_workers = 1;
+    EXPECT_TRUE(ch.is_malicious(1000));
+    EXPECT_FALSE(ch.is_malicious(1));
+    ch.malicious = Malicious::none;
+    EXPECT_FALSE(ch.is_malicious(0));
+  }
   expect_refused("[chaos]\nmalicious = \"lie\"\n",
                  {"chaos.malicious: must be none, sign_flip, scale, random or stale, not 'lie'"});
   msg = error_of("[diloco]\nouter_lr_schedule = \"linear\"\n");
