@@ -155,6 +155,18 @@ std::vector<uint32_t> fewest_first(const directory_state& s, uint32_t n) {
   return stages;
 }
 
+// Takes worker `id` out of the membership; its stage's slot is free for a newcomer.
+void remove_member(directory_state& s, uint32_t id) {
+  for (size_t k = 0; k < s.membership.stages.size(); ++k) {
+    auto& st = s.membership.stages[k];
+    const auto before = st.size();
+    st.erase(
+        std::remove_if(st.begin(), st.end(), [&](const messages::Member& w) { return w.id == id; }),
+        st.end());
+    if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -184,15 +196,7 @@ void set_up_directory(Self* self, DirectorySetup setup) {
                    s.stopped ? ", as the coordinator asked" : "");
     // Its workers leave the membership (the tracker has removed them already, through its
     // own monitors); their stages may take a new node's workers.
-    for (auto id : it->second.workers)
-      for (size_t k = 0; k < s.membership.stages.size(); ++k) {
-        auto& st = s.membership.stages[k];
-        auto before = st.size();
-        st.erase(std::remove_if(st.begin(), st.end(),
-                                [&](const messages::Member& w) { return w.id == id; }),
-                 st.end());
-        if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
-      }
+    for (auto id : it->second.workers) remove_member(s, id);
     s.setup.nodes->lost(it->second.index);
     s.nodes.erase(it);
     ++s.membership.version;
@@ -353,10 +357,7 @@ caf::message_handler membership_handlers(Self* self) {
 void ban_worker(Self* self, uint32_t worker, const std::string& why) {
   auto& s = self->state;
   s.banned_workers[worker] = why;
-  for (auto& st : s.membership.stages)
-    st.erase(std::remove_if(st.begin(), st.end(),
-                            [&](const messages::Member& w) { return w.id == worker; }),
-             st.end());
+  remove_member(s, worker);
   auto owner = std::find_if(s.nodes.begin(), s.nodes.end(), [&](const auto& entry) {
     const auto& w = entry.second.workers;
     return std::find(w.begin(), w.end(), worker) != w.end();
@@ -426,15 +427,7 @@ caf::message_handler command_handlers(Self* self) {
                     w.erase(std::remove(w.begin(), w.end(), gone), w.end());
                   }
                   if (id >= 0) {
-                    for (size_t k = 0; k < s.membership.stages.size(); ++k) {
-                      auto& st = s.membership.stages[k];
-                      const auto before = st.size();
-                      st.erase(
-                          std::remove_if(st.begin(), st.end(),
-                                         [&](const messages::Member& x) { return x.id == old_id; }),
-                          st.end());
-                      if (st.size() != before && s.assigned[k] > 0) --s.assigned[k];
-                    }
+                    remove_member(s, old_id);
                     ++s.assigned[stage];
                     ++s.membership.version;
                     self->send(s.setup.tracker, members_atom::value, s.membership);
