@@ -80,8 +80,8 @@ using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 // of that worker (a stage supervisor, or the directory across processes) retires it and starts
 // a worker of the new id on stage `to` in its place, answering the new id (-1: not here).
 using move_atom = caf::atom_constant<caf::atom("move")>;
-// (place_atom, n) -> std::vector<uint32_t>: the stages the balancer would give n workers that
-// join now (empty: it has measured nothing yet).
+// (place_atom, n, Membership serving) -> std::vector<uint32_t>: the stages the balancer would
+// give n workers that join now beside those serving (empty: it has measured nothing yet).
 using place_atom = caf::atom_constant<caf::atom("place")>;
 
 // Frames of another process that arrived on a frame link (transport/bulk.hpp): the receiver's

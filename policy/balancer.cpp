@@ -341,6 +341,20 @@ uint32_t place(const std::vector<Peer>& peers, const Stages& stages, double spee
   return static_cast<uint32_t>(pick);
 }
 
+std::vector<Peer> serving_peers(const std::vector<Peer>& measured,
+                                const std::vector<std::pair<uint32_t, uint32_t>>& serving) {
+  std::vector<Peer> peers;
+  peers.reserve(serving.size());
+  for (const auto& [id, stage] : serving) {
+    auto it = std::find_if(measured.begin(), measured.end(),
+                           [id = id](const Peer& p) { return p.id == id; });
+    Peer p = it != measured.end() ? *it : Peer{id, stage, 0};
+    p.stage = stage;
+    peers.push_back(p);
+  }
+  return peers;
+}
+
 uint32_t place_fewest(const std::vector<Peer>& peers, size_t stages) {
   std::vector<size_t> count(stages, 0);
   for (const auto& p : peers)

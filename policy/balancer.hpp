@@ -128,6 +128,15 @@ std::optional<Move> best_move(const std::vector<Peer>& peers, const Stages& stag
 // the lowest index.
 uint32_t place(const std::vector<Peer>& peers, const Stages& stages, double speed, double link = 0);
 
+// The peers a newcomer is placed among, from the last period's measurements (`measured`) and
+// who serves now (`serving`: worker id and stage): each measured worker that still serves, at
+// the stage it serves now, and each one not measured yet (speed 0: the mean). The period's
+// snapshot alone still counts a worker whose node has gone since: the node that comes back a
+// moment later was then placed as if its old worker still served, beside it in the other
+// stage, and the pipeline ran short of its first stage until the next move.
+std::vector<Peer> serving_peers(const std::vector<Peer>& measured,
+                                const std::vector<std::pair<uint32_t, uint32_t>>& serving);
+
 // Without a balancer (the directory's rule): the stage with the fewest workers, lowest first.
 uint32_t place_fewest(const std::vector<Peer>& peers, size_t stages);
 

@@ -222,13 +222,17 @@ caf::behavior balancer(Self* self, BalancerSetup setup) {
                   [=](const caf::error&) { done(self); });
       },
       // The directory places the workers of a node that joins a running swarm where the
-      // pipeline needs them most, by the last period's measurements (a newcomer counts with
+      // pipeline needs them most, among the workers that serve now (`serving`, the
+      // directory's membership) by the last period's measurements (a newcomer counts with
       // the mean speed).
-      [=](place_atom, uint32_t n) {
+      [=](place_atom, uint32_t n, const messages::Membership& serving) {
         auto& s = self->state;
         std::vector<uint32_t> stages;
         if (s.measured.empty()) return stages;
-        auto peers = s.measured;
+        std::vector<std::pair<uint32_t, uint32_t>> now;
+        for (uint32_t k = 0; k < serving.stages.size(); ++k)
+          for (const auto& w : serving.stages[k]) now.emplace_back(w.id, k);
+        auto peers = policy::serving_peers(s.measured, now);
         for (uint32_t i = 0; i < n; ++i) {
           const uint32_t k = policy::place(peers, stages_of(s), 0);
           stages.push_back(k);

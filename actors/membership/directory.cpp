@@ -216,13 +216,13 @@ void place(Self* self, const messages::JoinRequest& r, caf::response_promise pro
     return;
   }
   const auto timeout = config::as_duration(s.setup.ctx->config.supervision.query_timeout_s);
-  self->request(balancer, timeout, place_atom::value, r.workers)
+  self->request(balancer, timeout, place_atom::value, r.workers, s.membership)
       .then(
           [=](const std::vector<uint32_t>& stages) mutable {
             auto& s = self->state;
             const bool placed = stages.size() == r.workers;
-            // A stage without a worker takes them first: the balancer's measurements are a
-            // period old and may still count the workers of a node that has gone.
+            // A stage without a worker takes them first (the balancer places among the
+            // workers that serve now, but its speeds are a period old).
             promise.deliver(admit(
                 self, r,
                 placed ? policy::fill_empty_stages(stages, s.assigned) : fewest_first(s, r.workers),

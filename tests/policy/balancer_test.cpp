@@ -217,6 +217,26 @@ TEST(Balancer, PlacesANewcomerWhereThePipelineNeedsIt) {
   EXPECT_EQ(place({{0, 0, 3}, {1, 1, 1}, {2, 2, 1}}, {1.0, 1.0, 1.0}, 1), 1u);
 }
 
+TEST(Balancer, ANewcomerIsPlacedAmongTheWorkersThatServeNowNotTheLastPeriods) {
+  // The churn bench's case: the last period measured 2 + 2 (stage 1 a little slower), then
+  // worker 2's node froze and was dropped; the node comes back and joins. Placed by the
+  // period's snapshot it went to stage 1 (1 + 3: stage 0 short until the next move).
+  const std::vector<Peer> measured = {{1, 0, 10}, {2, 0, 10}, {1000, 1, 9}, {1002, 1, 9}};
+  EXPECT_EQ(place(measured, kTwoEqual, 0), 1u);
+  const std::vector<std::pair<uint32_t, uint32_t>> serving = {{1, 0}, {1000, 1}, {1002, 1}};
+  const auto peers = serving_peers(measured, serving);
+  ASSERT_EQ(peers.size(), 3u);
+  EXPECT_EQ(peers[0].speed, 10);
+  EXPECT_EQ(place(peers, kTwoEqual, 0), 0u);
+  // A worker that moved since counts at its new stage; one not measured yet with the mean.
+  const auto moved = serving_peers(measured, {{1, 1}, {3, 0}, {1000, 1}, {1002, 1}});
+  ASSERT_EQ(moved.size(), 4u);
+  EXPECT_EQ(moved[0].stage, 1u);
+  EXPECT_EQ(moved[1].id, 3u);
+  EXPECT_EQ(moved[1].speed, 0);
+  EXPECT_EQ(place(moved, kTwoEqual, 0), 0u);
+}
+
 TEST(Balancer, LinkCapsAreModelledAndAnExchangeFreesAFastWorkerFromACappedStage) {
   // Stage 1 moves 4 bytes per sample, stage 0 one; every link carries 4 bytes/s: stage 1
   // caps a worker at 1 sample/s, stage 0 at 4. Worker 0 (speed 4) sits capped in stage 1,
