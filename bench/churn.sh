@@ -16,6 +16,12 @@
 # missing_samples), step records per step, and the validation loss of both runs at the last
 # evaluation both reached (equal tokens). A chart of both runs with their fault events. A
 # worker kill that found no worker to kill is listed as worker-missed.
+# Failure detection: every process runs with --connection-timeout-ms $CHURN_TIMEOUT_MS (1000 by
+# default, the CLI tests' setting; the runtime's own default is 2000) and a heartbeat a tenth of
+# it: a frozen node or a cut link stops the pipeline for about that long before its workers
+# leave. CHURN_CALM=DIR takes the unfaulted run from a directory an earlier invocation kept
+# (CHURN_KEEP=DIR) instead of running it again, when it is at least MINUTES long and ran with
+# the same timeout.
 # Needs root (namespaces) and etcd (installed here when missing).
 # Usage: bench/churn.sh [MINUTES] [SECONDS] (30, 15)
 #   -> table + bench/results/churn.json (churn_SECONDS.json when SECONDS is not 15),
@@ -37,6 +43,9 @@ result=bench/results/churn.json
 [ "$every" = 15 ] || result=bench/results/churn_$every.json
 export OPENBLAS_NUM_THREADS=1 TZ=UTC SWARMRT_SECRET=bench-churn-$$
 unset SWARMRT_SECRET_FILE
+timeout_ms=${CHURN_TIMEOUT_MS:-1000}
+[[ $timeout_ms =~ ^[0-9]+$ && $timeout_ms -ge 500 ]] || { echo "CHURN_TIMEOUT_MS >= 500" >&2; exit 2; }
+netopts=(--heartbeat-ms $((timeout_ms / 10)) --connection-timeout-ms "$timeout_ms")
 tag=$(($$ % 10000))
 net=10.232.8
 ns_etcd=cue$tag ns_a=cua$tag ns_b=cub$tag
@@ -62,7 +71,7 @@ coordinators="$net.2:7413,$net.3:7413"
 # then the process's pid, which the faults signal.
 replica() {  # RUN NAME: a coordinator replica, its log appended to (it may start again)
   ip netns exec "${ns_of[$2]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${ip_of[$2]}:7413" \
-    -o "$tmp/$1" --etcd "https://$net.1:2379" --lease-ttl-s 2 --run-id "$run_id" \
+    -o "$tmp/$1" --etcd "https://$net.1:2379" --lease-ttl-s 2 --run-id "$run_id" "${netopts[@]}" \
     --set "data.path=$root/data/brown.txt" --set train.steps=1000000 --set train.eval_every=200 \
     --set train.eval_batches=8 --set checkpoint.every_steps=500 --set train.log_every=50 \
     >>"$tmp/$1-$2.log" 2>&1 &
@@ -71,7 +80,7 @@ replica() {  # RUN NAME: a coordinator replica, its log appended to (it may star
 }
 node() {  # RUN NAME
   ip netns exec "${ns_of[$2]}" "$bin" node --join "$coordinators" --run-id "$run_id" --workers 1 --name "$2" \
-    --listen "${ip_of[$2]}" --connect-timeout-s 120 >>"$tmp/$1-$2.log" 2>&1 &
+    --listen "${ip_of[$2]}" --connect-timeout-s 120 "${netopts[@]}" >>"$tmp/$1-$2.log" 2>&1 &
   pids+=($!)
   pid_of[$2]=$!
 }
@@ -156,13 +165,35 @@ one_run() {  # RUN FAULTS(0|1)
   for p in a b n1 n2 n3 n4; do wait "${pid_of[$p]}" 2>/dev/null; done
   echo "$start" >"$tmp/$run.start"
 }
-one_run calm 0
+if [ -n "${CHURN_CALM:-}" ]; then
+  why=$(python3 - "$CHURN_CALM/calm.json" "$minutes" "$timeout_ms" <<'PY'
+import json, sys
+def refuse(why):
+    print(why)
+    sys.exit(1)
+try:
+    kept = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    refuse(f"no calm.json there ({e})")
+if kept.get("timeout_ms") != int(sys.argv[3]):
+    refuse(f"it ran with --connection-timeout-ms {kept.get('timeout_ms')}, not {sys.argv[3]}")
+if kept.get("minutes", 0) < float(sys.argv[2]):
+    refuse(f"its unfaulted run is {kept.get('minutes')} min, shorter than {sys.argv[2]}")
+PY
+  ) || fail "CHURN_CALM=$CHURN_CALM: $why"
+  cp -r "$CHURN_CALM/calm" "$CHURN_CALM/calm.start" "$tmp/"
+  echo "== calm: taken from $CHURN_CALM" >&2
+else
+  one_run calm 0
+  echo "{\"minutes\": $minutes, \"timeout_ms\": $timeout_ms}" >"$tmp/calm.json"
+fi
 one_run churn 1
 mkdir -p bench/results docs/img
-python3 - "$(bench/machine.sh)" "$tmp" "$minutes" "$every" "$result" <<'PY'
+python3 - "$(bench/machine.sh)" "$tmp" "$minutes" "$every" "$result" "$timeout_ms" "${CHURN_CALM:-}" <<'PY'
 import json, os, sys
 machine, tmp, minutes, every, result = (json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3]),
                                         int(sys.argv[4]), sys.argv[5])
+timeout_ms, calm_from = int(sys.argv[6]), sys.argv[7]
 span = minutes * 60
 
 def run(name):
@@ -195,6 +226,8 @@ at = both[-1] if both else None
 gap = (churn["evals"][at] / calm["evals"][at] - 1) if at else None
 kinds = sorted({f["kind"] for f in faults})
 out = {"machine": machine, "minutes": minutes, "seconds_between_faults": every,
+       "connection_timeout_ms": timeout_ms, "heartbeat_ms": timeout_ms // 10,
+       "unfaulted_run_from": calm_from or "this invocation",
        "goodput": churn["tokens"] / calm["tokens"], "tokens_unfaulted": calm["tokens"],
        "tokens_faulted": churn["tokens"], "steps_unfaulted": len(calm["steps"]),
        "steps_faulted": len(churn["steps"]), "faults": len(faults), "fault_kinds": kinds,
