@@ -2,7 +2,8 @@
 # Goodput under a stream of faults (#59): configs/tiny.toml's diloco-swarm 2x2 on 4 node
 # processes (one worker each) and 2 coordinator replicas on a private etcd, every process in its
 # own network namespace on one bridge. Two runs of MINUTES each, from their first step: one
-# unfaulted, then one with a fault every SECONDS, the kinds in turn:
+# unfaulted, then one with a fault starting every SECONDS (SECONDS x (i + 1) after the first
+# step; at once when the one before ran past that), the kinds in turn:
 #   worker     a worker actor killed (`ctl kill`): its supervisor restarts it
 #   node-kill  a node process SIGKILLed, started again 1 s later
 #   freeze     a node process SIGSTOPped for 3 s, then SIGCONTed
@@ -151,9 +152,11 @@ one_run() {  # RUN FAULTS(0|1)
   local end
   end=$(python3 -c "print($start + $minutes * 60)")
   : >"$tmp/$run-faults.jsonl"
+  # Fault i starts SECONDS x (i + 1) after the first step (at once when the one before it ran
+  # past that): a fault every SECONDS, whatever each lasts.
   while python3 -c "import sys, time; sys.exit(0 if time.time() < $end else 1)"; do
     if [ "$faulty" = 1 ]; then
-      sleep "$every"
+      python3 -c "import time; time.sleep(max(0, $start + $every * ($i + 1) - time.time()))"
       python3 -c "import sys, time; sys.exit(0 if time.time() < $end else 1)" || break
       fault "$run" "$i" >>"$tmp/$run-faults.jsonl"
       i=$((i + 1))
