@@ -228,8 +228,8 @@ int run_bench(const Args& args) {
   const auto& d = config.diloco;
   if (d.whole_rounds()) {
     spdlog::error(
-        "{}: the streaming mode needs diloco.fragments > 1, overlap_steps > 0 or a quantize "
-        "encoding",
+        "{}: the streaming mode needs diloco.fragments > 1, overlap_steps > 0, a quantize "
+        "encoding or compress = topk",
         args.config);
     return 2;
   }
@@ -243,14 +243,14 @@ int run_bench(const Args& args) {
   char label[160];
   std::snprintf(label, sizeof label, "Streaming DiLoCo, H = %lld, P = %lld, τ = %lld, %s%s",
                 static_cast<long long>(d.inner_steps), static_cast<long long>(d.fragments),
-                static_cast<long long>(d.overlap_steps), config::name_of(d.quantize).c_str(),
+                static_cast<long long>(d.overlap_steps), d.encoding().c_str(),
                 d.eager ? ", eager" : "");
   std::vector<std::pair<std::string, Mode>> modes = {
       {"swarm (gradients every step)", {"swarm", {"swarm.mode=swarm"}, 8}},
       {"DiLoCo, H = " + std::to_string(d.inner_steps),
        {"diloco",
         {"swarm.mode=" + diloco_mode, "diloco.fragments=1", "diloco.overlap_steps=0",
-         "diloco.quantize=none", "diloco.eager=false"},
+         "diloco.quantize=none", "diloco.compress=none", "diloco.eager=false"},
         d.inner_steps + 2}},
       {label, {"streaming", {"swarm.mode=" + diloco_mode}, d.inner_steps + 2, 1 + d.overlap_steps}},
   };

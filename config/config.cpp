@@ -179,7 +179,17 @@ static std::vector<Field> diloco_rows() {
       SWARMRT_NUMBER(diloco, quant_block, shared, between(1, 1 << 20),
                      "values per quantization block (one float32 scale each)"),
       SWARMRT_FIELD(diloco, error_feedback, shared, any(), nullptr,
-                    "carry the quantization error of a round into the next one"),
+                    "carry the quantization or sparsification error of a round into the next one"),
+      SWARMRT_CHOICE(diloco, compress, shared,
+                     "outer gradients and updates on the wire: none, or topk (the largest "
+                     "topk_density of each topk_chunk values, in topk_bits; needs quantize = "
+                     "none)"),
+      SWARMRT_NUMBER(diloco, topk_density, shared, (Range{0, 1, true, false}),
+                     "topk: the share of each chunk's values a round sends"),
+      SWARMRT_NUMBER(diloco, topk_bits, shared, between(2, 4),
+                     "topk: bits of each kept value, 2 or 4 (sign and magnitude level)"),
+      SWARMRT_NUMBER(diloco, topk_chunk, shared, between(2, 65536),
+                     "topk: values per chunk, each with its own top-k and magnitude range"),
       SWARMRT_FIELD(diloco, eager, shared, any(), nullptr,
                     "eager outer step at a round's start from the fresh local and last round's "
                     "others' pseudo-gradients (needs overlap_steps >= 1)"),

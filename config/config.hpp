@@ -32,6 +32,7 @@ enum class Encrypt { automatic, on, off };
 enum class KillPhase { start, reduce, apply, save, eval, join, applied };
 enum class FragmentPattern { strided, sequential };   // Streaming DiLoCo, model/fragments.hpp
 enum class Quantize { none, fp16, int8, int4, fp4 };  // outer gradients, model/quantize.hpp
+enum class Compress { none, topk };  // outer gradients' sparsification, model/topk.hpp
 // diloco.aggregate and swarm.grad_aggregate: how a round combines the workers' pseudo-gradients,
 // and a grad averager their gradients (model/robust_mean.hpp).
 enum class Aggregate { mean, centered_clip, trimmed_mean };
@@ -68,6 +69,8 @@ template <>
 const std::vector<std::string>& names<FragmentPattern>();
 template <>
 const std::vector<std::string>& names<Quantize>();
+template <>
+const std::vector<std::string>& names<Compress>();
 template <>
 const std::vector<std::string>& names<Aggregate>();
 template <>
@@ -214,6 +217,14 @@ struct DilocoConfig {
   Quantize quantize = Quantize::none;
   int64_t quant_block = 128;
   bool error_feedback = true;  // carry each side's quantization error to its next round
+  // Sparse rounds (SparseLoCo, Sarfi et al. 2025): each chunk of topk_chunk values of a round's
+  // tensors keeps its ceil(topk_density x chunk) largest magnitudes, coded in topk_bits (sign
+  // and magnitude between the chunk's smallest and largest kept); the rest waits in the error
+  // feedback (diloco.error_feedback) for a later round. In place of diloco.quantize.
+  Compress compress = Compress::none;
+  double topk_density = 0.01;
+  int64_t topk_bits = 2;
+  int64_t topk_chunk = 4096;
   // Eager outer step (Kale et al. 2025): at a round's start a worker takes a local outer step
   // with its fresh Δ_i and the others' Δ of the last round, instead of waiting τ steps for
   // the mean (model::eager_delta). Needs overlap_steps >= 1.
@@ -246,15 +257,18 @@ struct DilocoConfig {
   double clip_drop = 0.0;
   int64_t trim = 1;
 
+  // How a round's tensors travel: "topk 1% 2-bit", "int8", "none" (messages, logs, console).
+  std::string encoding() const;
+
   // Whether `step` (from 1) is one of the warm-up's gradient-synchronized steps.
   bool warming(uint64_t step) const { return static_cast<int64_t>(step) <= warmup_sync_steps; }
 
   // Whether every round is the whole stage's in float32, answered before the next step (one
   // fragment, no overlap, no quantization; eager needs an overlap). Only such rounds can be
   // all-reduced over the group's communicator, and continued from a node's kept states.
-  bool whole_rounds() const {
-    return fragments == 1 && overlap_steps == 0 && quantize == Quantize::none;
-  }
+  bool whole_rounds() const { return fragments == 1 && overlap_steps == 0 && !encoded(); }
+  // Whether a round's tensors travel encoded (quantized or sparse) rather than as float32.
+  bool encoded() const { return quantize != Quantize::none || compress != Compress::none; }
 };
 
 struct CheckpointConfig {

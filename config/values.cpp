@@ -89,6 +89,18 @@ const std::vector<std::string>& names<Quantize>() {
   static const std::vector<std::string> n = {"none", "fp16", "int8", "int4", "fp4"};
   return n;
 }
+template <>
+const std::vector<std::string>& names<Compress>() {
+  static const std::vector<std::string> n = {"none", "topk"};
+  return n;
+}
+
+std::string DilocoConfig::encoding() const {
+  if (compress != Compress::topk) return names<Quantize>()[static_cast<size_t>(quantize)];
+  std::ostringstream text;
+  text << "topk " << 100 * topk_density << "% " << topk_bits << "-bit";
+  return text.str();
+}
 
 std::string must_be_one_of(const std::vector<std::string>& names, const std::string& text) {
   std::string list;
@@ -146,6 +158,21 @@ void validate_verify(const RunConfig& c, const Fail& fail) {
            "spot checks recompute what a stage sends to the next on another worker of it: "
            "swarm.stages >= 2 and swarm.workers_per_stage >= 2 (3 to settle a mismatch)");
   }
+}
+
+// Sparse rounds (diloco.compress = topk) against the keys they replace or exclude.
+template <class Fail>
+void validate_topk(const DilocoConfig& d, const Fail& fail) {
+  if (d.compress == Compress::topk && d.quantize != Quantize::none)
+    fail("diloco.quantize",
+         "must be \"none\" with diloco.compress = \"topk\": the kept values are coded in "
+         "diloco.topk_bits");
+  if (d.compress == Compress::topk && d.eager)
+    fail("diloco.eager",
+         "must be false with diloco.compress = \"topk\": an eager round's answer is the mean of "
+         "the round, which top-k would cut with no error feedback to carry the rest");
+  if (d.topk_bits != 2 && d.topk_bits != 4)
+    fail("diloco.topk_bits", "must be 2 or 4, got " + std::to_string(d.topk_bits));
 }
 
 void validate(const RunConfig& c, const std::string& origin) {
@@ -232,6 +259,7 @@ void validate(const RunConfig& c, const std::string& origin) {
          "must be 0 (off) or >= 1: it keeps the contributions within that many median distances, "
          "so at least half of them; got " +
              std::to_string(d.clip_drop));
+  validate_topk(d, fail);
   if (d.eager && d.overlap_steps < 1)
     fail("diloco.eager",
          "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "

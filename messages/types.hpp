@@ -96,6 +96,11 @@ struct WorkerState {
   // AdamW's state as tensors (model::adamw_moments) in place of `optimizer`: equal bytes on
   // every donor of one state (actors/recovery/snapshot.hpp). Empty: see `optimizer`.
   TensorList moments{};
+  // Encoded DiLoCo rounds (diloco.quantize, compress): what the rounds of worker
+  // `residual_of` have left unsent so far (error feedback), by parameter name. A worker takes
+  // it only when it is its own: a peer's, sent again, would count twice. Empty: nothing carried.
+  TensorList residual{};
+  int64_t residual_of = -1;
 };
 
 // What a donor's snapshot of a worker's state is (actors/recovery/): its serialized bytes,
@@ -313,7 +318,7 @@ typename Inspector::result_type inspect(Inspector& f, JoinReply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerState& x) {
   return f(caf::meta::type_name("swarmrt::WorkerState"), x.params, x.anchor, x.optimizer, x.round,
-           x.rounds, x.source, x.step, x.donors, x.moments);
+           x.rounds, x.source, x.step, x.donors, x.moments, x.residual, x.residual_of);
 }
 
 template <class Inspector>

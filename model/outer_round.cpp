@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include "model/fragments.hpp"
-#include "model/quantize.hpp"
 #include "model/robust_mean.hpp"
+#include "model/topk.hpp"
 
 namespace swarmrt::model {
 
@@ -17,8 +17,9 @@ OuterRound::OuterRound(NamedTensors theta, const config::RunConfig& config)
       total_steps_(config.train.steps),
       outer_(std::move(theta), config.diloco.outer_lr, config.diloco.outer_momentum) {}
 
-void OuterRound::restore(NamedTensors theta, NamedTensors momentum) {
+void OuterRound::restore(NamedTensors theta, NamedTensors momentum, NamedTensors residual) {
   outer_.restore(std::move(theta), std::move(momentum));
+  residual_ = std::move(residual);
 }
 
 std::string OuterRound::decode(const std::vector<std::string>& names,
@@ -30,7 +31,7 @@ std::string OuterRound::decode(const std::vector<std::string>& names,
   for (size_t i = 0; i < theta.size(); ++i) {
     if (names[i] != theta[i].first)
       return "tensor '" + names[i] + "' mismatches θ's name, shape or dtype";
-    if (d_.quantize == config::Quantize::none) {
+    if (!d_.encoded()) {
       if (!tensors[i].sizes().equals(theta[i].second.sizes()) ||
           tensors[i].scalar_type() != theta[i].second.scalar_type())
         return "tensor '" + names[i] + "' mismatches θ's name, shape or dtype";
@@ -38,11 +39,10 @@ std::string OuterRound::decode(const std::vector<std::string>& names,
       continue;
     }
     try {
-      delta.emplace_back(names[i], model::decode(tensors[i], d_.quantize, d_.quant_block,
-                                                 theta[i].second.sizes()));
+      delta.emplace_back(names[i], decode_round(tensors[i], d_, theta[i].second.sizes()));
     } catch (const std::invalid_argument& e) {
       excuse = true;
-      return "tensor '" + names[i] + "' (" + config::name_of(d_.quantize) + "): " + e.what();
+      return "tensor '" + names[i] + "' (" + d_.encoding() + "): " + e.what();
     }
   }
   return "";
@@ -57,8 +57,8 @@ std::vector<at::Tensor> OuterRound::encode_update(const NamedTensors& before) {
   for (size_t k = 0; k < after.size(); ++k) {
     auto u = after[k].second - before[k].second;
     if (d_.error_feedback && k < residual_.size()) u += residual_[k].second;
-    auto encoded = encode(u, d_.quantize, d_.quant_block);
-    auto decoded = model::decode(encoded, d_.quantize, d_.quant_block, u.sizes());
+    auto encoded = encode_round(u, d_);
+    auto decoded = decode_round(encoded, d_, u.sizes());
     if (d_.error_feedback) {
       if (residual_.size() <= k) residual_.resize(k + 1);
       residual_[k] = {after[k].first, u - decoded};
@@ -79,8 +79,7 @@ std::vector<at::Tensor> OuterRound::encode_mean(
     auto mean = at::zeros_like(outer_.theta()[k].second);
     for (const auto& [id, delta] : contributions) mean.add_(delta[k].second);
     mean.div_(static_cast<double>(contributions.size()));
-    wire.push_back(
-        d_.quantize == config::Quantize::none ? mean : encode(mean, d_.quantize, d_.quant_block));
+    wire.push_back(d_.encoded() ? encode_round(mean, d_) : mean);
   }
   return wire;
 }
@@ -106,7 +105,7 @@ std::vector<NamedTensors> OuterRound::eager_deltas(
 RoundAnswer OuterRound::apply(const std::map<uint32_t, NamedTensors>& contributions, uint64_t step,
                               bool final) {
   if (contributions.empty()) throw std::invalid_argument("a round needs a contribution");
-  const bool quantized = d_.quantize != config::Quantize::none;
+  const bool quantized = d_.encoded();
   // An eager group answers the last step's round with θ(t) itself, which every worker takes:
   // an eager worker's anchor is its own, not the group's θ(t−1) an update would be added to.
   // (Without eager every anchor is θ(t−1), and a quantized update serves as in any round.)
@@ -141,8 +140,7 @@ RoundAnswer OuterRound::apply(const std::map<uint32_t, NamedTensors>& contributi
     last_mean_.clear();
     for (size_t k = 0; k < answer.tensors.size(); ++k) {
       const auto& [name, theta] = outer_.theta()[k];
-      last_mean_.emplace_back(name, quantized ? model::decode(answer.tensors[k], d_.quantize,
-                                                              d_.quant_block, theta.sizes())
+      last_mean_.emplace_back(name, quantized ? decode_round(answer.tensors[k], d_, theta.sizes())
                                               : answer.tensors[k].clone());
     }
     last_contributions_ = contributions;

@@ -55,9 +55,12 @@ class OuterRound {
 
   const NamedTensors& theta() const { return outer_.theta(); }
   const NamedTensors& momentum() const { return outer_.momentum(); }
-  // θ and the momentum a restarted group continues from (what only rounds carry, the error
-  // feedback and eager's last mean, starts afresh with the object).
-  void restore(NamedTensors theta, NamedTensors momentum);
+  // What the encoded answers have left unsent so far (error feedback), in θ's order; empty:
+  // nothing carried yet.
+  const NamedTensors& residual() const { return residual_; }
+  // θ, the momentum and the error feedback a restarted group continues from (eager's last
+  // mean, which only rounds carry, starts afresh with the object).
+  void restore(NamedTensors theta, NamedTensors momentum, NamedTensors residual = {});
 
  private:
   std::vector<at::Tensor> encode_update(const NamedTensors& before);

@@ -7,7 +7,7 @@
 #include "actors/diloco/group_internal.hpp"
 #include "model/checks.hpp"
 #include "model/fragments.hpp"
-#include "model/quantize.hpp"
+#include "model/topk.hpp"
 #include "transport/relay.hpp"
 
 namespace swarmrt::actors {
@@ -213,7 +213,8 @@ void take_store(Self* self, const model::NamedTensors& theta) {
       for (const auto& [name, x] : slice(s.store->momentum, f.index))
         m.emplace_back(name, x.clone());
       f.outer = std::make_unique<model::OuterRound>(t, s.ctx->config);
-      f.outer->restore(std::move(t), std::move(m));
+      f.outer->restore(std::move(t), std::move(m),
+                       residual_of(s.store->residual, f.index, s.names));
       f.last_applied = p < s.store->fragment_applied.size() ? s.store->fragment_applied[p]
                        : p == 0                             ? s.store->last_applied
                                                             : -1;
@@ -310,7 +311,7 @@ caf::message_handler query_handlers(Self* self) {
                             {"members", s.members.size()},
                             {"rejected", s.rejected},
                             {"communicator", s.comm_backend.empty() ? "none" : s.comm_backend}};
-        info["quantize"] = config::name_of(s.ctx->config.diloco.quantize);
+        info["quantize"] = s.ctx->config.diloco.encoding();
         for (uint32_t p = 0; p < s.fragments.size(); ++p) {
           const auto& f = s.fragments[p];
           info["fragments"].push_back({{"fragment", p},

@@ -54,7 +54,10 @@ namespace swarmrt::actors {
 // round is neither applied twice nor lost; checkpoints read it.
 struct GroupStore {
   std::mutex mu;
-  model::NamedTensors theta, momentum;   // the whole stage; empty until a round is applied
+  model::NamedTensors theta, momentum;  // the whole stage; empty until a round is applied
+  // The encoded answers' error feedback (model::OuterRound::residual), of the fragments that
+  // carry one, by name; empty: none.
+  model::NamedTensors residual;
   int64_t last_applied = -1;             // fragment 0's (the whole stage without fragments)
   std::vector<uint64_t> applied_rounds;  // fragment 0's rounds, in order
   // Streaming DiLoCo: every fragment's last applied round and its rounds, in order.

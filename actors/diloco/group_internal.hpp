@@ -17,6 +17,10 @@ using Self = caf::stateful_actor<group_state>;
 // group_round.cpp
 // Fragment p's tensors of `all` (the stage's θ or momentum), in θ's order.
 model::NamedTensors slice(const model::NamedTensors& all, const std::vector<size_t>& index);
+// Fragment `index`'s error feedback from the store's (by name), in θ's order: all of its
+// tensors, or none when the store lacks any (a fragment's answers carry all or nothing).
+model::NamedTensors residual_of(const model::NamedTensors& stored, const std::vector<size_t>& index,
+                                const std::vector<std::string>& names);
 // The whole stage's θ (or outer momentum), assembled from its fragments.
 model::NamedTensors whole(const group_state& s, bool momentum);
 // θ and the outer momentum of every fragment into the store (the caller holds its lock).

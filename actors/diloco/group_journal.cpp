@@ -54,6 +54,7 @@ uint64_t GroupJournal::write(uint32_t stage, uint64_t step, const GroupStore& st
   model::Checkpoint c;
   for (const auto& [name, t] : store.theta) c.tensors.emplace_back("theta/" + name, t);
   for (const auto& [name, t] : store.momentum) c.tensors.emplace_back("momentum/" + name, t);
+  for (const auto& [name, t] : store.residual) c.tensors.emplace_back("residual/" + name, t);
   c.meta_json = nlohmann::json{{"stage", stage},
                                {"step", step},
                                {"last_applied", store.last_applied},
@@ -89,9 +90,11 @@ std::optional<uint64_t> GroupJournal::restore(
       std::lock_guard<std::mutex> lock(store.mu);
       store.theta.clear();
       store.momentum.clear();
+      store.residual.clear();
       for (const auto& [name, t] : c.tensors) {
         if (name.rfind("theta/", 0) == 0) store.theta.emplace_back(name.substr(6), t);
         if (name.rfind("momentum/", 0) == 0) store.momentum.emplace_back(name.substr(9), t);
+        if (name.rfind("residual/", 0) == 0) store.residual.emplace_back(name.substr(9), t);
       }
       store.last_applied = meta.at("last_applied").get<int64_t>();
       store.applied_rounds = meta.at("applied_rounds").get<std::vector<uint64_t>>();

@@ -4,6 +4,8 @@
 // answer's encoding: θ(t), a quantized update or an eager mean) is model/outer_round.hpp's.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "actors/diloco/group_internal.hpp"
 #include "actors/diloco/group_journal.hpp"
 #include "policy/round_quorum.hpp"
@@ -18,6 +20,18 @@ model::NamedTensors slice(const model::NamedTensors& all, const std::vector<size
   return out;
 }
 
+model::NamedTensors residual_of(const model::NamedTensors& stored, const std::vector<size_t>& index,
+                                const std::vector<std::string>& names) {
+  model::NamedTensors out;
+  for (auto i : index) {
+    auto it = std::find_if(stored.begin(), stored.end(),
+                           [&](const auto& e) { return e.first == names[i]; });
+    if (it == stored.end()) return {};
+    out.emplace_back(it->first, it->second.clone());
+  }
+  return out;
+}
+
 // The whole stage's θ (or outer momentum), assembled from its fragments.
 model::NamedTensors whole(const group_state& s, bool momentum) {
   model::NamedTensors out(s.names.size());
@@ -28,12 +42,16 @@ model::NamedTensors whole(const group_state& s, bool momentum) {
   return out;
 }
 
-// θ and the outer momentum of every fragment into the store (its lock held).
+// θ, the outer momentum and the error feedback of every fragment into the store (its lock held).
 void store_theta(group_state& s) {
   s.store->theta.clear();
   s.store->momentum.clear();
+  s.store->residual.clear();
   for (const auto& [name, t] : whole(s, false)) s.store->theta.emplace_back(name, t.clone());
   for (const auto& [name, t] : whole(s, true)) s.store->momentum.emplace_back(name, t.clone());
+  for (const auto& f : s.fragments)
+    for (const auto& [name, t] : f.outer->residual())
+      if (t.defined()) s.store->residual.emplace_back(name, t.clone());
 }
 
 void journal_store(group_state& s, uint64_t step) {

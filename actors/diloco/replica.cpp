@@ -33,11 +33,22 @@ void DilocoReplica::configure(ReplicaSetup setup, const model::StageModel& modul
 
 void DilocoReplica::take_state(const messages::WorkerState& st, model::NamedTensors anchor) {
   set_anchor(std::move(anchor));
+  // Its own error feedback only (a checkpoint's entry of this worker): a peer's is the peer's.
+  const bool own = st.residual_of == static_cast<int64_t>(setup_.id) && !st.residual.names.empty();
+  const auto carried = own ? to_named(st.residual) : model::NamedTensors{};
   for (size_t p = 0; p < fragments_.size(); ++p) {
+    auto& f = fragments_[p];
     if (st.rounds.size() == fragments_.size())
-      fragments_[p].round = static_cast<uint64_t>(std::max<int64_t>(0, st.rounds[p]));
+      f.round = static_cast<uint64_t>(std::max<int64_t>(0, st.rounds[p]));
     else if (st.round >= 0)
-      fragments_[p].round = static_cast<uint64_t>(st.round);
+      f.round = static_cast<uint64_t>(st.round);
+    f.residual.clear();
+    if (!own) continue;
+    for (auto i : f.index) {
+      auto it = std::find_if(carried.begin(), carried.end(),
+                             [&](const auto& e) { return e.first == names_[i]; });
+      f.residual.emplace_back(names_[i], it == carried.end() ? at::Tensor() : it->second);
+    }
   }
 }
 
@@ -46,6 +57,12 @@ void DilocoReplica::give_state(messages::WorkerState& st) const {
   st.rounds.clear();
   for (const auto& f : fragments_) st.rounds.push_back(static_cast<int64_t>(f.round));
   st.round = static_cast<int64_t>(round());
+  model::NamedTensors residual;
+  for (const auto& f : fragments_)
+    for (const auto& [name, t] : f.residual)
+      if (t.defined()) residual.emplace_back(name, t);
+  st.residual = to_list(residual, /*clone=*/true);
+  st.residual_of = static_cast<int64_t>(setup_.id);
 }
 
 // Fragment p's round of `step` starts: its Δ_p = θ_p(t−1) − θ_p on the worker's device, sent

@@ -9,7 +9,7 @@
 #include "actors/diloco/replica.hpp"
 #include "model/diloco.hpp"
 #include "model/fragments.hpp"
-#include "model/quantize.hpp"
+#include "model/topk.hpp"
 #include "transport/transport.hpp"
 
 namespace swarmrt::actors {
@@ -18,7 +18,7 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
                                model::StageModel* module, bool last, bool mean) {
   auto& f = fragments_[p];
   const auto& d = setup_.ctx->config.diloco;
-  const bool quantized = d.quantize != config::Quantize::none;
+  const bool quantized = d.encoded();
   if (comm_ && !mean) ++fallbacks_;
   messages::RoundHeader rh;
   rh.round_id = f.round;
@@ -42,11 +42,10 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
     for (size_t k = 0; k < tensors.size(); ++k) {
       auto v = tensors[k];
       if (d.error_feedback && f.residual[k].second.defined()) v = v + f.residual[k].second;
-      tensors[k] = model::encode(v, d.quantize, d.quant_block);
+      tensors[k] = model::encode_round(v, d);
       if (!d.error_feedback) continue;
       try {
-        f.residual[k] = {rh.tensor_names[k],
-                         v - model::decode(tensors[k], d.quantize, d.quant_block, v.sizes())};
+        f.residual[k] = {rh.tensor_names[k], v - model::decode_round(tensors[k], d, v.sizes())};
       } catch (const std::invalid_argument&) {
         f.residual[k] = {};  // a non-finite Δ (the group refuses it): nothing to carry
       }
@@ -55,9 +54,7 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
   if (eager) {
     std::vector<at::Tensor> sent;  // what the group decodes
     for (size_t k = 0; k < tensors.size(); ++k)
-      sent.push_back(quantized
-                         ? model::decode(tensors[k], d.quantize, d.quant_block, fresh[k].sizes())
-                         : tensors[k]);
+      sent.push_back(quantized ? model::decode_round(tensors[k], d, fresh[k].sizes()) : tensors[k]);
     eager_step(p, step, fresh, sent, *module);
   }
   auto frame = messages::make_round_frame(rh, std::move(tensors));
@@ -125,9 +122,8 @@ void DilocoReplica::take_mean(uint32_t p, const messages::Frame& frame,
     if (h.tensor_names[k] != name)
       throw std::invalid_argument("tensor '" + h.tensor_names[k] + "' where '" + name +
                                   "' belongs");
-    at::Tensor m = d.quantize == config::Quantize::none
-                       ? frame.tensors[k]
-                       : model::decode(frame.tensors[k], d.quantize, d.quant_block, anchor.sizes());
+    at::Tensor m =
+        d.encoded() ? model::decode_round(frame.tensors[k], d, anchor.sizes()) : frame.tensors[k];
     if (!m.sizes().equals(anchor.sizes()) || m.scalar_type() != anchor.scalar_type())
       throw std::invalid_argument("tensor '" + name + "' has another shape or dtype");
     if (!at::isfinite(m).all().item<bool>())
@@ -156,8 +152,7 @@ model::NamedTensors DilocoReplica::global_of(uint32_t p, const messages::Frame& 
     at::Tensor theta;
     if (h.update) {
       // θ(t) = θ(t−1) + the decoded update, summed as the group sums it: the same bits.
-      theta = anchor.to(at::kCPU) +
-              model::decode(frame.tensors[k], d.quantize, d.quant_block, anchor.sizes());
+      theta = anchor.to(at::kCPU) + model::decode_round(frame.tensors[k], d, anchor.sizes());
     } else {
       theta = frame.tensors[k];
       if (!theta.sizes().equals(anchor.sizes()) || theta.scalar_type() != anchor.scalar_type())

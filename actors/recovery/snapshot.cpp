@@ -60,7 +60,7 @@ caf::expected<messages::WorkerState> decode_state(caf::actor_system& sys,
   if (auto err = source(st))
     return caf::make_error(caf::sec::runtime_error,
                            "an assembled state does not decode: " + sys.render(err));
-  for (const auto* list : {&st.params, &st.anchor, &st.moments})
+  for (const auto* list : {&st.params, &st.anchor, &st.moments, &st.residual})
     if (!list->error.empty())
       return caf::make_error(caf::sec::runtime_error,
                              "an assembled state was refused: " + list->error);

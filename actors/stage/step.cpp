@@ -153,7 +153,7 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
 // Takes a state handed out by a peer, the DiLoCo group or a checkpoint (see WorkerSetup).
 void load_state(Self* self, const messages::WorkerState& st) {
   auto& s = self->state;
-  for (const auto* list : {&st.params, &st.anchor, &st.moments})
+  for (const auto* list : {&st.params, &st.anchor, &st.moments, &st.residual})
     if (!list->error.empty())
       throw std::runtime_error("worker " + std::to_string(s.setup.id) + ": state from " +
                                st.source + " was refused: " + list->error);
@@ -179,9 +179,13 @@ messages::WorkerState state_of(Self* self, bool canonical) {
   st.params = to_list(model::parameters_of(*s.module));
   st.round = -1;
   if (s.replica) s.replica->give_state(st);
-  if (canonical)
+  if (canonical) {
     st.moments = to_list(model::adamw_moments(*s.optimizer));
-  else
+    // A snapshot's bytes are equal on every donor of one state; the error feedback is each
+    // worker's own, which no other worker takes.
+    st.residual = {};
+    st.residual_of = -1;
+  } else
     st.optimizer = model::optimizer_bytes(*s.optimizer);
   st.source =
       canonical ? "stage " + std::to_string(s.setup.stage) : "peer " + std::to_string(s.setup.id);

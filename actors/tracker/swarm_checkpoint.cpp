@@ -60,6 +60,7 @@ model::Checkpoint make_swarm_checkpoint(const config::RunConfig& config, uint64_
   for (const auto& w : workers) {
     add(ckpt, worker_prefix(w.id) + "param/", w.state.params);
     add(ckpt, worker_prefix(w.id) + "anchor/", w.state.anchor);
+    add(ckpt, worker_prefix(w.id) + "residual/", w.state.residual);
     ckpt.blobs["optimizer/" + std::to_string(w.id)] = w.state.optimizer;
     swarm["workers"].push_back(
         {{"id", w.id}, {"stage", w.stage}, {"round", w.state.round}, {"rounds", w.state.rounds}});
@@ -69,6 +70,7 @@ model::Checkpoint make_swarm_checkpoint(const config::RunConfig& config, uint64_
     std::lock_guard<std::mutex> lock(groups[k]->mu);
     add(ckpt, group_prefix(k) + "theta/", groups[k]->theta);
     add(ckpt, group_prefix(k) + "momentum/", groups[k]->momentum);
+    add(ckpt, group_prefix(k) + "residual/", groups[k]->residual);
     swarm["groups"].push_back({{"stage", k},
                                {"last_applied", groups[k]->last_applied},
                                {"fragment_applied", groups[k]->fragment_applied}});
@@ -119,6 +121,9 @@ std::optional<messages::WorkerState> saved_worker_state(const model::Checkpoint&
   messages::WorkerState st;
   st.params = to_list(with_prefix(ckpt, worker_prefix(saved) + "param/"));
   st.anchor = to_list(with_prefix(ckpt, worker_prefix(saved) + "anchor/"));
+  // The error feedback is worker `saved`'s own: another worker given this entry does not take it.
+  st.residual = to_list(with_prefix(ckpt, worker_prefix(saved) + "residual/"));
+  st.residual_of = saved;
   auto blob = ckpt.blobs.find("optimizer/" + std::to_string(saved));
   if (blob != ckpt.blobs.end()) st.optimizer = blob->second;
   st.round = pick->at("round").get<int64_t>();
@@ -135,6 +140,7 @@ bool restore_group(const model::Checkpoint& ckpt, uint32_t stage, GroupStore& st
     std::lock_guard<std::mutex> lock(store.mu);
     store.theta = with_prefix(ckpt, group_prefix(stage) + "theta/");
     store.momentum = with_prefix(ckpt, group_prefix(stage) + "momentum/");
+    store.residual = with_prefix(ckpt, group_prefix(stage) + "residual/");
     store.last_applied = g.at("last_applied").get<int64_t>();
     if (g.contains("fragment_applied"))
       store.fragment_applied = g.at("fragment_applied").get<std::vector<int64_t>>();

@@ -105,6 +105,21 @@ TEST(Config, ImpossibleValues) {
   msg = error_of("[diloco]\nouter_lr = 0.5\nouter_min_lr = 0.6\n");
   EXPECT_NE(msg.find("diloco.outer_min_lr: must be in [0, diloco.outer_lr]"), std::string::npos)
       << msg;
+  // Sparse rounds: values in 2 or 4 bits, in place of a quantization, not with eager steps
+  // (their answer, the round's mean, would be cut with no error feedback).
+  EXPECT_EQ(error_of("[diloco]\ncompress = \"topk\"\ntopk_density = 0.02\ntopk_bits = 4\n"), "");
+  msg = error_of("[diloco]\ncompress = \"topk\"\ntopk_bits = 3\n");
+  EXPECT_NE(msg.find("diloco.topk_bits: must be 2 or 4, got 3"), std::string::npos) << msg;
+  msg = error_of("[diloco]\ncompress = \"topk\"\nquantize = \"int4\"\n");
+  EXPECT_NE(msg.find("diloco.quantize: must be \"none\" with diloco.compress = \"topk\""),
+            std::string::npos)
+      << msg;
+  msg = error_of("[diloco]\ncompress = \"topk\"\neager = true\noverlap_steps = 1\n");
+  EXPECT_NE(msg.find("diloco.eager: must be false with diloco.compress"), std::string::npos) << msg;
+  msg = error_of("[diloco]\ncompress = \"sparse\"\n");
+  EXPECT_NE(msg.find("must be none or topk, not 'sparse'"), std::string::npos) << msg;
+  msg = error_of("[diloco]\ntopk_density = 0\n");
+  EXPECT_NE(msg.find("diloco.topk_density"), std::string::npos) << msg;
   // Robust aggregation: not with eager steps (they take the others' mean); a trimmed mean
   // leaves a value per coordinate.
   msg = error_of("[diloco]\naggregate = \"centered_clip\"\neager = true\noverlap_steps = 1\n");
