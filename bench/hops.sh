@@ -6,8 +6,10 @@
 # int64, are taken out) against none, and the final validation loss against none's on the same
 # seed (mean, 95% interval).
 # REUSE=1 keeps a run whose folder already ends in an evaluation (to add seeds to a table).
-# Usage: [STEPS=300] [ENCODINGS="none int8 int4 int5/3"] [REUSE=1] bench/hops.sh [FIRST] [LAST]
-#   -> table + bench/results/hops.json (300 steps) or hops_STEPS.json
+# An encoding may name its swarm.hop_block after a colon ("int3:256"; else the config's, 128).
+# Usage: [STEPS=300] [ENCODINGS="none int8 int4 int5/3"] [REUSE=1] [RESULT=file.json]
+#        bench/hops.sh [FIRST] [LAST]
+#   -> table + RESULT, else bench/results/hops.json (300 steps) or hops_STEPS.json
 source "$(dirname "$0")/lib.sh"
 first=${1:-1} last=${2:-3}
 [[ $first =~ ^[0-9]+$ && $last =~ ^[0-9]+$ && $first -le $last ]] ||
@@ -20,28 +22,32 @@ out=runs/bench_hops_$steps
 mkdir -p "$out"
 for seed in $(seq "$first" "$last"); do
   for e in $encodings; do
-    name=$seed-${e//\//-}  # int5/3 -> int5-3
+    name=$seed-${e//[\/:]/-}  # int5/3 -> int5-3, int3:256 -> int3-256
+    block=()
+    [[ $e == *:* ]] && block=(--set swarm.hop_block="${e#*:}")
     if [ "${REUSE:-0}" = 1 ] && grep -q '"event":"eval"' "$out/$name/metrics.jsonl" 2>/dev/null; then
       echo "seed $seed $e: kept" >&2
       continue
     fi
     echo "seed $seed $e" >&2
     "$bin" train -c configs/tiny.toml --set swarm.mode=pp --set swarm.stages=2 \
-      --set swarm.workers_per_stage=1 --set swarm.hop_encoding="$e" --set train.steps="$steps" \
+      --set swarm.workers_per_stage=1 --set swarm.hop_encoding="${e%%:*}" "${block[@]}" \
+      --set train.steps="$steps" \
       --set train.seed="$seed" --set train.eval_every=0 --set checkpoint.every_steps=0 \
       --set train.log_every=1000 --sample-tokens 0 --out "$out/$name" --overwrite \
       >"$out/$name.log" 2>&1 || { echo "$name failed; its log: $out/$name.log" >&2; exit 1; }
   done
 done
 python3 - "$(bench/machine.sh)" "$out" "$first" "$last" "$encodings" "$steps" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 sys.path.insert(0, "bench")  # the scripts run from the repository's root
 from stats import mean_ci95
 machine, out = json.loads(sys.argv[1]), sys.argv[2]
 first, last, encodings, steps = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
-result = "bench/results/hops.json" if steps == 300 else f"bench/results/hops_{steps}.json"
+result = os.environ.get("RESULT") or (
+    "bench/results/hops.json" if steps == 300 else f"bench/results/hops_{steps}.json")
 def load(seed, e):
-    recs = [json.loads(l) for l in open(f"{out}/{seed}-{e.replace('/', '-')}/metrics.jsonl") if l.strip()]
+    recs = [json.loads(l) for l in open(f"{out}/{seed}-{e.replace('/', '-').replace(':', '-')}/metrics.jsonl") if l.strip()]
     st = [r for r in recs if r.get("event") == "step"]
     ev = [r for r in recs if r.get("event") == "eval"][-1]
     b = st[-1]["bytes"]

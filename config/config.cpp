@@ -139,9 +139,10 @@ static std::vector<Field> training_rows() {
       SWARMRT_CHOICE(swarm, hop_encoding, shared,
                      "activations and input gradients between stages: none (the compute dtype), "
                      "bf16, int8 (blockwise), int4 (Hadamard-rotated blocks, gradients rounded "
-                     "stochastically) or int5/3 (as int4, 5 bits forward and 3 back)"),
+                     "stochastically), int5/3 (as int4, 5 bits forward and 3 back) or int3 (as "
+                     "int4 in 3 bits both ways)"),
       SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
-                     "values per scale of int8, int4 and int5/3 hops, a power of two"),
+                     "values per scale of blockwise hops, a power of two dividing model.n_embd"),
       SWARMRT_CHOICE(swarm, grad_aggregate, shared,
                      "a stage's gradient from its workers' (pp, dp, swarm, DiLoCo's warm-up): "
                      "mean, or centered_clip / trimmed_mean of each worker's mean gradient with "

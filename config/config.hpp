@@ -47,7 +47,7 @@ enum class Precision { fp32, bf16, fp16 };
 enum class LossScale { automatic, dynamic, off };
 // swarm.hop_encoding: how activations and input gradients cross stage boundaries
 // (model/hop_codec.hpp).
-enum class HopEncoding { none, bf16, int8, int4, int5_3 };
+enum class HopEncoding { none, bf16, int8, int4, int5_3, int3 };
 
 template <class E>
 const std::vector<std::string>& names();

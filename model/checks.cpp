@@ -48,6 +48,9 @@ double spot_check_tolerance(config::Precision precision, config::HopEncoding enc
     case config::HopEncoding::int5_3:
       tolerance = std::max(tolerance, 0.1);
       break;
+    case config::HopEncoding::int3:  // a 3-bit step is twice a 4-bit one
+      tolerance = std::max(tolerance, 0.25);
+      break;
   }
   return tolerance;
 }

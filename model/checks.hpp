@@ -25,7 +25,7 @@ double relative_difference(const at::Tensor& got, const at::Tensor& want);
 // input: `configured` when above 0, else what the run's compute precision and hop encoding
 // leave between them (sums taken in another order on other hardware, a quantization step
 // rounded the other way). Noise of a tenth of a tensor's RMS and more stands out in all of
-// them except int4 hops.
+// them except int4 and int3 hops.
 double spot_check_tolerance(config::Precision precision, config::HopEncoding encoding,
                             double configured);
 

@@ -29,6 +29,7 @@ int64_t blocks_for(int64_t n, int64_t block) {
 int rotated_bits(config::HopEncoding e, HopDirection d) {
   if (e == config::HopEncoding::int4) return 4;
   if (e == config::HopEncoding::int5_3) return d == HopDirection::forward ? 5 : 3;
+  if (e == config::HopEncoding::int3) return 3;
   return 0;
 }
 
@@ -127,6 +128,7 @@ at::ScalarType hop_wire_dtype(config::HopEncoding e, at::ScalarType compute) {
     case config::HopEncoding::int8:
     case config::HopEncoding::int4:
     case config::HopEncoding::int5_3:
+    case config::HopEncoding::int3:
       return at::kByte;
     case config::HopEncoding::none:
       break;
@@ -154,7 +156,8 @@ at::Tensor encode_hop(const at::Tensor& x, config::HopEncoding e, int64_t block,
     case config::HopEncoding::int8:
       return encode_blocks(blocks_of(x, block), x.numel(), 8, std::nullopt);
     case config::HopEncoding::int4:
-    case config::HopEncoding::int5_3: {
+    case config::HopEncoding::int5_3:
+    case config::HopEncoding::int3: {
       const auto rotated = at::matmul(blocks_of(x, block), hadamard(block, x.device()));
       std::optional<uint64_t> stochastic;
       if (d == HopDirection::backward) stochastic = seed;
@@ -207,7 +210,8 @@ at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t blo
           .reshape(shape)
           .to(dtype);
     case config::HopEncoding::int4:
-    case config::HopEncoding::int5_3: {
+    case config::HopEncoding::int5_3:
+    case config::HopEncoding::int3: {
       const int64_t nb = blocks_for(n, block);
       const auto rotated = decode_blocks(wire.contiguous(), rotated_bits(e, d), block, nb * block);
       return at::matmul(rotated, hadamard(block, wire.device()))

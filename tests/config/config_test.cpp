@@ -310,6 +310,23 @@ TEST(Config, EveryShippedConfigLoads) {
   EXPECT_EQ(gpu.train.micro_batches, 4);
 }
 
+// A hop's blocks stay inside one position's vector: a block of 256 on a model of width 128
+// spans two positions and is refused with a blockwise encoding; with none, or one stage (no
+// hops), the key does not matter.
+TEST(Config, HopBlocksThatSpanTwoPositionsAreRefused) {
+  const std::string pp = "[model]\npreset = \"tiny\"\n[swarm]\nmode = \"pp\"\nstages = 2\n";
+  for (const char* e : {"int8", "int4", "int5/3", "int3"})
+    expect_refused(pp + "hop_encoding = \"" + e + "\"\nhop_block = 256\n",
+                   {"swarm.hop_block", "must divide model.n_embd (128)", e, "got 256"});
+  EXPECT_EQ(parse_config(pp + "hop_encoding = \"int3\"\nhop_block = 128\n", "x").swarm.hop_block,
+            128);
+  EXPECT_EQ(parse_config(pp + "hop_encoding = \"none\"\nhop_block = 256\n", "x").swarm.hop_block,
+            256);
+  EXPECT_EQ(error_of("[model]\npreset = \"tiny\"\n[swarm]\nmode = \"single\"\nstages = 1\n"
+                     "workers_per_stage = 1\nhop_encoding = \"int4\"\nhop_block = 256\n"),
+            "");
+}
+
 // Each entry is H:STEPS with STEPS whole rounds of H; anything else is refused by name.
 TEST(Config, InnerStepsScheduleRefusesWhatIsNotWholeRounds) {
   EXPECT_TRUE(parse_inner_schedule("").empty());

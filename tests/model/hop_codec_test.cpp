@@ -179,6 +179,56 @@ TEST(HopCodec, Int53SpendsInt4sBytesFiveBitsForwardAndThreeBack) {
                std::invalid_argument);
 }
 
+// Why a block must stay inside one position (config/values.cpp refuses hop_block that does not
+// divide model.n_embd): with blocks of 256 over positions of 128 values, changing the second
+// position's values changes the first position's decoded hop; with blocks of 128 it does not.
+TEST(HopCodec, ABlockSpanningTwoPositionsLeaksTheLaterIntoTheEarlier) {
+  auto x = hidden(1, 2, 128, 12);
+  auto later = x.clone();
+  later[0][1] *= 3;
+  for (auto e : {HopEncoding::int8, HopEncoding::int4, HopEncoding::int3}) {
+    const auto first = [&](const at::Tensor& t, int64_t block) {
+      return decode_hop(encode_hop(t, e, block, kForward, 0), e, block, kForward, t.sizes(),
+                        at::kFloat)[0][0];
+    };
+    EXPECT_TRUE(at::equal(first(x, 128), first(later, 128))) << name_of(e);
+    EXPECT_FALSE(at::equal(first(x, 256), first(later, 256))) << name_of(e);
+  }
+}
+
+// int3: 3 bits both ways, at a block of 256 more than 10x fewer bytes than float32; each
+// direction within its bound (half a step forward, a step back, L = 3 levels a side).
+TEST(HopCodec, Int3IsTenTimesSmallerThanFloat32AndWithinItsBounds) {
+  constexpr int64_t kBig = 256;
+  auto x = hidden(4, 32, 64, 11);
+  const int64_t n = x.numel(), blocks = n / kBig;
+  auto rotated = at::matmul(x.view({blocks, kBig}), hadamard(kBig));
+  auto m = rotated.abs().amax(1);
+  const std::pair<HopDirection, double> sides[] = {{kForward, 6}, {kBackward, 3}};
+  for (const auto& [d, per_m] : sides) {
+    auto wire = encode_hop(x, HopEncoding::int3, kBig, d, 7);
+    EXPECT_EQ(wire.numel(), 3 * n / 8 + 4 * blocks);
+    EXPECT_GE(4.0 * n / wire.numel(), 10.0);
+    auto back = decode_hop(wire, HopEncoding::int3, kBig, d, x.sizes(), at::kFloat);
+    auto err = (back - x).view({blocks, kBig}).norm(2, 1);
+    for (int64_t b = 0; b < blocks; ++b)
+      EXPECT_LE(err[b].item<double>(),
+                std::sqrt(static_cast<double>(kBig)) * (m[b].item<double>() / per_m + 1e-5))
+          << (d == kForward ? "forward" : "backward") << " block " << b;
+    // Not a copy of x: 3 bits lose more than int4 does (its forward error is at most m′/14).
+    EXPECT_GT((back - x).norm().item<double>(),
+              (decode_hop(encode_hop(x, HopEncoding::int4, kBig, kForward, 0), HopEncoding::int4,
+                          kBig, kForward, x.sizes(), at::kFloat) -
+               x)
+                  .norm()
+                  .item<double>());
+  }
+  // A wire of another block size is refused by its size.
+  EXPECT_THROW(decode_hop(encode_hop(x, HopEncoding::int3, kBlock, kForward, 0), HopEncoding::int3,
+                          kBig, kForward, x.sizes(), at::kFloat),
+               std::invalid_argument);
+}
+
 // The uniform codes under the hop encodings, at every width: within half a step of x rounded to
 // nearest (m/2L, L = 2^(bits−1) − 1), within one step stochastically, in ⌈n·bits/8⌉ bytes after
 // the scales; and 4 and 8 bits are int4's and int8's wires byte for byte (Streaming DiLoCo's
@@ -225,7 +275,8 @@ TEST(HopCodec, Float32CodecsWriteTheDoublePathsWire) {
   const std::tuple<HopEncoding, int, at::Tensor> cases[] = {
       {HopEncoding::int8, 8, x.reshape({-1})},
       {HopEncoding::int4, 4, at::matmul(blocks, hadamard(kBlock)).reshape({-1})},
-      {HopEncoding::int5_3, 5, at::matmul(blocks, hadamard(kBlock)).reshape({-1})}};
+      {HopEncoding::int5_3, 5, at::matmul(blocks, hadamard(kBlock)).reshape({-1})},
+      {HopEncoding::int3, 3, at::matmul(blocks, hadamard(kBlock)).reshape({-1})}};
   for (const auto& [e, bits, coded] : cases) {
     auto wire = encode_hop(x, e, kBlock, kForward, 0);
     auto old = encode_bits(coded, bits, kBlock);
