@@ -60,6 +60,17 @@ caf::message_handler resetting(Self* self) {
   };
 }
 
+// A worker's restart may be announced before its predecessor's down arrives (they come from
+// different processes): mid-step it waits for the next step. Once the down empties the stage
+// and pauses the pipeline, no other membership need ever come, so the waiting one is taken
+// now (left waiting, the pipeline stayed paused for good).
+bool adopt_if_paused(Self* self) {
+  auto& s = self->state;
+  if (!s.paused || !s.pending) return false;
+  adopt_membership(self);
+  return true;
+}
+
 caf::message_handler running(Self* self) {
   return {
       // With a stage left empty mid-step there is nothing to lose by changing the step's
@@ -83,6 +94,7 @@ caf::message_handler running(Self* self) {
         forget_worker(self, id, addr, why);
         rerun_through(self, id);
         expire_checks(self, id);
+        if (adopt_if_paused(self)) dispatch_waiting(self);
       },
   };
 }
@@ -202,6 +214,7 @@ caf::message_handler evaluating(Self* self) {
       },
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {
         forget_worker(self, id, addr, why);
+        adopt_if_paused(self);
         start_eval(self);  // again, through live workers
       },
   };

@@ -259,6 +259,32 @@ TEST_F(TrackerFixture, EveryWorkerLostWhileTheStepReducesIsReplacedByItsRestarte
   sched->run();
 }
 
+// A stage's only worker restarted mid-step, and its node's restart announced before the old
+// actor's down arrives (two nodes, two connections: either may come first). The restart waits
+// for the next step, as every membership change mid-step does; then the down empties the stage
+// and pauses the pipeline. The waiting membership must be taken then: no other one may come,
+// and the pipeline stayed paused for good (`swarmrt ctl checkpoint` timed out in net.console).
+TEST_F(TrackerFixture, ARestartAnnouncedBeforeItsPredecessorsDownResumesThePipeline) {
+  Log next1 = std::make_shared<std::vector<caf::message>>();
+  auto v1 = sys->spawn(puppet, next1);
+  caf::anon_send(tracker, restarted_atom::value, messages::Member{id1, 1, v1, "", "cpu"});
+  sched->run();
+  caf::anon_send_exit(w1, caf::exit_reason::kill);
+  sched->run();
+  caf::scoped_actor self{*sys};
+  self->send(tracker, ask_members_atom::value);
+  sched->run();
+  std::optional<messages::Membership> members;
+  self->receive([&](const messages::Membership& m) { members = m; }, [&](const caf::error&) {},
+                caf::after(std::chrono::seconds(0)) >> [&] {});
+  ASSERT_TRUE(members);
+  ASSERT_EQ(members->stages.size(), 2u);
+  ASSERT_EQ(members->stages[1].size(), 1u);
+  EXPECT_EQ(members->stages[1][0].handle, v1);
+  EXPECT_EQ((count<members_atom, messages::Membership>(next1)), 1u);  // told it is a member
+  caf::anon_send_exit(v1, caf::exit_reason::kill);
+  sched->run();
+}
 }  // namespace
 
 TEST_F(TrackerFixture, AWorkerThatJoinsBetweenStepsTakesAPeersStateEvenIfAdoptedFirst) {
