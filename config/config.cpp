@@ -197,6 +197,13 @@ static std::vector<Field> diloco_rows() {
       SWARMRT_NUMBER(diloco, warmup_sync_steps, shared, at_least(0),
                      "K: the first K steps average gradients every step (as swarm mode); rounds "
                      "start from theta at step K, < train.steps"),
+      SWARMRT_CHOICE(diloco, warmup_compress, shared,
+                     "the warm-up's gradients on the wire: none, or topk (the largest "
+                     "warmup_density of each topk_chunk values with error feedback, in "
+                     "topk_bits)"),
+      SWARMRT_NUMBER(diloco, warmup_density, shared, (Range{0, 1, true, false}),
+                     "warmup_compress = topk: the share of each chunk's values a warm-up step "
+                     "sends"),
       SWARMRT_FIELD(diloco, inner_steps_schedule, shared, any(), inner_schedule,
                     "H small early: \"H:STEPS,...\" runs STEPS local steps at each H in turn "
                     "from the warm-up's end, then diloco.inner_steps; empty = H throughout"),

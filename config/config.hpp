@@ -234,6 +234,12 @@ struct DilocoConfig {
   // every step as swarm mode does, and the rounds count from θ at step K (anchors and the outer
   // optimizer start there). 0: local steps from the first.
   int64_t warmup_sync_steps = 0;  // K
+  // The warm-up's gradients on the wire (docs/streaming.md, "Sparse warm-up"): none (float32),
+  // or topk: each worker sends the largest warmup_density of each topk_chunk values of its
+  // gradient plus what it left unsent so far (error feedback), in topk_bits, and every worker
+  // sums every worker's sparse gradient, so the replicas stay equal.
+  Compress warmup_compress = Compress::none;
+  double warmup_density = 0.005;
   // H small early and growing (DiLoCo's ablations and the scaling-law runs sync more often
   // while the loss falls fast): "H:STEPS,..." runs STEPS local steps at each H in turn, counted
   // from the warm-up's end, then diloco.inner_steps for the rest. Empty: H throughout.

@@ -175,6 +175,20 @@ void validate_topk(const DilocoConfig& d, const Fail& fail) {
     fail("diloco.topk_bits", "must be 2 or 4, got " + std::to_string(d.topk_bits));
 }
 
+// A sparse warm-up (diloco.warmup_compress = topk) needs a warm-up, and a mean to sum into.
+template <class Fail>
+void validate_sparse_warmup(const RunConfig& c, const Fail& fail) {
+  if (c.diloco.warmup_compress == Compress::none) return;
+  if (c.diloco.warmup_sync_steps == 0)
+    fail("diloco.warmup_compress",
+         "needs diloco.warmup_sync_steps > 0: it compresses the warm-up's gradients, and this "
+         "run has no warm-up");
+  if (c.swarm.grad_aggregate != Aggregate::mean)
+    fail("diloco.warmup_compress",
+         "needs swarm.grad_aggregate = \"mean\": every worker sums the sparse gradients it is "
+         "sent, and a robust aggregate needs each worker's whole gradient");
+}
+
 // swarm.hop_block against the rotation's size and the model's width.
 template <class Fail>
 void validate_hops(const RunConfig& c, const Fail& fail) {
@@ -278,6 +292,7 @@ void validate(const RunConfig& c, const std::string& origin) {
          "so at least half of them; got " +
              std::to_string(d.clip_drop));
   validate_topk(d, fail);
+  validate_sparse_warmup(c, fail);
   if (d.eager && d.overlap_steps < 1)
     fail("diloco.eager",
          "needs diloco.overlap_steps >= 1: the eager step stands in for a mean still on the "

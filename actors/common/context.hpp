@@ -44,6 +44,12 @@ struct SwarmContext {
   bool syncs_gradients(uint64_t step) const {
     return grad_sync() || (diloco() && config.diloco.warming(step));
   }
+  // Whether `step`'s synchronized gradients travel sparse (diloco.warmup_compress;
+  // model/sparse_grads.hpp).
+  bool sparse_grads(uint64_t step) const {
+    return diloco() && config.diloco.warming(step) &&
+           config.diloco.warmup_compress != config::Compress::none;
+  }
   // Whether stages of several workers have a gradient averager.
   bool averages_gradients() const {
     return (grad_sync() || (diloco() && config.diloco.warmup_sync_steps > 0)) &&

@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "messages/frame.hpp"
 #include "model/checks.hpp"
 #include "model/robust_mean.hpp"
+#include "model/sparse_grads.hpp"
 #include "transport/bulk.hpp"
 
 namespace swarmrt::actors {
@@ -40,11 +42,34 @@ void aggregate_parts(averager_state& s) {
 // already scaled by its share of the step's samples; when a fault lost some of them (a dead
 // worker's gradient) or a re-run counted some twice, the sum is rescaled so the stage's
 // gradient stays the mean over the samples it actually backpropagated.
+// A sparse step's answer: every accepted worker's wires, and the factor that makes their sum
+// the mean over the samples behind them.
+void relay_wires(Self* self) {
+  auto& s = self->state;
+  const int64_t want = s.ctx->step_samples();
+  const double scale = s.samples > 0 && s.samples != want
+                           ? static_cast<double>(want) / static_cast<double>(s.samples)
+                           : 1.0;
+  std::vector<const std::vector<at::Tensor>*> wires;
+  for (const auto& [id, w] : s.wires) wires.push_back(&w);
+  const auto answer = model::sparse_answer(scale, wires);
+  const auto bytes = messages::payload_bytes(answer);
+  for (const auto& [id, handle] : s.reported) {
+    s.ctx->bytes->add(Traffic::gradients, bytes);
+    const auto wire = transport::paced_delay(self->node(), handle.node(), bytes);
+    transport::send_parcel(self, handle, wire, grad_sum_atom::value, s.step,
+                           messages::TensorList{{}, answer, {}});
+  }
+  s.sent = true;
+}
+
 void maybe_finish(Self* self) {
   auto& s = self->state;
-  if (s.sum.empty() || s.sent) return;
+  const bool sparse = s.ctx->sparse_grads(s.step);
+  if ((sparse ? s.reported.empty() : s.sum.empty()) || s.sent) return;
   for (const auto& id : s.members)
     if (!s.reported.count(id)) return;
+  if (sparse) return relay_wires(self);
   const int64_t want = s.ctx->step_samples();
   if (robust(s))
     aggregate_parts(s);
@@ -72,6 +97,8 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
     s.reported.clear();
     s.sum.clear();
     s.parts.clear();
+    s.wires.clear();
+    s.numels.clear();
     s.samples = 0;
     s.sent = false;
   }
@@ -84,11 +111,15 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
   // (it gets the stage's gradient like every other), but its gradient and samples are left
   // out, as if it had failed in this step; the sum is rescaled to the samples it has.
   std::string why;
+  const bool sparse = s.ctx->sparse_grads(step);
   if (!grads.error.empty()) {
     why = grads.error;
   } else if (samples < 0 || samples > s.ctx->step_samples()) {
     why = std::to_string(samples) + " samples claimed, a step has " +
           std::to_string(s.ctx->step_samples());
+  } else if (sparse) {
+    why = model::check_sparse_grads(grads.tensors, model::warmup_topk(s.ctx->config.diloco),
+                                    s.numels);
   } else if (!s.sum.empty() && grads.tensors.size() != s.sum.size()) {
     why = std::to_string(grads.tensors.size()) + " gradients, expected " +
           std::to_string(s.sum.size());
@@ -114,13 +145,15 @@ void add_gradient(Self* self, uint64_t step, uint32_t worker, int64_t samples,
                                 {"reason", why}}
                      .dump());
     // The first report fixes the sum's shapes: a refused one starts it at zero.
-    if (s.sum.empty() && grads.error.empty())
+    if (s.sum.empty() && grads.error.empty() && !sparse)
       for (const auto& g : grads.tensors) s.sum.push_back(at::zeros_like(g));
     s.reported[worker] = from;
     maybe_finish(self);
     return;
   }
-  if (robust(s)) {
+  if (sparse) {
+    s.wires[worker] = grads.tensors;
+  } else if (robust(s)) {
     if (s.sum.empty())
       for (const auto& g : grads.tensors) s.sum.push_back(at::zeros_like(g));
     // Its mean over its own samples (it sent its share, samples / step_samples): a new tensor,
@@ -167,6 +200,8 @@ caf::behavior grad_averager(Self* self, ContextPtr ctx, uint32_t stage, caf::act
           s.reported.clear();
           s.sum.clear();
           s.parts.clear();
+          s.wires.clear();
+          s.numels.clear();
           s.samples = 0;
           s.sent = false;
         }

@@ -7,6 +7,8 @@
 // stage's gradient as far as it likes: each worker's gradient is kept apart, brought to its mean
 // over the samples it backpropagated, and the stage's gradient is their robust aggregate
 // (model/robust_mean.hpp), taken in worker order so that it does not depend on arrival.
+// In a sparse warm-up step (diloco.warmup_compress) the averager sums nothing: it checks each
+// worker's sparse wires and relays all of them to every worker (model/sparse_grads.hpp).
 #pragma once
 
 #include <caf/all.hpp>
@@ -30,6 +32,10 @@ struct averager_state {
   // A robust aggregate's inputs: each worker's mean gradient over its own samples, by worker
   // id (a worker that backpropagated nothing has none).
   std::map<uint32_t, std::vector<at::Tensor>> parts;
+  // A sparse warm-up step (model/sparse_grads.hpp): each accepted worker's wires, relayed to
+  // every worker, and the values of each of its tensors (the first accepted worker's).
+  std::map<uint32_t, std::vector<at::Tensor>> wires;
+  std::vector<int64_t> numels;
   bool sent = false;
   bool has_members = false;  // a restarted averager learns them from the tracker
   struct Early {

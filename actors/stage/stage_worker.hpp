@@ -115,6 +115,9 @@ struct worker_state {
   std::set<std::pair<uint64_t, uint32_t>> accumulated;
   uint64_t recomputed = 0;   // backward passes that took only the input gradient
   bool sum_pending = false;  // its gradient is with the averager, the stage's sum not back yet
+  // A sparse warm-up's error feedback (model/sparse_grads.hpp): per parameter, what its steps
+  // left unsent; and as it was before the open step's send, for a step reopened after it.
+  std::vector<at::Tensor> grad_residual, grad_residual_before;
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> min_attempt;
   uint64_t step = 0;          // step being reduced/applied
   uint64_t applied_step = 0;  // the last step whose optimizer step this worker took

@@ -12,6 +12,7 @@
 #include "model/diloco.hpp"
 #include "model/optim.hpp"
 #include "model/precision.hpp"
+#include "model/sparse_grads.hpp"
 
 namespace swarmrt::actors::worker {
 using namespace swarmrt::atoms;
@@ -55,6 +56,18 @@ void send_gradient(Self* self) {
     for (auto& g : grads) g = at::zeros_like(g);
   if (s.faults.poisons_gradient(s.step)) WorkerFaults::poison(grads);
   s.faults.misbehave(s.step, grads);  // chaos.malicious: no-op for an honest worker
+  if (s.setup.ctx->sparse_grads(s.step)) {
+    // The residual moves on only with a gradient the step will use (an overflowed one's step
+    // is skipped swarm-wide); a step reopened after the send restores it (reset_step).
+    if (s.sum_pending)
+      s.grad_residual = s.grad_residual_before;  // sent again, to a restarted averager
+    else
+      s.grad_residual_before = s.grad_residual;
+    auto residual = s.grad_residual;
+    grads =
+        model::encode_sparse_grads(grads, residual, model::warmup_topk(s.setup.ctx->config.diloco));
+    if (!s.overflowed) s.grad_residual = std::move(residual);
+  }
   const auto bytes = messages::payload_bytes(grads);
   s.setup.ctx->bytes->add(Traffic::gradients, bytes);
   s.sent->add(Traffic::gradients, bytes);
@@ -73,6 +86,7 @@ void reduce_step(Self* self, uint64_t step) {
   const auto& ctx = *s.setup.ctx;
   // The loss scaler's: the gradient back to its true size, and whether it overflowed.
   if (ctx.config.train.scales_loss()) s.overflowed = !model::unscale_grads(s.params, s.loss_scale);
+  if (!ctx.sparse_grads(step)) s.grad_residual.clear();  // the warm-up's is over
   if (!ctx.syncs_gradients(step)) {
     // Local replica: normalize by the samples this worker backpropagated.
     if (s.samples > 0)
@@ -94,12 +108,24 @@ void reduce_step(Self* self, uint64_t step) {
 // The stage's gradient sum from the averager.
 void take_sum(Self* self, uint64_t step, const messages::TensorList& sum) {
   auto& s = self->state;
-  if (step != s.step || sum.tensors.size() != s.params.size()) return;
+  if (step != s.step) return;
+  auto grads = sum.tensors;
+  if (s.setup.ctx->sparse_grads(step)) {
+    try {
+      grads = model::sum_sparse_answer(sum.tensors, model::warmup_topk(s.setup.ctx->config.diloco),
+                                       s.params);
+    } catch (const std::invalid_argument& e) {
+      spdlog::error("worker {}: the averager's sparse answer for step {} was refused: {}",
+                    s.setup.id, step, e.what());
+      return;
+    }
+  }
+  if (grads.size() != s.params.size()) return;
   s.sum_pending = false;
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < s.params.size(); ++i) {
     if (!s.params[i].grad().defined()) s.params[i].mutable_grad() = at::zeros_like(s.params[i]);
-    s.params[i].grad().copy_(sum.tensors[i]);
+    s.params[i].grad().copy_(grads[i]);
   }
   report_norm(self);
 }
@@ -150,6 +176,47 @@ void apply_step(Self* self, uint64_t step, double lr, double coef) {
   if (!held) tell_applied(self, s.setup.tracker, step, s.setup.id, ctx);
 }
 
+namespace {
+constexpr const char* kGradResidual = "grad/";
+
+// A sparse warm-up's error feedback travels in the state's residual beside the rounds' (which
+// start only after the warm-up), each as "grad/" and its parameter's name.
+void give_grad_residual(Self* self, messages::WorkerState& st) {
+  auto& s = self->state;
+  if (s.grad_residual.empty()) return;
+  const auto names = s.module->named_parameters().keys();
+  for (size_t i = 0; i < s.grad_residual.size() && i < names.size(); ++i)
+    if (s.grad_residual[i].defined()) {
+      st.residual.names.push_back(kGradResidual + names[i]);
+      st.residual.tensors.push_back(s.grad_residual[i].clone());
+    }
+  st.residual_of = static_cast<int64_t>(s.setup.id);
+}
+
+// Only its own: a peer's unsent gradient, sent again, would count twice.
+void take_grad_residual(Self* self, const messages::WorkerState& st) {
+  auto& s = self->state;
+  s.grad_residual.clear();
+  if (st.residual_of != static_cast<int64_t>(s.setup.id)) return;
+  const auto names = s.module->named_parameters().keys();
+  for (size_t k = 0; k < st.residual.names.size(); ++k) {
+    const auto& name = st.residual.names[k];
+    if (name.rfind(kGradResidual, 0) != 0) continue;
+    const auto it = std::find(names.begin(), names.end(), name.substr(5));
+    if (it == names.end()) continue;
+    const auto i = static_cast<size_t>(it - names.begin());
+    const auto& t = st.residual.tensors[k];
+    if (t.numel() != s.params[i].numel())
+      throw std::runtime_error("worker " + std::to_string(s.setup.id) + ": state from " +
+                               st.source + " was refused: its residual of " + name + " has " +
+                               std::to_string(t.numel()) + " values, the parameter " +
+                               std::to_string(s.params[i].numel()));
+    s.grad_residual.resize(names.size());
+    s.grad_residual[i] = t.to(at::kFloat).reshape({-1}).clone();
+  }
+}
+}  // namespace
+
 // Takes a state handed out by a peer, the DiLoCo group or a checkpoint (see WorkerSetup).
 void load_state(Self* self, const messages::WorkerState& st) {
   auto& s = self->state;
@@ -167,6 +234,7 @@ void load_state(Self* self, const messages::WorkerState& st) {
   // Its parameters are those after `step`: so is this worker now (a node that keeps its state
   // when the coordinator is lost says which step it holds; see state_of).
   if (st.step >= 0) s.applied_step = static_cast<uint64_t>(st.step);
+  take_grad_residual(self, st);
   if (!st.params.tensors.empty())
     spdlog::info("worker {} (stage {}) took its state from {}", s.setup.id, s.setup.stage,
                  st.source);
@@ -185,8 +253,10 @@ messages::WorkerState state_of(Self* self, bool canonical) {
     // worker's own, which no other worker takes.
     st.residual = {};
     st.residual_of = -1;
-  } else
+  } else {
     st.optimizer = model::optimizer_bytes(*s.optimizer);
+    give_grad_residual(self, st);
+  }
   st.source =
       canonical ? "stage " + std::to_string(s.setup.stage) : "peer " + std::to_string(s.setup.id);
   // Parameters change only when a step is applied (gradients accumulate beside them), so
@@ -238,6 +308,7 @@ void reset_step(Self* self, uint64_t step, uint32_t floor) {
                      [&](const worker_state::Outgoing& o) { return std::get<0>(o.key) >= step; }),
       s.outbox.end());
   s.accumulated.clear();
+  if (s.sum_pending) s.grad_residual = s.grad_residual_before;  // its send is dropped
   forget_checked(self, step, /*from_step=*/true);
   for (uint32_t mb = 0; mb < static_cast<uint32_t>(s.setup.ctx->config.train.micro_batches); ++mb) {
     auto& f = s.min_attempt[{step, mb}];

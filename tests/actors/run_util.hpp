@@ -101,4 +101,14 @@ inline actors::RuntimeResult run_in(const std::filesystem::path& dir,
   return run(config, o);
 }
 
+// `config` resumed from the newest checkpoint of the run directory `dir`.
+inline actors::RuntimeResult resume_in(const std::filesystem::path& dir,
+                                       const config::RunConfig& config) {
+  model::RunDir rd(dir.string(), config, model::RunStart::resume);
+  actors::RuntimeOptions o;
+  o.run = &rd;
+  o.resume = true;
+  return run(config, o);
+}
+
 }  // namespace swarmrt::testing

@@ -120,6 +120,22 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(msg.find("must be none or topk, not 'sparse'"), std::string::npos) << msg;
   msg = error_of("[diloco]\ntopk_density = 0\n");
   EXPECT_NE(msg.find("diloco.topk_density"), std::string::npos) << msg;
+  // A sparse warm-up needs a warm-up, and a mean to sum the workers' sparse gradients into.
+  EXPECT_EQ(error_of("[diloco]\nwarmup_sync_steps = 4\nwarmup_compress = \"topk\"\n"
+                     "warmup_density = 0.002\n"),
+            "");
+  msg = error_of("[diloco]\nwarmup_compress = \"topk\"\n");
+  EXPECT_NE(msg.find("diloco.warmup_compress: needs diloco.warmup_sync_steps > 0"),
+            std::string::npos)
+      << msg;
+  msg = error_of(
+      "[swarm]\ngrad_aggregate = \"centered_clip\"\n[diloco]\nwarmup_sync_steps = 4\n"
+      "warmup_compress = \"topk\"\n");
+  EXPECT_NE(msg.find("diloco.warmup_compress: needs swarm.grad_aggregate = \"mean\""),
+            std::string::npos)
+      << msg;
+  msg = error_of("[diloco]\nwarmup_density = 1.5\n");
+  EXPECT_NE(msg.find("diloco.warmup_density"), std::string::npos) << msg;
   // Robust aggregation: not with eager steps (they take the others' mean); a trimmed mean
   // leaves a value per coordinate.
   msg = error_of("[diloco]\naggregate = \"centered_clip\"\neager = true\noverlap_steps = 1\n");

@@ -298,11 +298,7 @@ TEST(StreamingDiloco, SparseRoundsResumeWithTheirErrorFeedback) {
   for (const auto& [name, t] : model::read_checkpoint(files.front()).tensors)
     if (name.find("residual/") != std::string::npos) ++residuals;
   EXPECT_GT(residuals, 0u) << "no error feedback in " << files.front();
-  model::RunDir rd(dir.str(), config, model::RunStart::resume);
-  actors::RuntimeOptions o;
-  o.run = &rd;
-  o.resume = true;
-  const auto from8 = run(config, o).report.losses;
+  const auto from8 = swarmrt::testing::resume_in(dir.path(), config).report.losses;
   ASSERT_EQ(from8.size(), 4u);
   for (size_t i = 0; i < from8.size(); ++i)
     EXPECT_NEAR(from8[i], whole[8 + i], 1e-4) << "step " << 9 + i;
