@@ -20,6 +20,8 @@ void record(Self* self, TrackerStore::Phase phase) {
   st.run_start = s.run_start;
   st.step_start = s.step_start;
   if (phase == TrackerStore::Phase::closed) st.report = s.report;
+  st.banned = s.banned;
+  st.tally = s.tally;
   if (phase == TrackerStore::Phase::applying) {
     st.outcome = s.outcome;
     st.scaler = s.scaler;
@@ -33,6 +35,9 @@ void restore(Self* self) {
   auto& st = *s.setup.store;
   std::lock_guard<std::mutex> lock(st.mu);
   s.attempt_base = st.incarnation++ << 16;
+  // Before the phase's check: a ban may come before the first step's record.
+  s.banned = st.banned;
+  s.tally = st.tally;
   if (st.phase == TrackerStore::Phase::none) return;
   s.restored = st.phase;
   s.deciding = false;  // the lost tracker chose already: its first step is in the store

@@ -73,6 +73,10 @@ struct TrackerStore {
   // will say.
   StepOutcome outcome;
   model::LossScaler scaler;  // as of the last applying record
+  // Spot checks: the workers banned (never adopted again) and the tally, as of the last record
+  // (a ban is recorded at once).
+  std::map<uint32_t, std::string> banned;
+  policy::SpotCheckTally tally;
 };
 using TrackerStorePtr = std::shared_ptr<TrackerStore>;
 

@@ -98,6 +98,11 @@ void ban(Self* self, uint32_t id, const std::string& why) {
   s.banned[id] = why;
   ++s.tally.bans;
   s.rerun_after_ban = true;
+  if (s.setup.store) {  // a restarted tracker keeps it (restore, restart.cpp)
+    std::lock_guard<std::mutex> lock(s.setup.store->mu);
+    s.setup.store->banned = s.banned;
+    s.setup.store->tally = s.tally;
+  }
   spdlog::error("step {}: worker {} banned: {}; the step runs again without it", s.step, id, why);
   write_metrics(self, {{"event", "fault"},
                        {"kind", "banned"},

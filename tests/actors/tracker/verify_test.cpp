@@ -97,6 +97,35 @@ TEST(SpotCheck, ANoisyWorkerIsBannedAndItsStepRunsAgainWithoutIt) {
   EXPECT_EQ(steps.back()["spot_checks"]["banned"][0]["worker"], 0);
 }
 
+// The tracker killed at step 6, after the ban at step 4: its successor (started by the
+// tracker supervisor) keeps the ban and the spot checks' tally, so the step records after the
+// restart still list the banned worker (a tracker that forgot them listed none, and would have
+// taken the worker back, had anything restarted it).
+TEST(SpotCheck, ARestartedTrackerKeepsItsBans) {
+  auto c = checked_swarm(3, 8, 0.5, 11);
+  add_liar(c);
+  c.chaos.kill = "tracker";
+  c.chaos.kill_at_step = 6;
+  c.chaos.kill_at_phase = config::KillPhase::start;
+  TempDir dir;
+  const auto ban = run_to_one_ban(dir.path(), c);
+  EXPECT_EQ(ban["worker"], 0);
+  ASSERT_LT(ban["step"].get<int>(), 6);
+  EXPECT_FALSE(lines_with(dir.path() / "metrics.jsonl", R"("kind":"tracker")").empty());
+  const auto steps = records(dir.path(), R"("event":"step")");
+  ASSERT_EQ(steps.size(), 8u);
+  const auto bans_at_4 = steps[3]["spot_checks"]["bans"].get<int>();
+  EXPECT_EQ(bans_at_4, 1);
+  for (size_t i = 5; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i]["spot_checks"]["bans"], 1) << "step " << i + 1;
+    ASSERT_EQ(steps[i]["spot_checks"]["banned"].size(), 1u) << "step " << i + 1;
+    EXPECT_EQ(steps[i]["spot_checks"]["banned"][0]["worker"], 0) << "step " << i + 1;
+    EXPECT_GE(steps[i]["spot_checks"]["checks"].get<int>(),
+              steps[3]["spot_checks"]["checks"].get<int>())
+        << "the tally went back at step " << i + 1;
+  }
+}
+
 // A worker that stops taking its optimizer steps (chaos.malicious = stale) computes with stale
 // parameters from the step after: its outputs differ from its peers', and it is banned.
 TEST(SpotCheck, StaleParametersAreFound) {
