@@ -199,14 +199,23 @@ out=$(ctl freeze node1 1 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "node 'node1' is gone" <<<"$out" || fail "command to a dead node: rc $rc, $out"
 
 # With node1 gone, stage0/worker0 (node0 joined first) is stage 0's only worker: every
-# micro-batch goes through it, so its trace has forward and backward hops.
-ctl trace stage0/worker0 5 --json >"$tmp/trace.json" || fail "trace: $(cat "$tmp/trace.json")"
-py '
+# micro-batch goes through it, so its trace has forward and backward hops. Not always within 5
+# s of the kill: a micro-batch lost to the partition above holds its place until its timeout
+# (8 s), and one 5 s trace once saw no message at all (1 run in 6): traces are taken until one
+# shows both (at most 6, 30 s; the run then still has to complete, below).
+traced() {
+  py '
 import json, sys
 t = json.load(open(sys.argv[1]))["trace"]
 details = " ".join(e["detail"] for e in t)
 assert "forward" in details and "backward" in details, details
-' "$tmp/trace.json" || fail "trace stage0/worker0: $(head -c 2000 "$tmp/trace.json")"
+' "$tmp/trace.json"
+}
+for _ in $(seq 1 6); do
+  ctl trace stage0/worker0 5 --json >"$tmp/trace.json" || fail "trace: $(cat "$tmp/trace.json")"
+  traced 2>/dev/null && break
+done
+traced || fail "trace stage0/worker0: $(head -c 2000 "$tmp/trace.json")"
 
 # The events: every command that changed the swarm, with the console's name.
 ctl events --json >"$tmp/events.json" || fail "events"
