@@ -1,7 +1,6 @@
 #include "model/sparse_grads.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
 namespace swarmrt::model {
@@ -27,21 +26,6 @@ std::vector<at::Tensor> encode_sparse_grads(const std::vector<at::Tensor>& grads
   return wires;
 }
 
-namespace {
-// The values a top-k wire says it holds (its header's last field), before decoding checks it.
-int64_t header_numel(const at::Tensor& wire) {
-  constexpr int64_t kHeader = 24, kNumelAt = 16;
-  if (wire.scalar_type() != at::kByte || wire.dim() != 1 || wire.numel() < kHeader)
-    throw std::invalid_argument("not a top-k wire (" + std::to_string(wire.numel()) +
-                                " values of " + std::string(c10::toString(wire.scalar_type())) +
-                                ")");
-  uint64_t n = 0;
-  std::memcpy(&n, wire.contiguous().data_ptr<uint8_t>() + kNumelAt, sizeof n);
-  if (n > (uint64_t{1} << 40)) throw std::invalid_argument("a top-k wire claims 2^40+ values");
-  return static_cast<int64_t>(n);
-}
-}  // namespace
-
 std::string check_sparse_grads(const std::vector<at::Tensor>& wires, const TopK& t,
                                std::vector<int64_t>& numels) {
   if (!numels.empty() && wires.size() != numels.size())
@@ -50,7 +34,7 @@ std::string check_sparse_grads(const std::vector<at::Tensor>& wires, const TopK&
   std::vector<int64_t> mine;
   try {
     for (size_t i = 0; i < wires.size(); ++i) {
-      const int64_t n = numels.empty() ? header_numel(wires[i]) : numels[i];
+      const int64_t n = numels.empty() ? topk_numel(wires[i]) : numels[i];
       decode_topk(wires[i], t, {n});  // every check: size, header, ranges, indices
       mine.push_back(n);
     }

@@ -111,6 +111,18 @@ uint64_t topk_bytes(int64_t numel, const TopK& t) {
   return layout_of(numel, t).bytes;
 }
 
+int64_t topk_numel(const at::Tensor& wire) {
+  if (wire.scalar_type() != at::kByte || wire.dim() != 1 || wire.numel() < kHeader)
+    throw std::invalid_argument("not a top-k wire (" + std::to_string(wire.numel()) +
+                                " values of " + std::string(c10::toString(wire.scalar_type())) +
+                                ")");
+  Header h;
+  std::memcpy(&h, wire.contiguous().data_ptr<uint8_t>(), kHeader);
+  if (h.numel > (uint64_t{1} << 40))
+    throw std::invalid_argument("a top-k wire claims 2^40+ values");
+  return static_cast<int64_t>(h.numel);
+}
+
 at::Tensor encode_topk(const at::Tensor& x, const TopK& t) {
   at::NoGradGuard no_grad;
   check(t);

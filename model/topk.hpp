@@ -41,6 +41,9 @@ at::Tensor encode_topk(const at::Tensor& x, const TopK& t);
 // x̂ as a float32 tensor of `shape`; std::invalid_argument naming what is wrong with the wire.
 at::Tensor decode_topk(const at::Tensor& wire, const TopK& t, at::IntArrayRef shape);
 uint64_t topk_bytes(int64_t numel, const TopK& t);
+// The values a wire's header says it holds, read before decode_topk checks the rest;
+// std::invalid_argument when it is no top-k wire at all.
+int64_t topk_numel(const at::Tensor& wire);
 
 // A round's tensor on the wire under the run's settings: sparse (diloco.compress), quantized
 // (diloco.quantize, model/quantize.hpp) or float32.

@@ -4,6 +4,7 @@
 // step reopened after a fault (architecture §7).
 #include <spdlog/spdlog.h>
 #include <torch/utils.h>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -202,7 +203,7 @@ void take_grad_residual(Self* self, const messages::WorkerState& st) {
   for (size_t k = 0; k < st.residual.names.size(); ++k) {
     const auto& name = st.residual.names[k];
     if (name.rfind(kGradResidual, 0) != 0) continue;
-    const auto it = std::find(names.begin(), names.end(), name.substr(5));
+    const auto it = std::find(names.begin(), names.end(), name.substr(std::strlen(kGradResidual)));
     if (it == names.end()) continue;
     const auto i = static_cast<size_t>(it - names.begin());
     const auto& t = st.residual.tensors[k];
