@@ -143,6 +143,11 @@ static std::vector<Field> training_rows() {
                      "int4 in 3 bits both ways)"),
       SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
                      "values per scale of blockwise hops, a power of two dividing model.n_embd"),
+      SWARMRT_CHOICE(swarm, compression, shared,
+                     "fixed (every hop in swarm.hop_encoding) or auto (each link between "
+                     "processes in the least compressed of none, bf16, int8, int4, int3 down to "
+                     "swarm.hop_encoding whose bytes it carries while the worker computes, from "
+                     "its measured bandwidth; changed as the link changes)"),
       SWARMRT_CHOICE(swarm, grad_aggregate, shared,
                      "a stage's gradient from its workers' (pp, dp, swarm, DiLoCo's warm-up): "
                      "mean, or centered_clip / trimmed_mean of each worker's mean gradient with "

@@ -1,8 +1,7 @@
-// Run configuration: the TOML file a user writes, checked key by key.
-//
-// Every key lives in one table (config.cpp, `fields()`), which drives loading, `--set`
-// overrides, validation of unknown keys and writing the effective config back out, so a
-// key cannot be known to one of those and missing from another.
+// Run configuration: the TOML file a user writes, checked key by key. Every key lives in one
+// table (config.cpp, `fields()`), which drives loading, `--set` overrides, validation of
+// unknown keys and writing the effective config back out, so a key cannot be known to one of
+// those and missing from another.
 #pragma once
 
 #include <chrono>
@@ -45,9 +44,11 @@ enum class DataFormat { bytes, tokens };
 enum class Precision { fp32, bf16, fp16 };
 // train.loss_scale: the dynamic loss scaler with fp16 only (auto), always, or never.
 enum class LossScale { automatic, dynamic, off };
-// swarm.hop_encoding: how activations and input gradients cross stage boundaries
-// (model/hop_codec.hpp).
+// swarm.hop_encoding: how hidden states and their gradients cross stages (model/hop_codec.hpp).
 enum class HopEncoding { none, bf16, int8, int4, int5_3, int3 };
+// swarm.compression: every hop in swarm.hop_encoding (fixed), or each link's in the least
+// compressed encoding down to it that hides under compute (auto, policy/hop_choice.hpp).
+enum class Compression { fixed, automatic };
 
 template <class E>
 const std::vector<std::string>& names();
@@ -83,6 +84,8 @@ template <>
 const std::vector<std::string>& names<LossScale>();
 template <>
 const std::vector<std::string>& names<HopEncoding>();
+template <>
+const std::vector<std::string>& names<Compression>();
 
 template <class E>
 const std::string& name_of(E value) {
@@ -183,6 +186,7 @@ struct SwarmConfig {
   int64_t loaders = 1;
   HopEncoding hop_encoding = HopEncoding::none;
   int64_t hop_block = 128;  // values per scale of int8/int4 hops (a power of two)
+  Compression compression = Compression::fixed;
   // How a stage's grad averager combines its workers' gradients (pp, dp, swarm, and the
   // synchronous warm-up of the DiLoCo modes): the mean over the samples, or a robust
   // aggregate of each worker's mean gradient with diloco.clip_radius, clip_iterations,

@@ -39,6 +39,11 @@ const std::vector<std::string>& names<HopEncoding>() {
   return n;
 }
 template <>
+const std::vector<std::string>& names<Compression>() {
+  static const std::vector<std::string> n = {"fixed", "auto"};
+  return n;
+}
+template <>
 const std::vector<std::string>& names<Arch>() {
   static const std::vector<std::string> n = {"gpt2", "llama"};
   return n;
@@ -203,6 +208,14 @@ void validate_hops(const RunConfig& c, const Fail& fail) {
   // decoded hop (its scale, its rotation, its rounding): the next stage sees the future, and
   // the loss falls without learning (int3 hops with blocks of 256 on a model of width 128:
   // validation loss 16.6% under float32 hops' at 800 steps, docs/hops.md).
+  // auto chooses among the encodings down to swarm.hop_encoding (policy/hop_choice.hpp).
+  if (s.compression == Compression::automatic && s.stages < 2)
+    fail("swarm.compression",
+         "auto chooses the encoding of hops between stages; with swarm.stages = 1 there are none");
+  if (s.compression == Compression::automatic && s.hop_encoding == HopEncoding::none)
+    fail("swarm.compression",
+         "auto chooses down to swarm.hop_encoding, the most compressed encoding it may use; "
+         "with none there is nothing to choose (set swarm.hop_encoding, e.g. int8 or int4)");
   const bool blockwise = s.hop_encoding != HopEncoding::none && s.hop_encoding != HopEncoding::bf16;
   if (blockwise && s.stages > 1 && m.n_embd % s.hop_block != 0)
     fail("swarm.hop_block", "must divide model.n_embd (" + std::to_string(m.n_embd) + ") with " +

@@ -6,17 +6,20 @@
 
 namespace swarmrt::atoms {
 // Atoms are named for what they ask or announce (CAF 0.17: at most 10 characters).
-using run_atom = caf::atom_constant<caf::atom("run")>;             // tracker: run all steps
-using batch_atom = caf::atom_constant<caf::atom("batch")>;         // loader: next micro-batch
-using frame_atom = caf::atom_constant<caf::atom("frame")>;         // a micro-batch hop
-using loss_atom = caf::atom_constant<caf::atom("loss")>;           // last stage -> tracker
-using done_atom = caf::atom_constant<caf::atom("done")>;           // stage 0 -> tracker
-using hop_atom = caf::atom_constant<caf::atom("hop")>;             // worker -> tracker: HopReports
-using flush_atom = caf::atom_constant<caf::atom("flush")>;         // worker -> itself: send them
-using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;  // last stage -> tracker
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;       // tracker: sync gradients
-using grads_atom = caf::atom_constant<caf::atom("grads")>;         // worker -> its averager
-using grad_sum_atom = caf::atom_constant<caf::atom("gradsum")>;    // averager -> worker: the sum
+using run_atom = caf::atom_constant<caf::atom("run")>;      // tracker: run all steps
+using batch_atom = caf::atom_constant<caf::atom("batch")>;  // loader: next micro-batch
+using frame_atom = caf::atom_constant<caf::atom("frame")>;  // a micro-batch hop
+using loss_atom = caf::atom_constant<caf::atom("loss")>;    // last stage -> tracker
+using done_atom = caf::atom_constant<caf::atom("done")>;    // stage 0 -> tracker
+using hop_atom = caf::atom_constant<caf::atom("hop")>;      // worker -> tracker: HopReports
+using flush_atom = caf::atom_constant<caf::atom("flush")>;  // worker -> itself: send them
+// worker -> tracker: (worker, link, encoding, mbit_s, compute_ms, changed), a link's hops'
+// encoding (swarm.compression = auto), once a step and when it changes
+using hop_choice_atom = caf::atom_constant<caf::atom("hopchoice")>;
+using eval_loss_atom = caf::atom_constant<caf::atom("evalloss")>;    // last stage -> tracker
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;         // tracker: sync gradients
+using grads_atom = caf::atom_constant<caf::atom("grads")>;           // worker -> its averager
+using grad_sum_atom = caf::atom_constant<caf::atom("gradsum")>;      // averager -> worker: the sum
 using last_grads_atom = caf::atom_constant<caf::atom("lastgrads")>;  // a worker's last gradient
 using norm_atom = caf::atom_constant<caf::atom("norm")>;             // worker -> tracker
 using apply_atom = caf::atom_constant<caf::atom("apply")>;           // tracker: take the step

@@ -23,9 +23,11 @@
 #include <vector>
 
 #include "credential/credential.hpp"
+#include "policy/hop_choice.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/bulk_inbox.hpp"
 #include "transport/channel.hpp"
+#include "transport/delivery.hpp"
 
 namespace swarmrt::transport {
 namespace {
@@ -196,6 +198,21 @@ bool write_message(Channel& channel, const messages::ChunkPlan& plan,
   return true;
 }
 
+// swarm.compression = auto: how long the message took to reach the peer (delivery.hpp), unless
+// the next one is already waiting.
+void time_delivery(Link& link, const std::string& endpoint, const messages::ChunkPlan& plan,
+                   std::chrono::steady_clock::time_point started) {
+  uint64_t bytes = 0;
+  for (const auto& c : plan.chunks) bytes += c.bytes;
+  if (bytes < policy::LinkRate::kMinBytes) return;
+  const auto waiting = [&] {
+    std::lock_guard<std::mutex> lock(link.mutex);
+    return !link.queue.empty();
+  };
+  if (auto s = wait_delivered(link.channel->fd(), started, waiting, std::chrono::seconds(10)))
+    note_delivery(endpoint, bytes, *s);
+}
+
 void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
   auto free_at = std::chrono::steady_clock::now();
   for (;;) {
@@ -208,12 +225,14 @@ void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
     }
     if (const auto delay = g_link_delay_us.load(); delay > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    const auto started = std::chrono::steady_clock::now();
     if (!write_message(*link->channel, *plan, free_at)) {
       spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
       std::lock_guard<std::mutex> lock(link->mutex);
       link->broken = true;
       return;
     }
+    if (measuring_links()) time_delivery(*link, endpoint, *plan, started);
   }
 }
 
@@ -419,6 +438,11 @@ std::optional<std::string> endpoint_of(const caf::node_id& node) {
   auto peer = peer_of(node);
   if (!peer) return std::nullopt;
   return peer->endpoint;
+}
+
+double link_bytes_per_s(const caf::node_id& node) {
+  auto peer = peer_of(node);
+  return peer ? delivered_bytes_per_s(peer->endpoint) : 0;
 }
 
 void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,

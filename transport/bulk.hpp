@@ -46,6 +46,9 @@ uint64_t encrypted_links();
 // Which endpoint serves the actors of a node.
 void register_endpoint(const caf::node_id& node, const std::string& endpoint);
 std::optional<std::string> endpoint_of(const caf::node_id& node);
+// The measured bytes/s of this process's frame link to `node` (transport/delivery.hpp, while
+// measure_links is on); 0: unknown or no link.
+double link_bytes_per_s(const caf::node_id& node);
 
 // Fault injection: every message this process writes on a frame link waits `ms` first
 // (chaos.link_delay_ms), so links behave like slow, far ones.

@@ -144,9 +144,10 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   if (h.direction != Direction::eval) s.faults.noise_hop(h.step, ts[0]);
   // Hidden states and their gradients in the run's hop encoding (none: as they are).
   const auto& swarm = s.setup.ctx->config.swarm;
-  ts[0] = model::encode_hop(ts[0], swarm.hop_encoding, swarm.hop_block, hop_direction(h),
+  const auto encoding = choose_encoding(self, to, h, ts[0]);
+  ts[0] = model::encode_hop(ts[0], encoding, swarm.hop_block, hop_direction(h),
                             rounding_seed(s.setup.ctx->config.train.seed, h));
-  h.hop_encoding = static_cast<uint8_t>(swarm.hop_encoding);
+  h.hop_encoding = static_cast<uint8_t>(encoding);
   // Spot checks: kept as it went on the wire, to be sent again to a verifier.
   if (h.direction == Direction::forward && s.setup.ctx->config.verify.fraction > 0)
     s.sent_forward[{h.step, h.micro_batch, h.attempt}] = {h, ts};
@@ -307,16 +308,17 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
   auto input = it->second.input;
   auto upstream = it->second.upstream;
   const auto& swarm = s.setup.ctx->config.swarm;
+  const auto encoding = encoding_of(s, h);
   const auto& out = it->second.output;
   try {
     // Checked where the wire is (in host memory it costs nothing), decoded on this device.
-    if (swarm.hop_encoding != config::HopEncoding::none)
-      model::check_hop(ts[0], swarm.hop_encoding, swarm.hop_block, model::HopDirection::backward,
-                       out.sizes(), out.scalar_type(), check_values || ts[0].is_cpu());
+    if (encoding != config::HopEncoding::none)
+      model::check_hop(ts[0], encoding, swarm.hop_block, model::HopDirection::backward, out.sizes(),
+                       out.scalar_type(), check_values || ts[0].is_cpu());
     ts[0] = transport::to_device(ts[0], s.device);
-    if (swarm.hop_encoding != config::HopEncoding::none)
-      ts[0] = model::decode_hop(ts[0], swarm.hop_encoding, swarm.hop_block,
-                                model::HopDirection::backward, out.sizes(), out.scalar_type(),
+    if (encoding != config::HopEncoding::none)
+      ts[0] = model::decode_hop(ts[0], encoding, swarm.hop_block, model::HopDirection::backward,
+                                out.sizes(), out.scalar_type(),
                                 /*check_values=*/false);
   } catch (const std::invalid_argument& e) {
     ++s.rejected;

@@ -18,25 +18,21 @@ using messages::MicroBatchHeader;
 
 namespace {
 
-// Hidden states and their gradients travel in the run's hop encoding (swarm.hop_encoding) of
-// its compute dtype (train.precision): a hop in another encoding or dtype is refused.
+// Hidden states and their gradients travel in the run's hop encoding (swarm.hop_encoding, or
+// one auto chooses down to it) of its compute dtype (train.precision): a hop in another
+// encoding or dtype is refused.
 void check_hidden(const worker_state& s, const MicroBatchHeader& h, const at::Tensor& t) {
   const auto& cfg = s.setup.ctx->config;
   const std::string what = h.direction == Direction::backward ? "gradients" : "activations";
-  const auto& encodings = config::names<config::HopEncoding>();
-  if (h.hop_encoding != static_cast<uint8_t>(cfg.swarm.hop_encoding))
-    throw messages::DecodeError(
-        what + " in hop encoding " +
-        (h.hop_encoding < encodings.size() ? encodings[h.hop_encoding]
-                                           : "#" + std::to_string(h.hop_encoding)) +
-        ", this run's is " + config::name_of(cfg.swarm.hop_encoding) + " (swarm.hop_encoding)");
-  const auto want =
-      model::hop_wire_dtype(cfg.swarm.hop_encoding, model::compute_dtype(cfg.train.precision));
+  if (auto why = refuse_encoding(s, h); !why.empty())
+    throw messages::DecodeError(what + " in " + why);
+  const auto encoding = encoding_of(s, h);
+  const auto want = model::hop_wire_dtype(encoding, model::compute_dtype(cfg.train.precision));
   if (t.scalar_type() != want)
-    throw messages::DecodeError(
-        what + " in " + c10::toString(t.scalar_type()) + ", this run sends " + c10::toString(want) +
-        " (train.precision = " + config::name_of(cfg.train.precision) +
-        ", swarm.hop_encoding = " + config::name_of(cfg.swarm.hop_encoding) + ")");
+    throw messages::DecodeError(what + " in " + c10::toString(t.scalar_type()) +
+                                ", this run sends " + c10::toString(want) +
+                                " (train.precision = " + config::name_of(cfg.train.precision) +
+                                ", hop encoding " + config::name_of(encoding) + ")");
 }
 
 // A micro-batch hop: decoded and checked against this stage, dropped when its attempt was
@@ -113,15 +109,16 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     // on this worker's device; encoded gradients backward by on_backward, which holds the
     // output they belong to.
     const auto& cfg = s.setup.ctx->config;
-    const bool decode = cfg.swarm.hop_encoding != config::HopEncoding::none &&
+    const auto encoding = encoding_of(s, h);
+    const bool decode = encoding != config::HopEncoding::none &&
                         h.direction != Direction::backward && s.setup.stage > 0;
     std::vector<int64_t> shape;
     if (decode) shape = {ts[1].size(0), ts[1].size(1), cfg.model.n_embd};
     const auto dtype = model::compute_dtype(cfg.train.precision);
     if (decode) {
       try {
-        model::check_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
-                         model::HopDirection::forward, shape, dtype, !ours || ts[0].is_cpu());
+        model::check_hop(ts[0], encoding, cfg.swarm.hop_block, model::HopDirection::forward, shape,
+                         dtype, !ours || ts[0].is_cpu());
       } catch (const std::invalid_argument& e) {
         ++s.rejected;
         spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step, h.micro_batch,
@@ -132,8 +129,8 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     if (h.direction == Direction::backward) return on_backward(self, h, std::move(ts), !ours);
     for (auto& t : ts) t = transport::to_device(t, s.device);
     if (decode)
-      ts[0] = model::decode_hop(ts[0], cfg.swarm.hop_encoding, cfg.swarm.hop_block,
-                                model::HopDirection::forward, shape, dtype, /*check_values=*/false);
+      ts[0] = model::decode_hop(ts[0], encoding, cfg.swarm.hop_block, model::HopDirection::forward,
+                                shape, dtype, /*check_values=*/false);
     switch (h.direction) {
       case Direction::forward:
         on_forward(self, std::move(h), std::move(ts), from);

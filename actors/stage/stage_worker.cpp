@@ -30,6 +30,7 @@ void set_up(Self* self, WorkerSetup setup) {
                      s.setup.slow_factor, s.setup.nan_at_step);
   // OpenMP's thread count is per thread: set it on this (detached) worker's own thread.
   model::set_compute_threads(static_cast<int>(cfg.train.threads));
+  set_up_hop_links(cfg);
   s.module = model::make_stage_model(cfg.model, model::StageSpec{s.setup.stage, cfg.swarm.stages},
                                      static_cast<uint64_t>(cfg.train.seed));
   s.device = at::Device(s.setup.device);

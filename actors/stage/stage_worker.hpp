@@ -26,6 +26,7 @@
 #include "messages/frame.hpp"
 #include "model/checkpoint.hpp"
 #include "model/stage_model.hpp"
+#include "policy/hop_choice.hpp"
 #include "policy/wiring.hpp"
 #include "transport/parcel.hpp"
 #include "transport/staging.hpp"
@@ -77,6 +78,13 @@ struct worker_state {
   std::vector<uint32_t> next_ids;
   std::map<Key, InFlight> inflight;
   std::deque<Outgoing> outbox;  // forward hops waiting for a free slot downstream
+  // swarm.compression = auto: each other process's link's choice of encoding (hop_links.cpp),
+  // and the step it was last told to the tracker in.
+  struct LinkChoice {
+    policy::HopChooser chooser;
+    std::optional<uint64_t> told_step;
+  };
+  std::map<caf::node_id, LinkChoice> hop_choice;
   // Forward hops from another process whose sender (the last of their route) this worker
   // does not know yet: its membership is on the way. Taken when it comes.
   std::deque<messages::Frame> unrouted;

@@ -60,6 +60,17 @@ void fetch_state(Self* self, const messages::WorkerState& offer);
 void cancel(Self* self, uint64_t step, uint32_t mb, uint32_t attempt);
 void reset_step(Self* self, uint64_t step, uint32_t floor);
 
+// hop_links.cpp: swarm.compression = auto.
+// Has this process's frame links time their messages when the run compresses by link.
+void set_up_hop_links(const config::RunConfig& cfg);
+// The encoding of a hop to `to`: the run's (fixed), or what `to`'s link's chooser picks (auto).
+config::HopEncoding choose_encoding(Self* self, const caf::actor& to,
+                                    const messages::MicroBatchHeader& h, const at::Tensor& x);
+// The encoding a received hop is in (fixed: the run's; auto: the one its header names).
+config::HopEncoding encoding_of(const worker_state& s, const messages::MicroBatchHeader& h);
+// Why a received hop's encoding is refused (empty: it is not).
+std::string refuse_encoding(const worker_state& s, const messages::MicroBatchHeader& h);
+
 // inbox.cpp
 void deliver(Self* self, messages::FrameKind kind, const messages::Frame& frame,
              const caf::actor& sender);

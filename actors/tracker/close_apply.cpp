@@ -166,6 +166,15 @@ nlohmann::json step_record(const tracker_state& s, tracker_state::Clock::time_po
                       {"extra_samples", s.outcome.extra_samples},
                       {"missing_samples", s.outcome.missing_samples}};
   if (cfg.verify.fraction > 0) r["spot_checks"] = verify_info(s);
+  if (cfg.swarm.compression == config::Compression::automatic) {
+    auto& hops = r["hop_encodings"] = nlohmann::json::array();
+    for (const auto& [key, c] : s.hop_choices)
+      hops.push_back({{"worker", key.first},
+                      {"to", key.second},
+                      {"encoding", c.encoding},
+                      {"mbit_s", c.mbit_s},
+                      {"compute_ms", c.compute_ms}});
+  }
   if (cfg.train.scales_loss()) {
     r["loss_scale"] = s.outcome.loss_scale;
     r["skipped"] = s.outcome.coef == kSkipStep;

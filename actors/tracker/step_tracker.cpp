@@ -173,6 +173,22 @@ caf::message_handler membership_handlers(Self* self) {
         on_verified(self, step, mb, attempt, stage, checked, verifier, difference);
       },
       [=](verify_timer_atom, uint64_t step, uint64_t round) { on_verify_timer(self, step, round); },
+      // swarm.compression = auto: a worker's choice for a link, once a step and when it changes
+      // (an event then). Only members are heard.
+      [=](hop_choice_atom, uint32_t worker, const std::string& link, const std::string& encoding,
+          double mbit_s, double compute_ms, bool changed) {
+        auto& s = self->state;
+        if (!s.stage_of.count(worker) || link.size() > 256 || encoding.size() > 16) return;
+        s.hop_choices[{worker, link}] = {encoding, mbit_s, compute_ms};
+        if (changed)
+          write_metrics(self, {{"event", "hop_encoding"},
+                               {"step", s.step},
+                               {"worker", worker},
+                               {"to", link},
+                               {"encoding", encoding},
+                               {"mbit_s", mbit_s},
+                               {"compute_ms", compute_ms}});
+      },
       // A worker lost in a step leaves it at once; what the step needed from it the phase
       // re-runs or stops waiting for.
       [=](worker_down_atom, uint32_t id, const caf::actor_addr& addr, const caf::error& why) {

@@ -255,6 +255,13 @@ struct tracker_state {
   bool rerun_after_ban = false;  // a worker of the step was banned: the step runs again
   policy::SpotCheckTally tally;
   std::map<uint32_t, std::string> banned;  // worker id -> why; never adopted again
+  // swarm.compression = auto: each worker's latest choice for each link it sends on (its
+  // endpoint), as the workers told it; in every step record.
+  struct HopChoice {
+    std::string encoding;
+    double mbit_s = 0, compute_ms = 0;
+  };
+  std::map<std::pair<uint32_t, std::string>, HopChoice> hop_choices;
 
   messages::RunReport report;
   caf::response_promise promise;

@@ -343,6 +343,20 @@ TEST(Config, HopBlocksThatSpanTwoPositionsAreRefused) {
             "");
 }
 
+// swarm.compression = auto needs hops to choose for and encodings to choose among.
+TEST(Config, AutoCompressionNeedsStagesAndAFloor) {
+  const std::string pp =
+      "[model]\npreset = \"tiny\"\n[swarm]\nmode = \"pp\"\ncompression = \"auto\"\n";
+  expect_refused(pp + "stages = 1\nhop_encoding = \"int8\"\n",
+                 {"swarm.compression", "swarm.stages = 1 there are none"});
+  expect_refused(pp + "stages = 2\n", {"swarm.compression", "nothing to choose", "hop_encoding"});
+  const auto c = parse_config(pp + "stages = 2\nhop_encoding = \"int4\"\n", "x");
+  EXPECT_EQ(c.swarm.compression, Compression::automatic);
+  expect_refused(pp + "stages = 2\nhop_encoding = \"int4\"\nhop_block = 256\n",
+                 {"swarm.hop_block", "must divide model.n_embd"});
+  expect_refused("[swarm]\ncompression = \"sometimes\"\n", {"swarm.compression", "sometimes"});
+}
+
 // Each entry is H:STEPS with STEPS whole rounds of H; anything else is refused by name.
 TEST(Config, InnerStepsScheduleRefusesWhatIsNotWholeRounds) {
   EXPECT_TRUE(parse_inner_schedule("").empty());

@@ -23,7 +23,7 @@ ALLOWED = {
     "model": {"config", "leader", "policy", "tokens"},
     "messages": {"config", "model"},
     "launch": {"config", "credential", "leader", "messages"},
-    "transport": {"config", "credential", "messages", "model"},
+    "transport": {"config", "credential", "messages", "model", "policy"},
     "report": {"config", "messages", "model"},
     "inspect": {"config", "messages", "model"},
     "supervisors": {"config", "credential", "inspect", "messages", "model", "policy", "transport"},

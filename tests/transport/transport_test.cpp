@@ -13,6 +13,7 @@
 
 #include <caf/io/all.hpp>
 #include <cstring>
+#include <thread>
 
 #include "../actors/actor_test_util.hpp"
 #include "actors/runtime/runtime.hpp"
@@ -21,6 +22,7 @@
 #include "messages/wire.hpp"
 #include "transport/bulk.hpp"
 #include "transport/channel.hpp"
+#include "transport/delivery.hpp"
 #include "transport/transport.hpp"
 
 using namespace swarmrt;
@@ -248,4 +250,30 @@ TEST(Transport, ChaosLinkBandwidthCapPacesTheBytes) {
   const auto waited = w.time_eval(at::randint(0, 256, {4096, 16}, at::kLong));
   transport::set_link_bandwidth(0);
   EXPECT_GE(waited, std::chrono::milliseconds(1800));
+}
+
+// swarm.compression = auto's measurement: a frame link times each message from its first byte
+// to its last acknowledged (transport/delivery.hpp), and only while measuring is on. Through a
+// 8 Mbit/s (1 MB/s) cap, 262 kB cannot be delivered faster than its last 198 kB leave (the
+// first 64 KiB slice leaves at once): at most 1.33 MB/s. The bound below is 5x under the cap,
+// for a loaded machine.
+TEST(Transport, AFrameLinkMeasuresWhatItDeliversOnlyWhenAsked) {
+  RemoteWorker w;
+  ASSERT_NO_FATAL_FAILURE(w.connect(true));
+  const auto ids = at::randint(0, 256, {1024, 16}, at::kLong);  // 2 x 131 kB a frame
+  transport::measure_links(false);
+  transport::set_link_bandwidth(8);
+  w.time_eval(ids);
+  EXPECT_EQ(transport::link_bytes_per_s(w.remote.node()), 0) << "measured while off";
+  transport::measure_links(true);
+  for (int i = 0; i < 3; ++i) w.time_eval(ids);
+  double rate = 0;
+  for (int i = 0; i < 50 && rate == 0; ++i) {
+    rate = transport::link_bytes_per_s(w.remote.node());
+    if (rate == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  transport::measure_links(false);
+  transport::set_link_bandwidth(0);
+  EXPECT_GT(rate, 0.2e6);
+  EXPECT_LT(rate, 1.4e6);
 }

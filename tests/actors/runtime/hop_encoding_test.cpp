@@ -71,6 +71,19 @@ TEST(HopEncoding, EachEncodingSendsItsWireSizeByTheCounters) {
   }
 }
 
+// swarm.compression = auto in one process: a hop to a worker of the same process crosses no
+// wire, so it goes as it is, whatever the floor: the same bytes and the same losses as none.
+TEST(HopEncoding, AutoSendsHopsInOneProcessAsTheyAre) {
+  const auto none = run(pipeline(config::HopEncoding::none, 3));
+  auto c = pipeline(config::HopEncoding::int4, 3);
+  c.swarm.compression = config::Compression::automatic;
+  const auto automatic = run(c);
+  EXPECT_EQ(automatic.bytes.at("gradients"), none.bytes.at("gradients"));
+  EXPECT_EQ(automatic.bytes.at("activations"), none.bytes.at("activations"));
+  EXPECT_EQ(automatic.report.losses, none.report.losses);
+  EXPECT_EQ(automatic.report.rejected_frames, 0u);
+}
+
 // A pipeline with quantized hops against the same pipeline with none, 20 steps of the micro
 // model on Brown text: the largest relative gap between their step losses. Each run is
 // deterministic (one route, seeded data, gradients' stochastic rounding seeded by the run's

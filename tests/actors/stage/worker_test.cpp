@@ -140,6 +140,31 @@ TEST(StageWorker, RefusesHopsWhosePayloadDisagreesWithTheirEncoding) {
                                messages::make_frame(h, {wire, ids})});
 }
 
+// swarm.compression = auto down to int4: each hop names its link's encoding, and the worker
+// decodes any of none, bf16, int8, int4 by it; int3 (past the floor) and int5/3 (not on an
+// int4 ladder) are refused.
+TEST(StageWorker, AutoCompressionServesItsLadderByTheHeaderAndRefusesTheRest) {
+  auto ctx = last_stage_context();
+  ctx->config.swarm.compression = config::Compression::automatic;
+  ctx->config.swarm.hop_encoding = config::HopEncoding::int4;
+  ctx->config.swarm.hop_block = 32;
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  auto hidden = at::randn({2, 16, 32});
+  auto frame = [&](config::HopEncoding e) {
+    auto h = eval_header();
+    h.hop_encoding = static_cast<uint8_t>(e);
+    const auto wire = e == config::HopEncoding::none
+                          ? hidden
+                          : model::encode_hop(hidden, e, 32, model::HopDirection::forward, 0);
+    return messages::make_frame(h, {wire, ids});
+  };
+  using E = config::HopEncoding;
+  expect_only_the_last_served(ctx, {frame(E::int3), frame(E::int5_3), frame(E::none)});
+  expect_only_the_last_served(ctx, {frame(E::int3), frame(E::int8)});
+  expect_only_the_last_served(ctx, {frame(E::int5_3), frame(E::int4)});
+  expect_only_the_last_served(ctx, {frame(E::int3), frame(E::bf16)});
+}
+
 // A hop of a step this worker has applied already is stale. It happens when a frozen upstream
 // worker wakes after the tracker re-ran its micro-batches through a peer and closed the step:
 // without this check the late hop's samples were counted (and its gradient taken) in the

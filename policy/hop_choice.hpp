@@ -1,0 +1,76 @@
+// swarm.compression = auto: which encoding each link's hops take, from what the link carries
+// and how long the worker computes. A hop hides under compute when its bytes leave in the time
+// the worker spends on a micro-batch (forward and backward): the link is then never what the
+// pipeline waits for, and compressing further only costs loss and codec time. So each link
+// takes the least compressed encoding that hides, down to swarm.hop_encoding (the floor the
+// user allows), and the floor when none does.
+//
+// The measurement (LinkRate): each hop that crosses a link between processes is timed from
+// its first byte written to its last byte acknowledged by the peer (transport/bulk.cpp), so
+// kernel buffers do not make a slow link look fast. A hop is a burst with idle time after it,
+// so a small hop may pass inside a shaper's burst allowance and look faster than the link: the
+// chooser moves to a less compressed encoding only with a margin, and after a move up that did
+// not last it waits twice as long before trying again (as TCP backs off), so a link does not
+// flap; a move up that lasts resets the wait.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace swarmrt::policy {
+
+// The encodings auto may choose, least compressed first, down to `floor` (swarm.hop_encoding):
+// none, bf16, int8, int4 (int5/3 when that is the floor), int3. `half` (train.precision bf16)
+// drops bf16, whose bytes are then none's.
+std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half);
+
+// One link's bytes/s from its timed hops: the median of the last kKeep, each `bytes` over the
+// seconds from first byte written to last acknowledged. Measurements older than kMaxAgeS are
+// forgotten (the link may have changed), and then the rate is unknown (0) until the next.
+class LinkRate {
+ public:
+  static constexpr size_t kKeep = 8;
+  static constexpr double kMaxAgeS = 30;
+  static constexpr uint64_t kMinBytes = 16 * 1024;  // smaller: latency, not bandwidth
+
+  void add(uint64_t bytes, double seconds, double now_s);
+  double bytes_per_s(double now_s) const;  // 0: unknown
+  size_t measured() const { return samples_.size(); }
+
+ private:
+  struct Sample {
+    double rate, at;
+  };
+  std::deque<Sample> samples_;
+};
+
+// One link's choice, a rung of the ladder (0: least compressed).
+class HopChooser {
+ public:
+  static constexpr double kHideFraction = 1.0;  // a hop's transfer must fit in this much compute
+  static constexpr double kUpFraction = 0.5;    // ... and in this much to move up a rung
+  static constexpr int kFirstDwell = 16;        // hops on a rung before moving up from it
+  static constexpr int kMaxDwell = 1024;
+
+  // `wire_bytes`: a hop's bytes in each rung of the ladder; `bytes_per_s`: the link's rate
+  // (0: unknown, the choice stays); `compute_s`: the worker's seconds per micro-batch (0:
+  // unknown, the choice stays). Returns the rung for this hop.
+  size_t choose(const std::vector<uint64_t>& wire_bytes, double bytes_per_s, double compute_s);
+  size_t rung() const { return rung_; }
+  int moves() const { return moves_; }
+  int hops() const { return hops_; }  // choices made
+
+ private:
+  size_t rung_ = 0;
+  int hops_on_rung_ = 0;
+  int dwell_ = kFirstDwell;
+  bool moved_up_ = false;  // the last move was up: a quick move back down doubles the dwell
+  int moves_ = 0;
+  int hops_ = 0;
+};
+
+}  // namespace swarmrt::policy

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# swarm.compression = auto over a real link that changes: a `pp` pipeline of 2 stages, one
+# worker each, in two network namespaces whose link is shaped by tc tbf both ways. At 1 Gbit/s
+# the tiny model's hops (262 kB as float32) leave in ~2 ms, under the compute of a micro-batch:
+# each worker sends them as they are. The link is then cut to 1 Mbit/s, where int8 hops take
+# ~0.5 s: each worker measures it and moves to the floor (int4). Back at 1 Gbit/s, each
+# moves up again rung by rung. The choices are in the metrics (hop_encoding events, every step
+# record) and in `swarmrt ctl stats`; no hop is refused and every loss is finite. The run is
+# stopped by pid once that is seen.
+bin=$1 root=$2
+tag=$(($$ % 100000))
+names=("aha$tag" "ahb$tag") addrs=(10.231.9.1 10.231.9.2)
+source "$(dirname "$0")/lib.sh"
+on_fail() { for n in a b; do echo "--- node $n:"; tail -15 "$tmp/$n.log" 2>/dev/null; done; }
+bridged_namespaces "ahh$tag" 1gbit "${names[0]}=${addrs[0]}" "${names[1]}=${addrs[1]}"
+# rate RATE BURST: both ends of the link shaped anew
+rate() {
+  for n in "${names[@]}"; do
+    ip netns exec "$n" tc qdisc change dev "v$n" root tbf rate "$1" burst "$2" latency 50ms ||
+      fail "tbf change on $n"
+  done
+}
+
+export SWARMRT_SECRET=auto-hops-test
+unset SWARMRT_SECRET_FILE
+mkdir -p "$tmp/run"
+echo "$SWARMRT_SECRET" >"$tmp/run/secret"
+ip netns exec "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --listen "${addrs[0]}:7421" \
+  --set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm.workers_per_stage=1 \
+  --set swarm.compression=auto --set swarm.hop_encoding=int4 --set train.steps=5000 \
+  --set train.eval_every=0 --set checkpoint.every_steps=0 -o "$tmp/out" >"$tmp/coord.log" 2>&1 &
+coord=$!
+pids+=("$coord")
+fail_log="$tmp/coord.log"
+for i in 0 1; do
+  n=$([ $i = 0 ] && echo a || echo b)
+  ip netns exec "${names[$i]}" "$bin" node --join "${addrs[0]}:7421" --workers 1 --name "$n" \
+    --listen "${addrs[$i]}" >"$tmp/$n.log" 2>&1 &
+  pids+=($!)
+done
+metrics=$tmp/out/metrics.jsonl
+# choices STEP ENCODING CMP MBIT: a step record from STEP on lists both workers' links, each in
+# ENCODING, its measured rate CMP (gt/lt) MBIT Mbit/s.
+choices() {
+  py '
+import json, sys
+step, enc, cmp, mbit = int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") != "step" or r["step"] < step: continue
+    hops = r.get("hop_encodings", [])
+    ok = len(hops) == 2 and len({h["worker"] for h in hops}) == 2 and all(
+        h["encoding"] == enc and (h["mbit_s"] > mbit if cmp == "gt" else h["mbit_s"] < mbit)
+        for h in hops)
+    if ok: sys.exit(0)
+sys.exit(1)' "$metrics" "$@"
+}
+last_step() {
+  py '
+import json, sys
+s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") == "step": s = r["step"]
+print(s)' "$metrics"
+}
+step_from() { echo $(($(last_step) + 1)); }
+# within S CMD...: CMD every second until it succeeds, for at most S seconds of wall time (the
+# metrics grow, so each check takes longer than wait_until's tenth of a second assumes).
+within() {
+  local end=$((SECONDS + $1))
+  shift
+  while [ $SECONDS -lt $end ]; do
+    "$@" && return 0
+    sleep 1
+  done
+  return 1
+}
+
+wait_until 120 test -s "$metrics" || fail "no step in 120 s"
+within 60 choices 30 none gt 100 || fail "at 1 Gbit/s the hops did not stay as they are: $(tail -1 "$metrics")"
+rate 1mbit 16kb
+s=$(step_from)
+echo "1 Mbit/s from step $s"
+within 90 choices "$s" int4 lt 4 || fail "at 1 Mbit/s the hops did not move to int4: $(tail -1 "$metrics")"
+ctl() { ip netns exec "${names[0]}" "$bin" ctl "${addrs[0]}:7421" --secret-file "$tmp/run/secret" "$@"; }
+ctl stats >"$tmp/stats.txt" || fail "ctl stats: $(cat "$tmp/stats.txt")"
+grep -q "hops of worker .* int4 (" "$tmp/stats.txt" || fail "ctl stats shows no choice: $(cat "$tmp/stats.txt")"
+rate 1gbit 128kb
+s=$(step_from)
+echo "1 Gbit/s from step $s"
+within 120 choices "$s" none gt 100 || fail "back at 1 Gbit/s the hops did not move up: $(tail -1 "$metrics")"
+py '
+import json, math, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in recs if r.get("event") == "step"]
+assert all(math.isfinite(r["loss"]) for r in steps), "a loss is not finite"
+moves = [r for r in recs if r.get("event") == "hop_encoding"]
+# both workers: none (first hop), down to int4 (maybe through a rung), back up to none
+for w in {m["worker"] for m in moves}:
+    seq = [m["encoding"] for m in moves if m["worker"] == w]
+    assert seq[0] == "none" and "int4" in seq and seq[-1] == "none", (w, seq)
+    print("worker", w, ":", " ".join("%s@%d" % (m["encoding"], m["step"]) for m in moves if m["worker"] == w))
+print(len(steps), "steps;", len(moves), "choices")' "$metrics" || fail "the metrics disagree"
+for n in a b; do
+  ! grep -q "rejected" "$tmp/$n.log" || fail "node $n refused a hop: $(grep rejected "$tmp/$n.log" | head -3)"
+done
+echo "ok: none at 1 Gbit/s, int4 at 1 Mbit/s, none again at 1 Gbit/s"

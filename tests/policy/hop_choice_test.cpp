@@ -1,0 +1,98 @@
+// swarm.compression = auto's decisions alone, from injected measurements: the ladder, a link's
+// rate (median, forgetting), and the chooser (down at once, up with a margin after a dwell,
+// backing off a move up that does not last).
+#include <gtest/gtest.h>
+
+#include "policy/hop_choice.hpp"
+
+namespace swarmrt::policy {
+using config::HopEncoding;
+
+TEST(HopLadder, LeastCompressedFirstDownToTheFloor) {
+  using V = std::vector<HopEncoding>;
+  EXPECT_EQ(hop_ladder(HopEncoding::int8, false),
+            (V{HopEncoding::none, HopEncoding::bf16, HopEncoding::int8}));
+  EXPECT_EQ(hop_ladder(HopEncoding::int3, false),
+            (V{HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, HopEncoding::int4,
+               HopEncoding::int3}));
+  EXPECT_EQ(hop_ladder(HopEncoding::int5_3, false),
+            (V{HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, HopEncoding::int5_3}));
+  // In bf16, bf16 hops are none's bytes: not a rung.
+  EXPECT_EQ(hop_ladder(HopEncoding::int4, true),
+            (V{HopEncoding::none, HopEncoding::int8, HopEncoding::int4}));
+  EXPECT_EQ(hop_ladder(HopEncoding::none, false), (V{HopEncoding::none}));
+}
+
+TEST(LinkRate, MedianOfRecentHopsForgettingOldOnes) {
+  LinkRate link;
+  EXPECT_EQ(link.bytes_per_s(0), 0);
+  link.add(1000, 0.001, 0);  // too small to say anything of bandwidth
+  link.add(1 << 20, 0, 0);   // no time
+  EXPECT_EQ(link.measured(), 0u);
+  // 1 MiB hops at 10 MiB/s, one outlier through a shaper's burst: the median ignores it.
+  for (int i = 0; i < 4; ++i) link.add(1 << 20, 0.1, i);
+  link.add(1 << 20, 0.001, 4);
+  EXPECT_NEAR(link.bytes_per_s(4), 10.0 * (1 << 20), 1);
+  // The link slows to 1 MiB/s: after enough hops the median follows.
+  for (int i = 0; i < 5; ++i) link.add(1 << 20, 1.0, 5 + i);
+  EXPECT_NEAR(link.bytes_per_s(10), 1.0 * (1 << 20), 1);
+  EXPECT_EQ(link.measured(), LinkRate::kKeep);
+  // Nothing measured for longer than kMaxAgeS: unknown again.
+  EXPECT_EQ(link.bytes_per_s(10 + LinkRate::kMaxAgeS), 0);
+}
+
+// A hop of 4 MB in none, 1 MB in int8, 0.5 MB in int4; 0.1 s of compute per micro-batch.
+const std::vector<uint64_t> kBytes = {4'000'000, 1'000'000, 500'000};
+
+TEST(HopChooser, UnknownRateOrComputeKeepsTheLeastCompressed) {
+  HopChooser c;
+  EXPECT_EQ(c.choose(kBytes, 0, 0.1), 0u);
+  EXPECT_EQ(c.choose(kBytes, 1e6, 0), 0u);
+  EXPECT_EQ(c.moves(), 0);
+}
+
+TEST(HopChooser, ALinkThatFallsBehindMovesDownAtOnceToTheRungThatHides) {
+  HopChooser c;
+  EXPECT_EQ(c.choose(kBytes, 100e6, 0.1), 0u);  // 0.04 s: hides
+  EXPECT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);   // none 0.33 s, int8 0.083 s
+  EXPECT_EQ(c.choose(kBytes, 1e6, 0.1), 2u);    // nothing hides: the floor
+  EXPECT_EQ(c.moves(), 2);
+}
+
+TEST(HopChooser, MovesUpOneRungWithAMarginAfterItsDwell) {
+  HopChooser c;
+  ASSERT_EQ(c.choose(kBytes, 1e6, 0.1), 2u);
+  // The link is fast again (int8 0.01 s, none 0.04 s): up one rung after the dwell, not before.
+  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(kBytes, 100e6, 0.1), 2u);
+  EXPECT_EQ(c.choose(kBytes, 100e6, 0.1), 1u);
+  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(kBytes, 100e6, 0.1), 1u);
+  EXPECT_EQ(c.choose(kBytes, 100e6, 0.1), 0u);
+  // none would hide (0.08 s of 0.1) but without the margin: no move up, however long.
+  HopChooser d;
+  ASSERT_EQ(d.choose(kBytes, 12e6, 0.1), 1u);
+  for (int i = 0; i < 4 * HopChooser::kFirstDwell; ++i) ASSERT_EQ(d.choose(kBytes, 50e6, 0.1), 1u);
+}
+
+TEST(HopChooser, AMoveUpThatDoesNotLastDoublesTheWait) {
+  HopChooser c;
+  ASSERT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);
+  // Small int8 hops look fast (a shaper's burst), so it moves up ...
+  int hops = 0;
+  while (c.choose(kBytes, 100e6, 0.1) != 0) ++hops;
+  EXPECT_EQ(hops + 1, HopChooser::kFirstDwell);
+  // ... and none's hops show the real rate at once: back down, and the next try waits twice
+  // as long.
+  EXPECT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);
+  hops = 0;
+  while (c.choose(kBytes, 100e6, 0.1) != 0) ++hops;
+  EXPECT_EQ(hops + 1, 2 * HopChooser::kFirstDwell);
+  // A link that keeps up keeps its rung, and once the move has lasted twice its wait, the next
+  // move up waits the first dwell again.
+  for (int i = 0; i < 4 * HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(kBytes, 100e6, 0.1), 0u);
+  ASSERT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);
+  hops = 0;
+  while (c.choose(kBytes, 100e6, 0.1) != 0) ++hops;
+  EXPECT_EQ(hops + 1, HopChooser::kFirstDwell);
+}
+
+}  // namespace swarmrt::policy
