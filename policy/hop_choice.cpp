@@ -1,6 +1,7 @@
 #include "policy/hop_choice.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace swarmrt::policy {
 using config::HopEncoding;
@@ -16,26 +17,42 @@ std::vector<HopEncoding> hop_ladder(HopEncoding floor, bool half) {
   return ladder;
 }
 
+namespace {
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+}  // namespace
+
 void LinkRate::add(uint64_t bytes, double seconds, double now_s) {
   if (bytes < kMinBytes || !(seconds > 0)) return;
-  samples_.push_back({static_cast<double>(bytes) / seconds, now_s});
+  samples_.push_back({bytes, seconds, now_s});
   if (samples_.size() > kKeep) samples_.pop_front();
 }
 
 double LinkRate::bytes_per_s(double now_s) const {
   std::vector<double> rates;
   for (const auto& s : samples_)
-    if (now_s - s.at <= kMaxAgeS) rates.push_back(s.rate);
-  if (rates.empty()) return 0;
-  auto mid = rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2);
-  std::nth_element(rates.begin(), mid, rates.end());
-  return *mid;
+    if (now_s - s.at <= kMaxAgeS) rates.push_back(static_cast<double>(s.bytes) / s.seconds);
+  return std::max(median(std::move(rates)), 0.0);
 }
 
-size_t HopChooser::choose(const std::vector<uint64_t>& wire_bytes, double bytes_per_s,
-                          double compute_s) {
-  if (wire_bytes.empty()) return 0;
-  rung_ = std::min(rung_, wire_bytes.size() - 1);
+double LinkRate::seconds_for(uint64_t bytes, double now_s) const {
+  std::vector<double> alike;
+  const double b = static_cast<double>(bytes);
+  for (const auto& s : samples_)
+    if (now_s - s.at <= kMaxAgeS && std::abs(static_cast<double>(s.bytes) - b) <= kSameSize * b)
+      alike.push_back(s.seconds);
+  if (!alike.empty()) return median(std::move(alike));
+  const double rate = bytes_per_s(now_s);
+  return rate > 0 ? b / rate : -1;
+}
+
+size_t HopChooser::choose(const std::vector<double>& seconds, double compute_s) {
+  if (seconds.empty()) return 0;
+  rung_ = std::min(rung_, seconds.size() - 1);
   ++hops_on_rung_;
   ++hops_;
   // A move up that lasted twice its wait was right: the next one waits the first dwell again.
@@ -43,17 +60,18 @@ size_t HopChooser::choose(const std::vector<uint64_t>& wire_bytes, double bytes_
     dwell_ = kFirstDwell;
     moved_up_ = false;
   }
-  if (!(bytes_per_s > 0) || !(compute_s > 0)) return rung_;
-  const auto seconds = [&](size_t k) { return static_cast<double>(wire_bytes[k]) / bytes_per_s; };
-  // The least compressed rung that hides, else the floor.
+  if (!(compute_s > 0) || seconds[rung_] < 0) return rung_;
+  const auto fits = [&](size_t k, double fraction) {
+    return seconds[k] >= 0 && seconds[k] <= fraction * compute_s;
+  };
+  // The least compressed rung known to hide, else the floor.
   size_t hides = 0;
-  while (hides + 1 < wire_bytes.size() && seconds(hides) > kHideFraction * compute_s) ++hides;
+  while (hides + 1 < seconds.size() && !fits(hides, kHideFraction)) ++hides;
   if (hides > rung_) {
     // The link falls behind: down at once. A move up that did not last backs off.
     if (moved_up_ && hops_on_rung_ < 2 * dwell_) dwell_ = std::min(2 * dwell_, kMaxDwell);
     moved_up_ = false;
-  } else if (hides < rung_ && hops_on_rung_ >= dwell_ &&
-             seconds(rung_ - 1) <= kUpFraction * compute_s) {
+  } else if (hides < rung_ && hops_on_rung_ >= dwell_ && fits(rung_ - 1, kUpFraction)) {
     // Room to spare: up one rung at a time, so that a wrong guess costs one rung.
     hides = rung_ - 1;
     moved_up_ = true;

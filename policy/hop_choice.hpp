@@ -28,22 +28,28 @@ namespace swarmrt::policy {
 // drops bf16, whose bytes are then none's.
 std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half);
 
-// One link's bytes/s from its timed hops: the median of the last kKeep, each `bytes` over the
-// seconds from first byte written to last acknowledged. Measurements older than kMaxAgeS are
-// forgotten (the link may have changed), and then the rate is unknown (0) until the next.
+// One link's timed messages (bytes, seconds from first byte written to last acknowledged), the
+// last kKeep. Measurements older than kMaxAgeS are forgotten (the link may have changed).
 class LinkRate {
  public:
-  static constexpr size_t kKeep = 8;
+  static constexpr size_t kKeep = 16;
   static constexpr double kMaxAgeS = 30;
   static constexpr uint64_t kMinBytes = 16 * 1024;  // smaller: latency, not bandwidth
+  static constexpr double kSameSize = 0.15;         // messages this close in size are alike
 
   void add(uint64_t bytes, double seconds, double now_s);
-  double bytes_per_s(double now_s) const;  // 0: unknown
+  // The median of the recent messages' bytes/s; 0: unknown.
+  double bytes_per_s(double now_s) const;
+  // How long a message of `bytes` takes: the median of recent messages of its size (a shaper's
+  // burst lets a small one through at line rate and holds a large one back, so a rate measured
+  // on one size mispredicts another), else `bytes` over bytes_per_s; negative: unknown.
+  double seconds_for(uint64_t bytes, double now_s) const;
   size_t measured() const { return samples_.size(); }
 
  private:
   struct Sample {
-    double rate, at;
+    uint64_t bytes;
+    double seconds, at;
   };
   std::deque<Sample> samples_;
 };
@@ -56,10 +62,10 @@ class HopChooser {
   static constexpr int kFirstDwell = 16;        // hops on a rung before moving up from it
   static constexpr int kMaxDwell = 1024;
 
-  // `wire_bytes`: a hop's bytes in each rung of the ladder; `bytes_per_s`: the link's rate
-  // (0: unknown, the choice stays); `compute_s`: the worker's seconds per micro-batch (0:
-  // unknown, the choice stays). Returns the rung for this hop.
-  size_t choose(const std::vector<uint64_t>& wire_bytes, double bytes_per_s, double compute_s);
+  // `seconds`: how long a hop takes on the link in each rung of the ladder (LinkRate::
+  // seconds_for; negative: unknown); `compute_s`: the worker's seconds per micro-batch (0:
+  // unknown). The choice stays where what it needs is unknown. Returns the rung for this hop.
+  size_t choose(const std::vector<double>& seconds, double compute_s);
   size_t rung() const { return rung_; }
   int moves() const { return moves_; }
   int hops() const { return hops_; }  // choices made

@@ -445,6 +445,11 @@ double link_bytes_per_s(const caf::node_id& node) {
   return peer ? delivered_bytes_per_s(peer->endpoint) : 0;
 }
 
+double link_seconds_for(const caf::node_id& node, uint64_t bytes) {
+  auto peer = peer_of(node);
+  return peer ? delivery_seconds(peer->endpoint, bytes) : -1;
+}
+
 void BulkTransport::send(caf::local_actor* self, const caf::actor& to, messages::FrameKind kind,
                          messages::Frame frame) {
   const auto peer = peer_of(to.node());

@@ -49,6 +49,8 @@ std::optional<std::string> endpoint_of(const caf::node_id& node);
 // The measured bytes/s of this process's frame link to `node` (transport/delivery.hpp, while
 // measure_links is on); 0: unknown or no link.
 double link_bytes_per_s(const caf::node_id& node);
+// How long a message of `bytes` takes on that link (delivery.hpp); negative: unknown.
+double link_seconds_for(const caf::node_id& node, uint64_t bytes);
 
 // Fault injection: every message this process writes on a frame link waits `ms` first
 // (chaos.link_delay_ms), so links behave like slow, far ones.

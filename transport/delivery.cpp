@@ -88,4 +88,11 @@ double delivered_bytes_per_s(const std::string& endpoint) {
   return it == r.by_endpoint.end() ? 0 : it->second.bytes_per_s(seconds_now());
 }
 
+double delivery_seconds(const std::string& endpoint, uint64_t bytes) {
+  auto& r = rates();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.by_endpoint.find(endpoint);
+  return it == r.by_endpoint.end() ? -1 : it->second.seconds_for(bytes, seconds_now());
+}
+
 }  // namespace swarmrt::transport

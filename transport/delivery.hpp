@@ -28,5 +28,7 @@ bool measuring_links();
 void note_delivery(const std::string& endpoint, uint64_t bytes, double seconds);
 // The link's bytes/s (policy::LinkRate: median of recent messages); 0: unknown.
 double delivered_bytes_per_s(const std::string& endpoint);
+// How long a message of `bytes` takes on it (policy::LinkRate::seconds_for); negative: unknown.
+double delivery_seconds(const std::string& endpoint, uint64_t bytes);
 
 }  // namespace swarmrt::transport

@@ -144,7 +144,7 @@ void send_hop(Self* self, const caf::actor& to, MicroBatchHeader h, std::vector<
   if (h.direction != Direction::eval) s.faults.noise_hop(h.step, ts[0]);
   // Hidden states and their gradients in the run's hop encoding (none: as they are).
   const auto& swarm = s.setup.ctx->config.swarm;
-  const auto encoding = choose_encoding(self, to, h, ts[0]);
+  const auto encoding = choose_encoding(self, to, h, ts);
   ts[0] = model::encode_hop(ts[0], encoding, swarm.hop_block, hop_direction(h),
                             rounding_seed(s.setup.ctx->config.train.seed, h));
   h.hop_encoding = static_cast<uint8_t>(encoding);

@@ -30,7 +30,7 @@ void set_up_hop_links(const config::RunConfig& cfg) {
 }
 
 HopEncoding choose_encoding(Self* self, const caf::actor& to, const MicroBatchHeader& h,
-                            const at::Tensor& x) {
+                            const std::vector<at::Tensor>& ts) {
   auto& s = self->state;
   const auto& cfg = s.setup.ctx->config;
   if (cfg.swarm.compression != config::Compression::automatic) return cfg.swarm.hop_encoding;
@@ -38,9 +38,15 @@ HopEncoding choose_encoding(Self* self, const caf::actor& to, const MicroBatchHe
   if (to.node() == self->node()) return ladder.front();
   const auto d = h.direction == Direction::backward ? model::HopDirection::backward
                                                     : model::HopDirection::forward;
-  std::vector<uint64_t> bytes;
+  // Each rung's frame: the hop's wire and what travels beside it (targets, the header).
+  const auto& x = ts[0];
+  uint64_t beside = 256;
+  for (size_t i = 1; i < ts.size(); ++i) beside += ts[i].nbytes();
+  std::vector<double> seconds;
   for (auto e : ladder)
-    bytes.push_back(model::hop_wire_bytes(e, cfg.swarm.hop_block, d, x.sizes(), x.scalar_type()));
+    seconds.push_back(transport::link_seconds_for(
+        to.node(),
+        model::hop_wire_bytes(e, cfg.swarm.hop_block, d, x.sizes(), x.scalar_type()) + beside));
   const double rate = transport::link_bytes_per_s(to.node());
   const auto samples_per_s = s.rate.value();
   const double compute_s =
@@ -48,7 +54,7 @@ HopEncoding choose_encoding(Self* self, const caf::actor& to, const MicroBatchHe
   auto& link = s.hop_choice[to.node()];
   const bool first = link.chooser.hops() == 0;
   const auto before = link.chooser.rung();
-  const auto rung = link.chooser.choose(bytes, rate, compute_s);
+  const auto rung = link.chooser.choose(seconds, compute_s);
   const bool changed = first || rung != before;
   // A change at once (logged here, an event in the metrics); the choice with its latest
   // measurements once a step besides, for the step records.

@@ -65,7 +65,8 @@ void reset_step(Self* self, uint64_t step, uint32_t floor);
 void set_up_hop_links(const config::RunConfig& cfg);
 // The encoding of a hop to `to`: the run's (fixed), or what `to`'s link's chooser picks (auto).
 config::HopEncoding choose_encoding(Self* self, const caf::actor& to,
-                                    const messages::MicroBatchHeader& h, const at::Tensor& x);
+                                    const messages::MicroBatchHeader& h,
+                                    const std::vector<at::Tensor>& ts);
 // The encoding a received hop is in (fixed: the run's; auto: the one its header names).
 config::HopEncoding encoding_of(const worker_state& s, const messages::MicroBatchHeader& h);
 // Why a received hop's encoding is refused (empty: it is not).

@@ -26,73 +26,109 @@ TEST(HopLadder, LeastCompressedFirstDownToTheFloor) {
 TEST(LinkRate, MedianOfRecentHopsForgettingOldOnes) {
   LinkRate link;
   EXPECT_EQ(link.bytes_per_s(0), 0);
+  EXPECT_LT(link.seconds_for(1 << 20, 0), 0);
   link.add(1000, 0.001, 0);  // too small to say anything of bandwidth
   link.add(1 << 20, 0, 0);   // no time
   EXPECT_EQ(link.measured(), 0u);
-  // 1 MiB hops at 10 MiB/s, one outlier through a shaper's burst: the median ignores it.
+  // 1 MiB hops at 10 MiB/s, one outlier: the median ignores it.
   for (int i = 0; i < 4; ++i) link.add(1 << 20, 0.1, i);
   link.add(1 << 20, 0.001, 4);
   EXPECT_NEAR(link.bytes_per_s(4), 10.0 * (1 << 20), 1);
+  EXPECT_NEAR(link.seconds_for(1 << 20, 4), 0.1, 1e-12);
+  EXPECT_NEAR(link.seconds_for(1 << 19, 4), 0.05, 1e-9);  // no hop of its size: by the rate
   // The link slows to 1 MiB/s: after enough hops the median follows.
-  for (int i = 0; i < 5; ++i) link.add(1 << 20, 1.0, 5 + i);
-  EXPECT_NEAR(link.bytes_per_s(10), 1.0 * (1 << 20), 1);
+  for (int i = 0; i < 16; ++i) link.add(1 << 20, 1.0, 5 + i);
+  EXPECT_NEAR(link.bytes_per_s(21), 1.0 * (1 << 20), 1);
   EXPECT_EQ(link.measured(), LinkRate::kKeep);
   // Nothing measured for longer than kMaxAgeS: unknown again.
-  EXPECT_EQ(link.bytes_per_s(10 + LinkRate::kMaxAgeS), 0);
+  EXPECT_EQ(link.bytes_per_s(21 + LinkRate::kMaxAgeS), 0);
+  EXPECT_LT(link.seconds_for(1 << 20, 21 + LinkRate::kMaxAgeS), 0);
+}
+
+// A token-bucket shaper (tc tbf: 128 kB of burst at 50 Mbit/s) lets a 66 kB hop through at line
+// rate and holds a 262 kB one back: each size is predicted by hops of its own size, not by a
+// rate the other size measured.
+TEST(LinkRate, EachSizeByHopsOfItsSize) {
+  LinkRate link;
+  for (int i = 0; i < 4; ++i) {
+    link.add(66'000, 0.0005, i);  // inside the burst
+    link.add(262'000, 0.021, i);  // 134 kB past it at 6.25 MB/s
+  }
+  EXPECT_NEAR(link.seconds_for(66'000, 4), 0.0005, 1e-12);
+  EXPECT_NEAR(link.seconds_for(262'000, 4), 0.021, 1e-12);
+  EXPECT_NEAR(link.seconds_for(250'000, 4), 0.021, 1e-12);  // within 15%: alike
 }
 
 // A hop of 4 MB in none, 1 MB in int8, 0.5 MB in int4; 0.1 s of compute per micro-batch.
 const std::vector<uint64_t> kBytes = {4'000'000, 1'000'000, 500'000};
+// Each rung's seconds on a link of `rate` bytes/s.
+std::vector<double> at_rate(double rate) {
+  std::vector<double> s;
+  for (auto b : kBytes) s.push_back(static_cast<double>(b) / rate);
+  return s;
+}
 
-TEST(HopChooser, UnknownRateOrComputeKeepsTheLeastCompressed) {
+TEST(HopChooser, UnknownTimesOrComputeKeepTheLeastCompressed) {
   HopChooser c;
-  EXPECT_EQ(c.choose(kBytes, 0, 0.1), 0u);
-  EXPECT_EQ(c.choose(kBytes, 1e6, 0), 0u);
+  EXPECT_EQ(c.choose({-1, -1, -1}, 0.1), 0u);
+  EXPECT_EQ(c.choose(at_rate(1e6), 0), 0u);
   EXPECT_EQ(c.moves(), 0);
+  EXPECT_EQ(c.hops(), 2);
 }
 
 TEST(HopChooser, ALinkThatFallsBehindMovesDownAtOnceToTheRungThatHides) {
   HopChooser c;
-  EXPECT_EQ(c.choose(kBytes, 100e6, 0.1), 0u);  // 0.04 s: hides
-  EXPECT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);   // none 0.33 s, int8 0.083 s
-  EXPECT_EQ(c.choose(kBytes, 1e6, 0.1), 2u);    // nothing hides: the floor
+  EXPECT_EQ(c.choose(at_rate(100e6), 0.1), 0u);  // 0.04 s: hides
+  EXPECT_EQ(c.choose(at_rate(12e6), 0.1), 1u);   // none 0.33 s, int8 0.083 s
+  EXPECT_EQ(c.choose(at_rate(1e6), 0.1), 2u);    // nothing hides: the floor
   EXPECT_EQ(c.moves(), 2);
 }
 
 TEST(HopChooser, MovesUpOneRungWithAMarginAfterItsDwell) {
   HopChooser c;
-  ASSERT_EQ(c.choose(kBytes, 1e6, 0.1), 2u);
+  ASSERT_EQ(c.choose(at_rate(1e6), 0.1), 2u);
   // The link is fast again (int8 0.01 s, none 0.04 s): up one rung after the dwell, not before.
-  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(kBytes, 100e6, 0.1), 2u);
-  EXPECT_EQ(c.choose(kBytes, 100e6, 0.1), 1u);
-  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(kBytes, 100e6, 0.1), 1u);
-  EXPECT_EQ(c.choose(kBytes, 100e6, 0.1), 0u);
+  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(at_rate(100e6), 0.1), 2u);
+  EXPECT_EQ(c.choose(at_rate(100e6), 0.1), 1u);
+  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(at_rate(100e6), 0.1), 1u);
+  EXPECT_EQ(c.choose(at_rate(100e6), 0.1), 0u);
   // none would hide (0.08 s of 0.1) but without the margin: no move up, however long.
   HopChooser d;
-  ASSERT_EQ(d.choose(kBytes, 12e6, 0.1), 1u);
-  for (int i = 0; i < 4 * HopChooser::kFirstDwell; ++i) ASSERT_EQ(d.choose(kBytes, 50e6, 0.1), 1u);
+  ASSERT_EQ(d.choose(at_rate(12e6), 0.1), 1u);
+  for (int i = 0; i < 4 * HopChooser::kFirstDwell; ++i) ASSERT_EQ(d.choose(at_rate(50e6), 0.1), 1u);
 }
 
 TEST(HopChooser, AMoveUpThatDoesNotLastDoublesTheWait) {
   HopChooser c;
-  ASSERT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);
-  // Small int8 hops look fast (a shaper's burst), so it moves up ...
+  ASSERT_EQ(c.choose(at_rate(12e6), 0.1), 1u);
+  // The link looks fast, so it moves up ...
   int hops = 0;
-  while (c.choose(kBytes, 100e6, 0.1) != 0) ++hops;
+  while (c.choose(at_rate(100e6), 0.1) != 0) ++hops;
   EXPECT_EQ(hops + 1, HopChooser::kFirstDwell);
   // ... and none's hops show the real rate at once: back down, and the next try waits twice
   // as long.
-  EXPECT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);
+  EXPECT_EQ(c.choose(at_rate(12e6), 0.1), 1u);
   hops = 0;
-  while (c.choose(kBytes, 100e6, 0.1) != 0) ++hops;
+  while (c.choose(at_rate(100e6), 0.1) != 0) ++hops;
   EXPECT_EQ(hops + 1, 2 * HopChooser::kFirstDwell);
   // A link that keeps up keeps its rung, and once the move has lasted twice its wait, the next
   // move up waits the first dwell again.
-  for (int i = 0; i < 4 * HopChooser::kFirstDwell; ++i) ASSERT_EQ(c.choose(kBytes, 100e6, 0.1), 0u);
-  ASSERT_EQ(c.choose(kBytes, 12e6, 0.1), 1u);
+  for (int i = 0; i < 4 * HopChooser::kFirstDwell; ++i)
+    ASSERT_EQ(c.choose(at_rate(100e6), 0.1), 0u);
+  ASSERT_EQ(c.choose(at_rate(12e6), 0.1), 1u);
   hops = 0;
-  while (c.choose(kBytes, 100e6, 0.1) != 0) ++hops;
+  while (c.choose(at_rate(100e6), 0.1) != 0) ++hops;
   EXPECT_EQ(hops + 1, HopChooser::kFirstDwell);
+}
+
+// Behind a shaper's burst, by each rung's own measured hops: none (21 ms) does not hide under
+// 16 ms of compute, bf16 (0.5 ms) does: bf16, and no flapping.
+TEST(HopChooser, ByEachRungsOwnTimesItSettles) {
+  HopChooser c;
+  const std::vector<double> seconds = {0.021, 0.0005, 0.0003};
+  EXPECT_EQ(c.choose(seconds, 0.016), 1u);
+  for (int i = 0; i < 8 * HopChooser::kMaxDwell; ++i) ASSERT_EQ(c.choose(seconds, 0.016), 1u);
+  EXPECT_EQ(c.moves(), 1);
 }
 
 }  // namespace swarmrt::policy
