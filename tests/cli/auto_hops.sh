@@ -3,8 +3,9 @@
 # worker each, in two network namespaces whose link is shaped by tc tbf both ways. At 1 Gbit/s
 # the tiny model's hops (262 kB as float32) leave in ~2 ms, under the compute of a micro-batch:
 # each worker sends them as they are. The link is then cut to 10 Mbit/s, where a float32 hop
-# takes 0.2 s and a bf16 one 0.1 s, longer than a micro-batch's compute: each worker measures it
-# and moves down to int8 (55 ms) or int4 (29 ms), whichever hides under its compute. Back at 1 Gbit/s, each
+# takes 0.2 s, longer than a micro-batch's compute (35 ms alone, up to ~150 ms on a loaded
+# machine): each worker measures it and moves down to bf16 (0.1 s), int8 (55 ms) or int4 (29 ms),
+# whichever hides under its compute. Back at 1 Gbit/s, each
 # moves up again rung by rung. The choices are in the metrics (hop_encoding events, every step
 # record) and in `swarmrt ctl stats`; no hop is refused and every loss is finite. The run is
 # stopped by pid once that is seen.
@@ -41,7 +42,7 @@ for i in 0 1; do
 done
 metrics=$tmp/out/metrics.jsonl
 # choices STEP ENCODING CMP MBIT: a step record from STEP on lists both workers' links, each in
-# ENCODING ("compressed": int8 or int4), its measured rate CMP (gt/lt) MBIT Mbit/s.
+# ENCODING ("compressed": any but none), its measured rate CMP (gt/lt) MBIT Mbit/s.
 choices() {
   py '
 import json, sys
@@ -51,7 +52,7 @@ for line in open(sys.argv[1]):
     if r.get("event") != "step" or r["step"] < step: continue
     hops = r.get("hop_encodings", [])
     ok = len(hops) == 2 and len({h["worker"] for h in hops}) == 2 and all(
-        (h["encoding"] == enc or enc == "compressed" and h["encoding"] in ("int8", "int4")) and (h["mbit_s"] > mbit if cmp == "gt" else h["mbit_s"] < mbit)
+        (h["encoding"] == enc or enc == "compressed" and h["encoding"] != "none") and (h["mbit_s"] > mbit if cmp == "gt" else h["mbit_s"] < mbit)
         for h in hops)
     if ok: sys.exit(0)
 sys.exit(1)' "$metrics" "$@"
@@ -86,7 +87,7 @@ echo "10 Mbit/s from step $s"
 within 90 choices "$s" compressed lt 20 || fail "at 10 Mbit/s the hops did not move down: $(tail -1 "$metrics")"
 ctl() { ip netns exec "${names[0]}" "$bin" ctl "${addrs[0]}:7421" --secret-file "$tmp/run/secret" "$@"; }
 ctl stats >"$tmp/stats.txt" || fail "ctl stats: $(cat "$tmp/stats.txt")"
-grep -q "hops of worker .* int[48] (" "$tmp/stats.txt" || fail "ctl stats shows no choice: $(cat "$tmp/stats.txt")"
+grep -q "hops of worker .* \(bf16\|int8\|int4\) (" "$tmp/stats.txt" || fail "ctl stats shows no choice: $(cat "$tmp/stats.txt")"
 rate 1gbit 128kb
 s=$(step_from)
 echo "1 Gbit/s from step $s"
@@ -100,10 +101,10 @@ moves = [r for r in recs if r.get("event") == "hop_encoding"]
 # both workers: none (first hop), down to int4 (maybe through a rung), back up to none
 for w in {m["worker"] for m in moves}:
     seq = [m["encoding"] for m in moves if m["worker"] == w]
-    assert seq[0] == "none" and ("int8" in seq or "int4" in seq) and seq[-1] == "none", (w, seq)
+    assert seq[0] == "none" and len(set(seq)) > 1 and seq[-1] == "none", (w, seq)
     print("worker", w, ":", " ".join("%s@%d" % (m["encoding"], m["step"]) for m in moves if m["worker"] == w))
 print(len(steps), "steps;", len(moves), "choices")' "$metrics" || fail "the metrics disagree"
 for n in a b; do
   ! grep -q "rejected" "$tmp/$n.log" || fail "node $n refused a hop: $(grep rejected "$tmp/$n.log" | head -3)"
 done
-echo "ok: none at 1 Gbit/s, int8 or int4 at 10 Mbit/s, none again at 1 Gbit/s"
+echo "ok: none at 1 Gbit/s, compressed at 10 Mbit/s, none again at 1 Gbit/s"
