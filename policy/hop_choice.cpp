@@ -28,14 +28,23 @@ double median(std::vector<double> v) {
 
 void LinkRate::add(uint64_t bytes, double seconds, double now_s) {
   if (bytes < kMinBytes || !(seconds > 0)) return;
+  const auto alike = [&](const Sample& s) {
+    const double b = static_cast<double>(bytes);
+    return std::abs(static_cast<double>(s.bytes) - b) <= kSameSize * b;
+  };
+  samples_.erase(std::remove_if(samples_.begin(), samples_.end(),
+                                [&](const Sample& s) { return now_s - s.at > kMaxAgeS; }),
+                 samples_.end());
+  if (static_cast<size_t>(std::count_if(samples_.begin(), samples_.end(), alike)) >= kKeep)
+    samples_.erase(std::find_if(samples_.begin(), samples_.end(), alike));
   samples_.push_back({bytes, seconds, now_s});
-  if (samples_.size() > kKeep) samples_.pop_front();
+  if (samples_.size() > kKeep * kSizes) samples_.pop_front();
 }
 
 double LinkRate::bytes_per_s(double now_s) const {
   std::vector<double> rates;
-  for (const auto& s : samples_)
-    if (now_s - s.at <= kMaxAgeS) rates.push_back(static_cast<double>(s.bytes) / s.seconds);
+  for (auto s = samples_.rbegin(); s != samples_.rend() && rates.size() < kKeep; ++s)
+    if (now_s - s->at <= kMaxAgeS) rates.push_back(static_cast<double>(s->bytes) / s->seconds);
   return std::max(median(std::move(rates)), 0.0);
 }
 

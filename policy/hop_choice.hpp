@@ -29,16 +29,19 @@ namespace swarmrt::policy {
 std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half);
 
 // One link's timed messages (bytes, seconds from first byte written to last acknowledged), the
-// last kKeep. Measurements older than kMaxAgeS are forgotten (the link may have changed).
+// last kKeep of each size. Measurements older than kMaxAgeS are forgotten (the link may have
+// changed). Each size keeps its own: a rung that fell behind is remembered while another rung's
+// hops flow, so the chooser does not try it again at once.
 class LinkRate {
  public:
   static constexpr size_t kKeep = 16;
+  static constexpr size_t kSizes = 8;  // sizes kept at most (the ladder has five rungs)
   static constexpr double kMaxAgeS = 30;
   static constexpr uint64_t kMinBytes = 16 * 1024;  // smaller: latency, not bandwidth
   static constexpr double kSameSize = 0.15;         // messages this close in size are alike
 
   void add(uint64_t bytes, double seconds, double now_s);
-  // The median of the recent messages' bytes/s; 0: unknown.
+  // The median of the last kKeep messages' bytes/s; 0: unknown.
   double bytes_per_s(double now_s) const;
   // How long a message of `bytes` takes: the median of recent messages of its size (a shaper's
   // burst lets a small one through at line rate and holds a large one back, so a rate measured

@@ -198,41 +198,45 @@ bool write_message(Channel& channel, const messages::ChunkPlan& plan,
   return true;
 }
 
-// swarm.compression = auto: how long the message took to reach the peer (delivery.hpp), unless
-// the next one is already waiting.
-void time_delivery(Link& link, const std::string& endpoint, const messages::ChunkPlan& plan,
-                   std::chrono::steady_clock::time_point started) {
+uint64_t message_bytes(const messages::ChunkPlan& plan) {
   uint64_t bytes = 0;
   for (const auto& c : plan.chunks) bytes += c.bytes;
-  if (bytes < policy::LinkRate::kMinBytes) return;
-  const auto waiting = [&] {
-    std::lock_guard<std::mutex> lock(link.mutex);
-    return !link.queue.empty();
-  };
-  if (auto s = wait_delivered(link.channel->fd(), started, waiting, std::chrono::seconds(10)))
-    note_delivery(endpoint, bytes, *s);
+  return bytes;
 }
 
+// Writes the link's messages in order as they are queued. With swarm.compression = auto it
+// also times each one's delivery (DeliveryTimer), waking for that while the queue is empty.
 void write_loop(std::shared_ptr<Link> link, std::string endpoint) {
   auto free_at = std::chrono::steady_clock::now();
+  DeliveryTimer timer(link->channel->fd(), endpoint);
+  std::chrono::microseconds nap{0};
   for (;;) {
     std::unique_ptr<messages::ChunkPlan> plan;
     {
       std::unique_lock<std::mutex> lock(link->mutex);
-      link->ready.wait(lock, [&] { return !link->queue.empty(); });
-      plan = std::move(link->queue.front());
-      link->queue.pop_front();
+      const auto queued = [&] { return !link->queue.empty(); };
+      if (nap.count() == 0)
+        link->ready.wait(lock, queued);
+      else
+        link->ready.wait_for(lock, nap, queued);
+      if (queued()) {
+        plan = std::move(link->queue.front());
+        link->queue.pop_front();
+      }
     }
-    if (const auto delay = g_link_delay_us.load(); delay > 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(delay));
-    const auto started = std::chrono::steady_clock::now();
-    if (!write_message(*link->channel, *plan, free_at)) {
-      spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
-      std::lock_guard<std::mutex> lock(link->mutex);
-      link->broken = true;
-      return;
+    if (plan) {
+      if (const auto delay = g_link_delay_us.load(); delay > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      const auto started = std::chrono::steady_clock::now();
+      if (!write_message(*link->channel, *plan, free_at)) {
+        spdlog::warn("bulk link to {} broke: {}", endpoint, std::strerror(errno));
+        std::lock_guard<std::mutex> lock(link->mutex);
+        link->broken = true;
+        return;
+      }
+      if (measuring_links()) timer.sent(message_bytes(*plan), started);
     }
-    if (measuring_links()) time_delivery(*link, endpoint, *plan, started);
+    nap = timer.poll();
   }
 }
 

@@ -59,6 +59,22 @@ TEST(LinkRate, EachSizeByHopsOfItsSize) {
   EXPECT_NEAR(link.seconds_for(250'000, 4), 0.021, 1e-12);  // within 15%: alike
 }
 
+// A rung that fell behind (262 kB hops queued past the shaper's burst) stays known while the
+// rung below it flows: more than kKeep of those hops do not push it out, only its age does.
+TEST(LinkRate, ARungThatFellBehindIsRememberedWhileAnotherFlows) {
+  LinkRate link;
+  for (int i = 0; i < 8; ++i) link.add(262'000, 0.040, 0.01 * i);
+  for (int i = 0; i < 100; ++i) link.add(66'000, 0.0005, 1 + 0.01 * i);
+  EXPECT_NEAR(link.seconds_for(262'000, 2), 0.040, 1e-12);
+  EXPECT_NEAR(link.seconds_for(66'000, 2), 0.0005, 1e-12);
+  EXPECT_EQ(link.measured(), 8 + LinkRate::kKeep);
+  EXPECT_NEAR(link.bytes_per_s(2), 66'000 / 0.0005, 1e-3);  // the last kKeep
+  // Once its hops are older than kMaxAgeS it is predicted by the rate again.
+  link.add(66'000, 0.0005, 0.5 + LinkRate::kMaxAgeS);
+  EXPECT_NEAR(link.seconds_for(262'000, 0.5 + LinkRate::kMaxAgeS), 262'000 / (66'000 / 0.0005),
+              1e-9);
+}
+
 // A hop of 4 MB in none, 1 MB in int8, 0.5 MB in int4; 0.1 s of compute per micro-batch.
 const std::vector<uint64_t> kBytes = {4'000'000, 1'000'000, 500'000};
 // Each rung's seconds on a link of `rate` bytes/s.

@@ -277,3 +277,29 @@ TEST(Transport, AFrameLinkMeasuresWhatItDeliversOnlyWhenAsked) {
   EXPECT_GT(rate, 0.2e6);
   EXPECT_LT(rate, 1.4e6);
 }
+
+// Every message is timed, also one written while the one before it is still on its way: four
+// frames queued at once through an 8 Mbit/s cap each count (a link timed only when idle would
+// see the last alone, and a busy link's rate never).
+TEST(Transport, AFrameLinkTimesMessagesQueuedBehindOthers) {
+  RemoteWorker w;
+  ASSERT_NO_FATAL_FAILURE(w.connect(true));
+  const auto ids = at::randint(0, 256, {1024, 16}, at::kLong);
+  transport::measure_links(true);
+  transport::set_link_bandwidth(8);
+  for (uint32_t i = 1; i <= 4; ++i)
+    transport::send_frame(w.sender.ptr(), w.remote, messages::FrameKind::microbatch,
+                          eval_frame(ids, i));
+  for (uint32_t i = 1; i <= 4; ++i) w.expect_eval(i, std::chrono::seconds(60));
+  size_t timed = 0;
+  for (int i = 0; i < 50 && timed < 4; ++i) {
+    timed = transport::delivery_samples(w.endpoint);
+    if (timed < 4) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double rate = transport::link_bytes_per_s(w.remote.node());
+  transport::measure_links(false);
+  transport::set_link_bandwidth(0);
+  EXPECT_EQ(timed, 4u);
+  EXPECT_GT(rate, 0.2e6);
+  EXPECT_LT(rate, 1.4e6);
+}
