@@ -3,7 +3,9 @@
 // the worker spends on a micro-batch (forward and backward): the link is then never what the
 // pipeline waits for, and compressing further only costs loss and codec time. So each link
 // takes the least compressed encoding that hides, down to swarm.hop_encoding (the floor the
-// user allows), and the floor when none does.
+// user allows), and the floor when none does. A link starts at the floor and climbs as its
+// hops are measured: a thin link's first hops then do not stall the pipeline (or starve the
+// control plane sharing its queue), and on a fast one the climb costs a few compressed hops.
 //
 // The measurement (LinkRate): each hop that crosses a link between processes is timed from
 // its first byte written to its last byte acknowledged by the peer (transport/bulk.cpp), so
@@ -67,14 +69,15 @@ class HopChooser {
 
   // `seconds`: how long a hop takes on the link in each rung of the ladder (LinkRate::
   // seconds_for; negative: unknown); `compute_s`: the worker's seconds per micro-batch (0:
-  // unknown). The choice stays where what it needs is unknown. Returns the rung for this hop.
+  // unknown). The first choice is the floor; the choice stays where what it needs is unknown.
+  // Returns the rung for this hop.
   size_t choose(const std::vector<double>& seconds, double compute_s);
   size_t rung() const { return rung_; }
   int moves() const { return moves_; }
   int hops() const { return hops_; }  // choices made
 
  private:
-  size_t rung_ = 0;
+  size_t rung_ = SIZE_MAX;  // the first choose clamps it to the floor
   int hops_on_rung_ = 0;
   int dwell_ = kFirstDwell;
   bool moved_up_ = false;  // the last move was up: a quick move back down doubles the dwell
