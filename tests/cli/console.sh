@@ -105,7 +105,9 @@ py 'import json,os,sys; c=json.load(open(sys.argv[1])); assert c["step"] >= 3 an
 # All 20 start at once: a console's handshake on a machine this busy spans CAF's heartbeat
 # ticks, which a console therefore does not run (it keeps its connection alive itself).
 for i in $(seq 1 20); do
-  (while [ ! -e "$tmp/stop-top" ]; do sleep 0.2; done) |
+  # Also ends with this script (`kill -0 $$`): after a failure, no loop outlives the test and
+  # holds CTest's pipe open until its timeout.
+  (while [ ! -e "$tmp/stop-top" ] && kill -0 $$ 2>/dev/null; do sleep 0.2; done) |
     "$bin" ctl "$target" --secret-file "$tmp/run/secret" top 1 --json >"$tmp/top$i.jsonl" 2>&1 &
   tops+=($!)
   pids+=($!)
@@ -119,10 +121,16 @@ done
 [ $up -eq 20 ] || fail "only $up of 20 consoles answered"
 # On a machine this loaded the worker may handle nothing in one 3 s trace: traces are taken
 # until one shows messages (at most 10), each free of the consoles' questions (checked below).
+# A trace console that cannot connect while the 20 hold their connections (seen once, with the
+# suite's other tests on 2 cores) tries again; every try failing fails the test.
+traced=0
 for _ in $(seq 1 10); do
-  ctl trace stage0/worker0 3 --json >"$tmp/busy.json" || fail "trace while polled"
+  ctl trace stage0/worker0 3 --json >"$tmp/try.json" 2>"$tmp/busy.err" || { sleep 1; continue; }
+  mv "$tmp/try.json" "$tmp/busy.json"
+  traced=$((traced + 1))
   py 'import json,sys; assert json.load(open(sys.argv[1]))["trace"]' "$tmp/busy.json" 2>/dev/null && break
 done
+[ $traced -gt 0 ] || fail "trace while polled: $(cat "$tmp/busy.err")"
 touch "$tmp/stop-top"
 i=0
 for p in "${tops[@]}"; do
