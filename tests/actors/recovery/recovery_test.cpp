@@ -134,8 +134,13 @@ TEST(StateFromDonors, ADonorKilledMidTransferIsDroppedAndOnlyItsUnfinishedChunks
   const auto snap = make_snapshot(d.sys, want, kChunk);
   d.add(snap);
   d.add(snap);
+  // It ends as killed once it has sent 1 chunk, fewer than the window of 2 it is asked for at
+  // the start: one chunk asked of it is always left, which no other donor may send before it
+  // is dropped. (Dying after 3, a donor the scheduler ran late could be asked for no more than
+  // those 3 while the others sent the rest, and the fetch ended before its death was noticed:
+  // once in a loaded suite.)
   DonorLimits dies;
-  dies.die_after_chunks = 3;  // ends as killed once it has sent 3 chunks
+  dies.die_after_chunks = 1;
   d.add(snap, dies);
   auto report = std::make_shared<FetchReport>();
   const uint32_t window = 2;
@@ -143,9 +148,10 @@ TEST(StateFromDonors, ADonorKilledMidTransferIsDroppedAndOnlyItsUnfinishedChunks
   ASSERT_TRUE(got) << d.sys.render(got.error());
   expect_same(*got, want);
   EXPECT_EQ(report->donors_dropped, 1u);
-  EXPECT_EQ(report->chunks_from[2], 3u);
+  EXPECT_EQ(report->chunks_from[2], 1u);
+  EXPECT_GE(report->chunks_again, 1u);
   EXPECT_LE(report->chunks_again, window);  // what it had been asked and not sent
-  EXPECT_EQ(report->chunks_from[0] + report->chunks_from[1] + 3, report->chunks);
+  EXPECT_EQ(report->chunks_from[0] + report->chunks_from[1] + 1, report->chunks);
 }
 
 TEST(StateFromDonors, AChunkThatFailsItsChecksumDropsItsDonorAndComesFromAnother) {
