@@ -48,7 +48,7 @@ node_b=$last_pid
 victims=(a b a)
 for i in 0 1 2; do
   at=$(((i + 2) * steps / 6))
-  for _ in $(seq 1 1200); do [ "$(step_lines)" -ge "$at" ] && break; sleep 0.1; done
+  for _ in $(seq 1 1200); do [ "$(step_lines)" -ge "$at" ] && break; nap 0.1; done
   [ "$(step_lines)" -ge "$at" ] || fail "the run did not reach step $at: $(tail -5 "$tmp/coord.log")"
   v=${victims[$i]}
   if [ "$v" = a ]; then victim=$node_a; else victim=$node_b; fi
@@ -60,7 +60,7 @@ for i in 0 1 2; do
   # kill, as earlier kills' lines stay in the log.
   for _ in $(seq 1 100); do
     [ "$(grep -c "node .* is gone" "$tmp/coord.log")" -gt "$gone_before" ] && break
-    sleep 0.1
+    nap 0.1
   done
   sleep 1.5 # its workers are out of the swarm before the node starts again
   start_node "$v" "$tmp/$v$((i + 1)).log"

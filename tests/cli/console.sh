@@ -77,7 +77,7 @@ for _ in $(seq 1 100); do
     restarted=yes
     break
   fi
-  sleep 0.2
+  nap 0.2
 done
 [ -n "$restarted" ] || fail "the killed workers were not listed restarted: $(cat "$tmp/back.json")"
 
@@ -107,7 +107,7 @@ py 'import json,os,sys; c=json.load(open(sys.argv[1])); assert c["step"] >= 3 an
 for i in $(seq 1 20); do
   # Also ends with this script (`kill -0 $$`): after a failure, no loop outlives the test and
   # holds CTest's pipe open until its timeout.
-  (while [ ! -e "$tmp/stop-top" ] && kill -0 $$ 2>/dev/null; do sleep 0.2; done) |
+  (while [ ! -e "$tmp/stop-top" ] && kill -0 $$ 2>/dev/null; do nap 0.2; done) |
     "$bin" ctl "$target" --secret-file "$tmp/run/secret" top 1 --json >"$tmp/top$i.jsonl" 2>&1 &
   tops+=($!)
   pids+=($!)
@@ -116,7 +116,7 @@ for _ in $(seq 1 1200); do
   up=0
   for i in $(seq 1 20); do [ -s "$tmp/top$i.jsonl" ] && up=$((up + 1)); done
   [ $up -eq 20 ] && break
-  sleep 0.1
+  nap 0.1
 done
 [ $up -eq 20 ] || fail "only $up of 20 consoles answered"
 # On a machine this loaded the worker may handle nothing in one 3 s trace: traces are taken
@@ -125,7 +125,7 @@ done
 # suite's other tests on 2 cores) tries again; every try failing fails the test.
 traced=0
 for _ in $(seq 1 10); do
-  ctl trace stage0/worker0 3 --json >"$tmp/try.json" 2>"$tmp/busy.err" || { sleep 1; continue; }
+  ctl trace stage0/worker0 3 --json >"$tmp/try.json" 2>"$tmp/busy.err" || { nap 1; continue; }
   mv "$tmp/try.json" "$tmp/busy.json"
   traced=$((traced + 1))
   py 'import json,sys; assert json.load(open(sys.argv[1]))["trace"]' "$tmp/busy.json" 2>/dev/null && break
@@ -178,7 +178,7 @@ n = {r["node"]: r for r in json.load(open(sys.argv[1]))["nodes"]}
 assert n["node0"]["partitioned_from"] == ["node1"] and n["node1"]["partitioned_from"] == ["node0"]
 assert n["node0"]["partitioned_frames"] + n["node1"]["partitioned_frames"] > 0
 ' "$tmp/nodes.json" 2>/dev/null; then cut_seen=yes; break; fi
-  sleep 0.2
+  nap 0.2
 done
 [ -n "$cut_seen" ] || fail "no frame was lost to the partition: $(cat "$tmp/nodes.json")"
 ctl heal all --json >"$tmp/heal.json" || fail "heal: $(cat "$tmp/heal.json")"
@@ -201,7 +201,7 @@ done
 ctl kill-node node1 >/dev/null || fail "kill-node"
 for _ in $(seq 1 100); do
   ctl nodes --json 2>/dev/null | grep -q '"alive":false' && break
-  sleep 0.2
+  nap 0.2
 done
 out=$(ctl freeze node1 1 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "node 'node1' is gone" <<<"$out" || fail "command to a dead node: rc $rc, $out"

@@ -7,12 +7,13 @@
 # over and `nodes` then lists it alone as leader under a higher epoch. `ctl --etcd URL --run-id ID` finds the leader through the
 # replicas etcd lists, before and after the takeover; `ctl` given the standby's address alone
 # is sent on to the leader. With no standby left, kill-coordinator asks first (exit 2)
-# and kills nothing; the run completes with one step record per step. Processes are stopped
-# by pid.
+# and kills nothing; the run completes with one step record per step. The workers are slowed
+# while the console is at work, so that a short run outlasts it, and healed for the rest of it.
+# Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 replicas_test coordinator-console
-run_id=00000000000000dd steps=200
+run_id=00000000000000dd steps=100
 pa=$(free_port) pb=$(free_port)
 replica() {  # NAME PORT [ARGS...]
   local name=$1 port=$2
@@ -20,7 +21,8 @@ replica() {  # NAME PORT [ARGS...]
   "$bin" coordinator -c "$root/configs/tiny.toml" --listen "127.0.0.1:$port" "$@" -o "$tmp/run" \
     --etcd "$etcd_url" --lease-ttl-s 2 --run-id $run_id --set "data.path=$root/data/brown.txt" \
     --set train.steps=$steps --set train.eval_every=0 --set train.eval_batches=4 \
-    --set checkpoint.every_steps=10 --set diloco.inner_steps=10 >"$tmp/$name.log" 2>&1 &
+    --set checkpoint.every_steps=10 --set diloco.inner_steps=10 --set balancer.enabled=false \
+    >"$tmp/$name.log" 2>&1 &
   pids+=($!)
 }
 both="127.0.0.1:$pb,127.0.0.1:$pa"
@@ -74,6 +76,8 @@ for n in n1 n2; do
   pids+=($!)
 done
 wait_log "$tmp/a.log" "step 15/$steps" 180 || fail "the run did not reach step 15"
+# Slowed while the console is at work (the balancer is off: no worker is moved for it).
+slow_workers 4 "$bin" ctl "$both"
 grep -q "127.0.0.1:$pb is a standby coordinator; it names the leader first: 127.0.0.1:$pa" \
   "$tmp/n2.log" || fail "n2 did not learn the leader from the standby: $(tail -5 "$tmp/n2.log")"
 grep -q "node 'n2' serving 2 workers for the coordinator at 127.0.0.1:$pa" "$tmp/n2.log" ||
@@ -83,7 +87,7 @@ seen=""
 for _ in $(seq 1 30); do
   seen=$(coordinators) || fail "ctl $both nodes: $(cat "$tmp/ctl.err")"
   [[ "$seen" == *standby* ]] && break
-  sleep 0.2
+  nap 0.2
 done
 [[ "$seen" =~ ^leader:([0-9]+):$a\ standby:None:$b$ ]] ||
   fail "ctl nodes lists the replicas as '$seen', not leader (pid $a) and standby (pid $b)"
@@ -111,6 +115,8 @@ exits_with "$a" 10 137 "the leader killed from the console"
 wait_log "$tmp/b.log" "leading run $run_id .*taking over" 30 || fail "the standby did not take over"
 # The new leader's first step (the steps since the newest checkpoint run again).
 wait_log "$tmp/b.log" "step [0-9]*/$steps" 180 || fail "the new leader completed no step"
+# The workers continue from the states their nodes kept, at full speed: slowed again.
+slow_workers 4 "$bin" ctl "$both"
 seen=$(coordinators) || fail "ctl $both nodes after the takeover: $(cat "$tmp/ctl.err")"
 [[ "$seen" =~ ^leader:([0-9]+):$b$ ]] || fail "after the takeover ctl nodes lists '$seen'"
 [ "${BASH_REMATCH[1]}" -gt "$epoch_a" ] || fail "the new epoch ${BASH_REMATCH[1]} is not above $epoch_a"
@@ -123,6 +129,7 @@ code=$?
 [ $code = 2 ] || fail "kill-coordinator with no standby exited $code, not 2: $(cat "$tmp/ask.out")"
 grep -q "no standby coordinator" "$tmp/ask.out" || fail "no reason given: $(cat "$tmp/ask.out")"
 running "$b" || fail "the last coordinator was killed without confirmation"
+slow_workers 1 "$bin" ctl "$both"
 wait_exit "$b" 300 || fail "the new leader still runs after 300 s"
 wait "$b" || fail "the new leader exited with $?"
 check_records "$tmp/run/metrics.jsonl" $steps '

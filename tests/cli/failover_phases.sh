@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The leader killed by chaos.kill = "coordinator" in each phase of the tracker (at step 13 of
-# 30: start, micro-batches in flight; reduce, all done, gradients being summed; apply, workers
+# 22: start, micro-batches in flight; reduce, all done, gradients being summed; apply, workers
 # taking the step; applied, every worker took it and its record is not written; eval,
 # validation batches in flight; at step 20: save, the checkpoint being gathered), in `pp`
 # (2 stages x 1 worker, one node), with a standby on a private etcd.
@@ -11,11 +11,11 @@
 # again (12 in start and reduce, 13 in eval, 20 in save; 13 in applied, whose record the
 # standby writes from the one the leader left pending; in apply the workers may have taken
 # step 13 or not, or only one of them, and the standby continues after 13 or 12, or from the
-# step-10 checkpoint, recomputing steps 11-30 exactly). Processes are stopped by pid.
+# step-10 checkpoint, recomputing steps 11-22 exactly). Processes are stopped by pid.
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 replicas_test failover-phases
-steps=30
+steps=22
 set_args=(--set "data.path=$root/data/brown.txt" --set swarm.mode=pp --set swarm.workers_per_stage=1
   --set train.steps=$steps --set train.eval_every=13 --set train.eval_batches=4
   --set checkpoint.every_steps=10)

@@ -13,7 +13,7 @@
 bin=$1 root=$2
 source "$(dirname "$0")/lib.sh"
 replicas_test failover-rounds
-steps=40
+steps=32
 base=(--set "data.path=$root/data/brown.txt" --set swarm.mode=diloco-swarm
   --set swarm.workers_per_stage=1 --set train.steps=$steps --set train.eval_every=0
   --set train.eval_batches=4 --set checkpoint.every_steps=10 --set diloco.inner_steps=10)

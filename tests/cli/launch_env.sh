@@ -51,7 +51,7 @@ rank0=$!
 for _ in $(seq 1 120); do
   grep -q "coordinator listening on 127.0.0.1:$port" "$tmp/rank0.log" && break
   kill -0 "$rank0" 2>/dev/null || fail "rank 0 exited: $(cat "$tmp/rank0.log")"
-  sleep 0.5
+  nap 0.5
 done
 grep -q "coordinator listening on 127.0.0.1:$port" "$tmp/rank0.log" || fail "rank 0 never listened: $(cat "$tmp/rank0.log")"
 grep -q "torchrun rank 0 of 3 (RANK=0 WORLD_SIZE=3 .*) -> coordinator on 127.0.0.1:$port" "$tmp/rank0.log" ||
@@ -81,7 +81,7 @@ steps_done() {
   echo "${n:-0}"
 }
 wait_ranks() {  # SECONDS: waits for rank 0, then the nodes; sets rank0_code
-  for _ in $(seq 1 "$1"); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 1; done
+  for _ in $(seq 1 "$1"); do kill -0 "${pids[0]}" 2>/dev/null || break; nap 1; done
   kill -0 "${pids[0]}" 2>/dev/null && fail "rank 0 still running after $1 s: $(tail -20 "$tmp/rank0.log")"
   wait "${pids[0]}"
   rank0_code=$?
@@ -95,7 +95,7 @@ start_nodes
 for _ in $(seq 1 240); do
   [ "$(steps_done)" -ge 5 ] && break
   kill -0 "$rank0" 2>/dev/null || fail "rank 0 exited before step 5: $(tail -20 "$tmp/rank0.log")"
-  sleep 0.25
+  nap 0.25
 done
 [ "$(steps_done)" -ge 5 ] || fail "no step 5 in 60 s: $(tail -20 "$tmp/rank0.log")"
 kill -USR1 "${pids[0]}" "${pids[1]}" "${pids[2]}"

@@ -30,6 +30,12 @@
 set -u
 : "${bin:?a CLI test sets bin (the swarmrt binary) before sourcing lib.sh}"
 tmp=$(mktemp -d)
+# nap S: waits S seconds without starting a process. A test's wait loops poll every 0.1 s, and
+# on this suite's 2 cores a `sleep` process each time (~5 ms to start) was a tenth of a core
+# per waiting test. `read -t` on a FIFO held open for writing here too waits out its timeout.
+mkfifo "$tmp/.nap"
+exec {nap_fd}<>"$tmp/.nap"
+nap() { read -r -t "$1" -u "$nap_fd" _ || true; }
 pids=()
 launchers=()
 exit_steps=()
@@ -67,11 +73,11 @@ fail() {
 py() { python3 -c "$1" "${@:2}"; }
 
 wait_until() {
-  local tries=$(($1 * 10))
+  local tries=$(($1 * 10)) i
   shift
-  for _ in $(seq 1 "$tries"); do
+  for ((i = 0; i < tries; i++)); do
     "$@" && return 0
-    sleep 0.1
+    nap 0.1
   done
   return 1
 }
@@ -95,7 +101,7 @@ wait_port() {
   for _ in $(seq 1 $((${3:-20} * 10))); do
     p=$(log_port "$1" "$2")
     [ -n "$p" ] && echo "$p" && return 0
-    sleep 0.1
+    nap 0.1
   done
   return 1
 }
@@ -149,6 +155,19 @@ nodes_ended() {
 }
 
 ctl() { "$bin" ctl "127.0.0.1:$port" --secret-file "$tmp/run/secret" "$@"; }
+
+# slow_workers FACTOR CONSOLE...: the four workers of a 2x2 swarm compute FACTOR times slower
+# (1: at full speed again), through one console (CONSOLE..., the lines on its stdin: each `ctl`
+# start costs 0.7 s of CPU here). A run a script only needs to keep going while it works on it
+# then outlasts the work on a loaded machine and leaves the cores to the rest of the suite.
+slow_workers() {
+  local factor=$1
+  shift
+  printf "slow %s $factor --json\n" stage0/worker0 stage0/worker1 stage1/worker0 stage1/worker1 |
+    "$@" >"$tmp/slow.out" 2>&1
+  [ "$(grep -c '"ok":true' "$tmp/slow.out")" = 4 ] ||
+    fail "slow every worker $factor: $(cat "$tmp/slow.out")"
+}
 
 run_launch() {
   local name=$1 secs=$2 launcher

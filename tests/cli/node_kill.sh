@@ -23,7 +23,7 @@ wait_log "$tmp/coord.log" "went down at step" 10 || fail "the lost workers were 
 killed_at=$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")
 for _ in $(seq 1 300); do
   [ "$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")" -ge $((killed_at + 3)) ] && break
-  sleep 0.1
+  nap 0.1
 done
 [ "$(grep -c "^\[.*step [0-9]*/60" "$tmp/coord.log")" -ge $((killed_at + 3)) ] \
   || fail "no step completed after the node was killed: $(tail -5 "$tmp/coord.log")"
