@@ -18,6 +18,7 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxBody = 16 * 1024;
+constexpr size_t kThreads = 8;
 const std::set<std::string> kReadCommands = {"nodes", "actors", "stats", "events", "config"};
 // What the page's buttons may do: the console's commands that change the swarm, not trace.
 const std::set<std::string> kWriteCommands = {
@@ -88,9 +89,14 @@ struct StatusServer::Impl {
     server.set_payload_max_length(kMaxBody);
     server.set_read_timeout(std::chrono::seconds(5));
     server.set_write_timeout(std::chrono::seconds(5));
-    server.set_keep_alive_timeout(5);
-    server.set_keep_alive_max_count(100);
-    server.new_task_queue = [] { return new httplib::ThreadPool(4); };
+    // A pool thread serves one connection for as long as it is kept alive. A browser holds up
+    // to 6 and the page polls every second, so with 4 threads and connections kept for 100
+    // requests a request on a new connection waited for one to end: over 60 s under load. 8
+    // threads serve a browser and a scraper at once, and a connection gives its thread back
+    // after 5 requests or 1 s idle, so more clients than threads take turns.
+    server.set_keep_alive_timeout(1);
+    server.set_keep_alive_max_count(5);
+    server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
     // Every route needs the token; /?token=... trades it for a cookie (the page's way in).
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (req.path == "/" && req.has_param("token") &&
