@@ -139,15 +139,18 @@ static std::vector<Field> training_rows() {
       SWARMRT_CHOICE(swarm, hop_encoding, shared,
                      "activations and input gradients between stages: none (the compute dtype), "
                      "bf16, int8 (blockwise), int4 (Hadamard-rotated blocks, gradients rounded "
-                     "stochastically), int5/3 (as int4, 5 bits forward and 3 back) or int3 (as "
-                     "int4 in 3 bits both ways)"),
+                     "stochastically), int5/3 (as int4, 5 bits forward and 3 back), int3 (as "
+                     "int4 in 3 bits both ways), int4/2 (4 bits forward, 2 back, bfloat16 "
+                     "scales: 10.2x fewer bytes than float32) or entropy (rotated blocks in "
+                     "steps of their RMS, Huffman-coded: the size varies, about 10x fewer)"),
       SWARMRT_NUMBER(swarm, hop_block, shared, between(16, 4096),
                      "values per scale of blockwise hops, a power of two dividing model.n_embd"),
-      SWARMRT_CHOICE(swarm, compression, shared,
-                     "fixed (every hop in swarm.hop_encoding) or auto (each link between "
-                     "processes in the least compressed of none, bf16, int8, int4, int3 down to "
-                     "swarm.hop_encoding whose bytes it carries while the worker computes, from "
-                     "its measured bandwidth; changed as the link changes)"),
+      SWARMRT_CHOICE(
+          swarm, compression, shared,
+          "fixed (every hop in swarm.hop_encoding) or auto (each link between "
+          "processes in the least compressed of none, bf16, int8, int4, int3, int4/2 down to "
+          "swarm.hop_encoding whose bytes it carries while the worker computes, from "
+          "its measured bandwidth; changed as the link changes)"),
       SWARMRT_CHOICE(swarm, grad_aggregate, shared,
                      "a stage's gradient from its workers' (pp, dp, swarm, DiLoCo's warm-up): "
                      "mean, or centered_clip / trimmed_mean of each worker's mean gradient with "

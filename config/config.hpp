@@ -45,7 +45,7 @@ enum class Precision { fp32, bf16, fp16 };
 // train.loss_scale: the dynamic loss scaler with fp16 only (auto), always, or never.
 enum class LossScale { automatic, dynamic, off };
 // swarm.hop_encoding: how hidden states and their gradients cross stages (model/hop_codec.hpp).
-enum class HopEncoding { none, bf16, int8, int4, int5_3, int3 };
+enum class HopEncoding { none, bf16, int8, int4, int5_3, int3, int4_2, entropy };
 // swarm.compression: every hop in swarm.hop_encoding (fixed), or each link's in the least
 // compressed encoding down to it that hides under compute (auto, policy/hop_choice.hpp).
 enum class Compression { fixed, automatic };

@@ -35,7 +35,8 @@ const std::vector<std::string>& names<LossScale>() {
 }
 template <>
 const std::vector<std::string>& names<HopEncoding>() {
-  static const std::vector<std::string> n = {"none", "bf16", "int8", "int4", "int5/3", "int3"};
+  static const std::vector<std::string> n = {"none",   "bf16", "int8",   "int4",
+                                             "int5/3", "int3", "int4/2", "entropy"};
   return n;
 }
 template <>
@@ -216,6 +217,11 @@ void validate_hops(const RunConfig& c, const Fail& fail) {
     fail("swarm.compression",
          "auto chooses down to swarm.hop_encoding, the most compressed encoding it may use; "
          "with none there is nothing to choose (set swarm.hop_encoding, e.g. int8 or int4)");
+  if (s.compression == Compression::automatic && s.hop_encoding == HopEncoding::entropy)
+    fail("swarm.compression",
+         "auto chooses by each encoding's bytes, and entropy's depend on the values; set "
+         "swarm.hop_encoding to int4/2 (the most compressed fixed-size encoding) for auto, or "
+         "swarm.compression to fixed for entropy");
   const bool blockwise = s.hop_encoding != HopEncoding::none && s.hop_encoding != HopEncoding::bf16;
   if (blockwise && s.stages > 1 && m.n_embd % s.hop_block != 0)
     fail("swarm.hop_block", "must divide model.n_embd (" + std::to_string(m.n_embd) + ") with " +

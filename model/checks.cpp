@@ -46,9 +46,11 @@ double spot_check_tolerance(config::Precision precision, config::HopEncoding enc
       break;
     case config::HopEncoding::int4:
     case config::HopEncoding::int5_3:
+    case config::HopEncoding::entropy:  // steps of 0.25 RMS forward: finer than int4's
       tolerance = std::max(tolerance, 0.1);
       break;
-    case config::HopEncoding::int3:  // a 3-bit step is twice a 4-bit one
+    case config::HopEncoding::int3:    // a 3-bit step is twice a 4-bit one
+    case config::HopEncoding::int4_2:  // 2-bit gradients: a step of 2m/3
       tolerance = std::max(tolerance, 0.25);
       break;
   }

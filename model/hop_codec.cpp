@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "model/hop_entropy.hpp"
 #include "model/quantize.hpp"
 
 namespace swarmrt::model {
@@ -25,17 +26,44 @@ int64_t blocks_for(int64_t n, int64_t block) {
   return (n + block - 1) / block;
 }
 
-// The width of the rotated codes, by encoding and direction (0: not a rotated encoding).
+// How a rotated encoding codes one direction: its width, whether its levels straddle zero
+// (midrise: 2^bits levels, none at 0, for 2-bit gradients, where a level at 0 would leave only
+// 3 of 4 codes in use), and the bytes of each block's scale (2: bfloat16, rounded up).
+struct Codes {
+  int bits = 0;  // 0: not a rotated encoding
+  bool midrise = false;
+  int scale_bytes = 4;
+};
+
+Codes rotated_codes(config::HopEncoding e, HopDirection d) {
+  const bool forward = d == HopDirection::forward;
+  switch (e) {
+    case config::HopEncoding::int4:
+      return {4, false, 4};
+    case config::HopEncoding::int5_3:
+      return {forward ? 5 : 3, false, 4};
+    case config::HopEncoding::int3:
+      return {3, false, 4};
+    case config::HopEncoding::int4_2:
+      return {forward ? 4 : 2, !forward, 2};
+    default:
+      return {};
+  }
+}
+
 int rotated_bits(config::HopEncoding e, HopDirection d) {
-  if (e == config::HopEncoding::int4) return 4;
-  if (e == config::HopEncoding::int5_3) return d == HopDirection::forward ? 5 : 3;
-  if (e == config::HopEncoding::int3) return 3;
-  return 0;
+  return rotated_codes(e, d).bits;
 }
 
 // The width of the codes on the wire (0: the encoding carries values, not codes).
 int code_bits(config::HopEncoding e, HopDirection d) {
   return e == config::HopEncoding::int8 ? 8 : rotated_bits(e, d);
+}
+
+// The bytes of a wire of n coded values in blocks of `block`: the scales, then the codes.
+uint64_t coded_bytes(int64_t n, const Codes& c, int64_t block) {
+  return static_cast<uint64_t>(blocks_for(n, block)) * c.scale_bytes +
+         (static_cast<uint64_t>(n) * c.bits + 7) / 8;
 }
 
 // x as rows of `block` float32 values on x's device, zero-padded at the end: [blocks, block].
@@ -59,18 +87,30 @@ at::Generator seeded_generator(const at::Device& device, uint64_t seed) {
   return gen;
 }
 
-// The first n values of `blocks` ([nb, block], float32) as uniform codes of `bits` scaled
-// by each block's largest magnitude m: the wire (m as float32 bytes, then the packed codes;
-// model/quantize.hpp's encode_bits, computed in float32 on the blocks' device).
-at::Tensor encode_blocks(const at::Tensor& blocks, int64_t n, int bits,
+// m rounded up to the nearest bfloat16 (positive and finite m; NaN and Inf stay so): a
+// value of the block then still lies within ±m, and m costs 2 bytes on the wire.
+at::Tensor bf16_at_least(const at::Tensor& m) {
+  const auto up =
+      m.contiguous().view(at::kInt).add(0xFFFF).bitwise_and(static_cast<int32_t>(0xFFFF0000));
+  return at::where(at::isfinite(m), up.view(at::kFloat), m);
+}
+
+// The first n values of `blocks` ([nb, block], float32) as codes of c.bits scaled by each
+// block's largest magnitude m: the wire (m as float32 or bfloat16 bytes, then the packed
+// codes; model/quantize.hpp's encode_bits, computed in float32 on the blocks' device).
+// Uniform codes are k·m/L for k in −L..L, L = 2^(bits−1) − 1; midrise ones (2j/(K−1) − 1)·m
+// for j in 0..K−1, K = 2^bits.
+at::Tensor encode_blocks(const at::Tensor& blocks, int64_t n, const Codes& c,
                          std::optional<uint64_t> stochastic_seed) {
-  const double top = (1 << (bits - 1)) - 1;
+  const double top = c.midrise ? (1 << c.bits) - 1 : (1 << (c.bits - 1)) - 1;
   auto m = blocks.abs().amax(1);
   // A NaN anywhere in a block makes its m NaN, which a checking receiver refuses.
   m.masked_fill_(blocks.isnan().any(1), std::numeric_limits<float>::quiet_NaN());
+  if (c.scale_bytes == 2) m = bf16_at_least(m);
   const auto usable = at::isfinite(m).logical_and(m > 0).unsqueeze(1);
   // x/m before the scaling to `top`: a denormal m cannot overflow the factor.
-  auto v = at::where(usable, blocks / m.unsqueeze(1), at::zeros({}, blocks.options())) * top;
+  auto v = at::where(usable, blocks / m.unsqueeze(1), at::zeros({}, blocks.options()));
+  v = c.midrise ? (v + 1) * (top / 2) : v * top;
   v = v.reshape({-1}).narrow(0, 0, n);
   if (stochastic_seed) {
     // ⌊v + u⌋ rounds up with probability v − ⌊v⌋: x̂ is x in expectation.
@@ -79,28 +119,65 @@ at::Tensor encode_blocks(const at::Tensor& blocks, int64_t n, int bits,
   } else {
     v = v.round();
   }
-  const auto codes = (v.clamp(-top, top) + (top + 1)).to(at::kByte);
-  return at::cat({m.contiguous().view(at::kByte), pack_codes(codes, bits)});
+  const auto codes =
+      c.midrise ? v.clamp(0, top).to(at::kByte) : (v.clamp(-top, top) + (top + 1)).to(at::kByte);
+  const auto scales = c.scale_bytes == 2 ? m.to(at::kBFloat16) : m;
+  return at::cat({scales.contiguous().view(at::kByte), pack_codes(codes, c.bits)});
 }
 
 // The blocks' scales of a wire whose size has been checked, as float32 (a copy when the bytes
-// do not start on a float32 boundary).
-at::Tensor scales_of(const at::Tensor& wire, int64_t nb) {
-  auto bytes = wire.narrow(0, 0, 4 * nb);
-  if (!bytes.is_contiguous() || bytes.storage_offset() % 4 != 0) bytes = bytes.clone();
-  return bytes.view(at::kFloat);
+// do not start on their type's boundary).
+at::Tensor scales_of(const at::Tensor& wire, int64_t nb, int scale_bytes = 4) {
+  auto bytes = wire.narrow(0, 0, scale_bytes * nb);
+  if (!bytes.is_contiguous() || bytes.storage_offset() % scale_bytes != 0) bytes = bytes.clone();
+  return scale_bytes == 2 ? bytes.view(at::kBFloat16).to(at::kFloat) : bytes.view(at::kFloat);
 }
 
 // x̂ of the n coded values of a wire ([nb·block] float32, zero-padded) on the wire's device.
-at::Tensor decode_blocks(const at::Tensor& wire, int bits, int64_t block, int64_t n) {
-  const double top = (1 << (bits - 1)) - 1;
-  const int64_t nb = blocks_for(n, block);
-  const auto m = scales_of(wire, nb);
-  auto codes = unpack_codes(wire.narrow(0, 4 * nb, wire.numel() - 4 * nb), bits, n)
-                   .to(at::kFloat)
-                   .sub_(top + 1);
+at::Tensor decode_blocks(const at::Tensor& wire, const Codes& c, int64_t block, int64_t n) {
+  const double top = c.midrise ? (1 << c.bits) - 1 : (1 << (c.bits - 1)) - 1;
+  const int64_t nb = blocks_for(n, block), head = c.scale_bytes * nb;
+  const auto m = scales_of(wire, nb, c.scale_bytes);
+  auto codes = unpack_codes(wire.narrow(0, head, wire.numel() - head), c.bits, n).to(at::kFloat);
+  codes = c.midrise ? codes.mul_(2 / top).sub_(1) : codes.sub_(top + 1);
   if (nb * block != n) codes = at::constant_pad_nd(codes, {0, nb * block - n});
-  return codes.view({nb, block}) * (m / top).unsqueeze(1);
+  return codes.view({nb, block}) * (c.midrise ? m : m / top).unsqueeze(1);
+}
+
+// entropy: the step of the codes as a share of each block's RMS, by direction. Forward, the
+// next stage computes on the error once: a fine step (error RMS 0.25/√12 ≈ 0.07 of the
+// block's; int4's is about 0.11). Backward, rounded stochastically, the noise averages out
+// over the batch like the batch's own: a coarse step (noise RMS about 0.5 of the block's;
+// int3's about 0.36, int4/2's about 0.7). Chosen so that both ways together send about 10x
+// fewer bytes than float32 on the tiny model's hops: 0.25 and 1.0 sent 105.6 bytes a token
+// (docs/hops.md).
+double entropy_step(HopDirection d) {
+  return d == HopDirection::forward ? 0.25 : 1.25;
+}
+
+// The entropy wire of rotated blocks ([nb, block] float32): scales are the blocks' RMS in
+// bfloat16 (a NaN or Inf anywhere makes its block's NaN or Inf), codes x/Δ rounded, Δ the
+// step times the scale, clamped to ±127 (reached only when one rotated value holds nearly all
+// of a long block's energy), stored as code + 128.
+at::Tensor encode_entropy_codes(const at::Tensor& rotated, double step,
+                                std::optional<uint64_t> stochastic_seed) {
+  const auto top = rotated.abs().amax(1, true);
+  // The RMS through x/max: squares of large values cannot overflow.
+  auto rms = at::where(top > 0, top * (rotated / top).square().mean(1, true).sqrt(),
+                       at::zeros({}, rotated.options()));
+  rms.masked_fill_(rotated.isnan().any(1, true), std::numeric_limits<float>::quiet_NaN());
+  rms.masked_fill_(rotated.isinf().any(1, true), std::numeric_limits<float>::infinity());
+  const auto scale = rms.to(at::kBFloat16);
+  const auto delta = scale.to(at::kFloat) * step;
+  const auto usable = at::isfinite(delta).logical_and(delta > 0);
+  auto v = at::where(usable, rotated / delta, at::zeros({}, rotated.options()));
+  if (stochastic_seed) {
+    v = (v + at::rand(v.sizes(), seeded_generator(v.device(), *stochastic_seed), v.options()))
+            .floor();
+  } else {
+    v = v.round();
+  }
+  return pack_entropy(scale.reshape({-1}), (v.clamp(-127, 127) + 128).to(at::kByte).reshape({-1}));
 }
 
 }  // namespace
@@ -129,6 +206,8 @@ at::ScalarType hop_wire_dtype(config::HopEncoding e, at::ScalarType compute) {
     case config::HopEncoding::int4:
     case config::HopEncoding::int5_3:
     case config::HopEncoding::int3:
+    case config::HopEncoding::int4_2:
+    case config::HopEncoding::entropy:
       return at::kByte;
     case config::HopEncoding::none:
       break;
@@ -140,8 +219,9 @@ uint64_t hop_wire_bytes(config::HopEncoding e, int64_t block, HopDirection d, at
                         at::ScalarType dtype) {
   const int64_t n = numel_of(shape);
   if (e == config::HopEncoding::int8) return bits_bytes(n, 8, block);
+  if (e == config::HopEncoding::entropy) return entropy_wire_bound(blocks_for(n, block), block);
   if (rotated_bits(e, d) > 0)
-    return bits_bytes(blocks_for(n, block) * block, rotated_bits(e, d), block);
+    return coded_bytes(blocks_for(n, block) * block, rotated_codes(e, d), block);
   return static_cast<uint64_t>(n) * c10::elementSize(hop_wire_dtype(e, dtype));
 }
 
@@ -154,14 +234,21 @@ at::Tensor encode_hop(const at::Tensor& x, config::HopEncoding e, int64_t block,
     case config::HopEncoding::bf16:
       return x.to(at::kBFloat16);
     case config::HopEncoding::int8:
-      return encode_blocks(blocks_of(x, block), x.numel(), 8, std::nullopt);
+      return encode_blocks(blocks_of(x, block), x.numel(), Codes{8, false, 4}, std::nullopt);
     case config::HopEncoding::int4:
     case config::HopEncoding::int5_3:
-    case config::HopEncoding::int3: {
+    case config::HopEncoding::int3:
+    case config::HopEncoding::int4_2: {
       const auto rotated = at::matmul(blocks_of(x, block), hadamard(block, x.device()));
       std::optional<uint64_t> stochastic;
       if (d == HopDirection::backward) stochastic = seed;
-      return encode_blocks(rotated, rotated.numel(), rotated_bits(e, d), stochastic);
+      return encode_blocks(rotated, rotated.numel(), rotated_codes(e, d), stochastic);
+    }
+    case config::HopEncoding::entropy: {
+      const auto rotated = at::matmul(blocks_of(x, block), hadamard(block, x.device()));
+      std::optional<uint64_t> stochastic;
+      if (d == HopDirection::backward) stochastic = seed;
+      return encode_entropy_codes(rotated, entropy_step(d), stochastic);
     }
   }
   return x;
@@ -173,6 +260,17 @@ void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, Hop
   if (wire.scalar_type() != want)
     throw std::invalid_argument(std::string("a ") + config::name_of(e) + " hop carries " +
                                 c10::toString(want) + ", not " + c10::toString(wire.scalar_type()));
+  if (e == config::HopEncoding::entropy) {
+    // Its size depends on the values: with them, the frame is inflated whole (on the host) to
+    // check it; without, only its bound (decode_hop inflates it and refuses it then).
+    const int64_t nb = blocks_for(numel_of(shape), block);
+    if (values) return check_entropy(wire, nb, block);
+    const auto bound = entropy_wire_bound(nb, block);
+    if (wire.dim() != 1 || static_cast<uint64_t>(wire.numel()) > bound)
+      throw std::invalid_argument("expected at most " + std::to_string(bound) +
+                                  " encoded bytes, got " + std::to_string(wire.numel()));
+    return;
+  }
   const auto bytes = hop_wire_bytes(e, block, d, shape, dtype);
   const auto got = static_cast<uint64_t>(wire.numel()) * c10::elementSize(wire.scalar_type());
   if (code_bits(e, d) == 0) {
@@ -189,7 +287,8 @@ void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, Hop
   // wire on a device is read back for this, which waits for the device.
   const int64_t coded =
       code_bits(e, d) == 8 ? numel_of(shape) : blocks_for(numel_of(shape), block) * block;
-  const auto m = scales_of(wire, blocks_for(coded, block)).to(at::kCPU);
+  const int scale_bytes = code_bits(e, d) == 8 ? 4 : rotated_codes(e, d).scale_bytes;
+  const auto m = scales_of(wire, blocks_for(coded, block), scale_bytes).to(at::kCPU);
   if (!at::isfinite(m).all().item<bool>() || m.lt(0).any().item<bool>())
     throw std::invalid_argument("a block scale is NaN, Inf or negative");
 }
@@ -204,17 +303,29 @@ at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t blo
     case config::HopEncoding::bf16:
       return wire.reshape(shape).to(dtype);
     case config::HopEncoding::int8:
-      return decode_blocks(wire.contiguous(), 8, block, n)
+      return decode_blocks(wire.contiguous(), Codes{8, false, 4}, block, n)
           .reshape({-1})
           .narrow(0, 0, n)
           .reshape(shape)
           .to(dtype);
     case config::HopEncoding::int4:
     case config::HopEncoding::int5_3:
-    case config::HopEncoding::int3: {
+    case config::HopEncoding::int3:
+    case config::HopEncoding::int4_2: {
       const int64_t nb = blocks_for(n, block);
-      const auto rotated = decode_blocks(wire.contiguous(), rotated_bits(e, d), block, nb * block);
+      const auto rotated = decode_blocks(wire.contiguous(), rotated_codes(e, d), block, nb * block);
       return at::matmul(rotated, hadamard(block, wire.device()))
+          .reshape({-1})
+          .narrow(0, 0, n)
+          .reshape(shape)
+          .to(dtype);
+    }
+    case config::HopEncoding::entropy: {
+      const int64_t nb = blocks_for(n, block);  // unpack_entropy checks the frame whole
+      auto [scales, codes] = unpack_entropy(wire, nb, block);
+      const auto steps = (scales * entropy_step(d)).unsqueeze(1);
+      const auto rotated = (codes.to(at::kFloat) - 128).view({nb, block}) * steps;
+      return at::matmul(rotated.to(wire.device()), hadamard(block, wire.device()))
           .reshape({-1})
           .narrow(0, 0, n)
           .reshape(shape)

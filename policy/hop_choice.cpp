@@ -9,8 +9,8 @@ using config::HopEncoding;
 std::vector<HopEncoding> hop_ladder(HopEncoding floor, bool half) {
   const HopEncoding four = floor == HopEncoding::int5_3 ? HopEncoding::int5_3 : HopEncoding::int4;
   std::vector<HopEncoding> ladder;
-  for (auto e :
-       {HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, four, HopEncoding::int3}) {
+  for (auto e : {HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, four, HopEncoding::int3,
+                 HopEncoding::int4_2}) {
     if (!(half && e == HopEncoding::bf16)) ladder.push_back(e);
     if (e == floor) break;
   }

@@ -26,8 +26,8 @@
 namespace swarmrt::policy {
 
 // The encodings auto may choose, least compressed first, down to `floor` (swarm.hop_encoding):
-// none, bf16, int8, int4 (int5/3 when that is the floor), int3. `half` (train.precision bf16)
-// drops bf16, whose bytes are then none's.
+// none, bf16, int8, int4 (int5/3 when that is the floor), int3, int4/2. `half` (train.precision
+// bf16) drops bf16, whose bytes are then none's.
 std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half);
 
 // One link's timed messages (bytes, seconds from first byte written to last acknowledged), the
@@ -37,7 +37,7 @@ std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half
 class LinkRate {
  public:
   static constexpr size_t kKeep = 16;
-  static constexpr size_t kSizes = 8;  // sizes kept at most (the ladder has five rungs)
+  static constexpr size_t kSizes = 8;  // sizes kept at most (the ladder has six rungs)
   static constexpr double kMaxAgeS = 30;
   static constexpr uint64_t kMinBytes = 16 * 1024;  // smaller: latency, not bandwidth
   static constexpr double kSameSize = 0.15;         // messages this close in size are alike

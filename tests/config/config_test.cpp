@@ -331,7 +331,7 @@ TEST(Config, EveryShippedConfigLoads) {
 // hops), the key does not matter.
 TEST(Config, HopBlocksThatSpanTwoPositionsAreRefused) {
   const std::string pp = "[model]\npreset = \"tiny\"\n[swarm]\nmode = \"pp\"\nstages = 2\n";
-  for (const char* e : {"int8", "int4", "int5/3", "int3"})
+  for (const char* e : {"int8", "int4", "int5/3", "int3", "int4/2", "entropy"})
     expect_refused(pp + "hop_encoding = \"" + e + "\"\nhop_block = 256\n",
                    {"swarm.hop_block", "must divide model.n_embd (128)", e, "got 256"});
   EXPECT_EQ(parse_config(pp + "hop_encoding = \"int3\"\nhop_block = 128\n", "x").swarm.hop_block,
@@ -350,6 +350,9 @@ TEST(Config, AutoCompressionNeedsStagesAndAFloor) {
   expect_refused(pp + "stages = 1\nhop_encoding = \"int8\"\n",
                  {"swarm.compression", "swarm.stages = 1 there are none"});
   expect_refused(pp + "stages = 2\n", {"swarm.compression", "nothing to choose", "hop_encoding"});
+  // entropy's bytes depend on the values: no size to choose it by.
+  expect_refused(pp + "stages = 2\nhop_encoding = \"entropy\"\n",
+                 {"swarm.compression", "depend on the values", "int4/2"});
   const auto c = parse_config(pp + "stages = 2\nhop_encoding = \"int4\"\n", "x");
   EXPECT_EQ(c.swarm.compression, Compression::automatic);
   expect_refused(pp + "stages = 2\nhop_encoding = \"int4\"\nhop_block = 256\n",

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/hop_codec.hpp"
+#include "model/hop_entropy.hpp"
 #include "model/quantize.hpp"
 
 using namespace swarmrt::model;
@@ -328,4 +329,143 @@ TEST(HopCodec, ValuesAreCheckedUnlessTheWorkerSkipsThem) {
             static_cast<uint64_t>(encode_hop(x, HopEncoding::int8, kBlock, kForward, 0).numel()));
   EXPECT_EQ(hop_wire_bytes(HopEncoding::none, kBlock, kForward, x.sizes(), at::kBFloat16),
             static_cast<uint64_t>(2 * x.numel()));
+}
+
+// int4/2: 4 bits forward, 2 back on a midrise grid (±m/3, ±m), each block's scale a bfloat16
+// rounded up: over the pair 10.2x fewer bytes than float32. The scale is never below the
+// block's largest magnitude (no value clips) and within one bfloat16 step of it; forward stays
+// within int4's bound, each gradient value within one step (2m/3) of itself, and gradients
+// come to x in expectation with all four codes in use.
+TEST(HopCodec, Int42SendsFourBitsForwardTwoBackAndBf16Scales) {
+  auto x = hidden(4, 32, 64, 13);
+  const int64_t n = x.numel(), blocks = n / kBlock;
+  auto rotated = at::matmul(x.view({blocks, kBlock}), hadamard(kBlock));
+  auto m = rotated.abs().amax(1);
+  auto forward = encode_hop(x, HopEncoding::int4_2, kBlock, kForward, 0);
+  EXPECT_EQ(forward.numel(), n / 2 + 2 * blocks);
+  EXPECT_EQ(encode_hop(x, HopEncoding::int4_2, kBlock, kBackward, 1).numel(), n / 4 + 2 * blocks);
+  EXPECT_LT((n / 2 + n / 4 + 4.0 * blocks) / (2 * 4.0 * n), 0.1);
+  auto scales = forward.narrow(0, 0, 2 * blocks).clone().view(at::kBFloat16).to(at::kFloat);
+  EXPECT_TRUE(scales.ge(m).all().item<bool>());
+  EXPECT_TRUE(scales.le(m * (1 + std::ldexp(1.0, -7))).all().item<bool>());
+  auto back = decode_hop(forward, HopEncoding::int4_2, kBlock, kForward, x.sizes(), at::kFloat);
+  auto err = (back - x).view({blocks, kBlock}).norm(2, 1);
+  for (int64_t b = 0; b < blocks; ++b)
+    EXPECT_LE(err[b].item<double>(),
+              std::sqrt(static_cast<double>(kBlock)) * (scales[b].item<double>() / 14 + 1e-5))
+        << "block " << b;
+  auto sum = at::zeros_like(x, at::kDouble);
+  const int draws = 400;
+  double one_draw = 0;
+  for (int seed = 1; seed <= draws; ++seed) {
+    auto wire = encode_hop(x, HopEncoding::int4_2, kBlock, kBackward, seed);
+    auto grad = decode_hop(wire, HopEncoding::int4_2, kBlock, kBackward, x.sizes(), at::kFloat);
+    auto step = (scales * 2 / 3).unsqueeze(1);
+    auto rotated_err = at::matmul((grad - x).view({blocks, kBlock}), hadamard(kBlock)).abs();
+    ASSERT_TRUE(rotated_err.le(step + 1e-5).all().item<bool>()) << "seed " << seed;
+    if (seed == 1) {
+      auto codes = unpack_codes(wire.narrow(0, 2 * blocks, n / 4), 2, n);
+      for (int c = 0; c < 4; ++c) EXPECT_GT(codes.eq(c).sum().item<int64_t>(), n / 20) << c;
+      one_draw = (grad - x).norm().item<double>();
+    }
+    sum += grad.to(at::kDouble);
+  }
+  // 400 draws: the mean errs by about 1/20 of one draw.
+  EXPECT_LT((sum / draws - x.to(at::kDouble)).norm().item<double>() * 5, one_draw);
+  EXPECT_THROW(decode_hop(forward, HopEncoding::int4_2, kBlock, kBackward, x.sizes(), at::kFloat),
+               std::invalid_argument);
+  auto nan = x.clone();
+  nan[0][0][0] = NAN;
+  EXPECT_THROW(decode_hop(encode_hop(nan, HopEncoding::int4_2, kBlock, kBackward, 3),
+                          HopEncoding::int4_2, kBlock, kBackward, x.sizes(), at::kFloat),
+               std::invalid_argument);
+}
+
+// entropy: each rotated block in steps of a share of its RMS (0.25 forward, rounded to
+// nearest; 1.25 back, stochastically), Huffman-coded (zlib). Forward within half a step of each
+// rotated value; gradients within a step and right in expectation; each wire within 6% of its
+// codes' entropy (its size depends on the values: on the tiny model's hops both ways together are
+// 10.1x fewer bytes than float32, docs/hops.md).
+TEST(HopCodec, EntropyCodesStepsOfEachBlocksRmsNearTheirEntropy) {
+  auto x = hidden(4, 32, 128, 14);
+  const int64_t n = x.numel(), blocks = n / kBlock;
+  auto rotated = at::matmul(x.view({blocks, kBlock}), hadamard(kBlock));
+  auto rms = rotated.square().mean(1).sqrt();
+  auto forward = encode_hop(x, HopEncoding::entropy, kBlock, kForward, 0);
+  auto scales = forward.narrow(0, 0, 2 * blocks).clone().view(at::kBFloat16).to(at::kFloat);
+  EXPECT_TRUE(at::allclose(scales, rms, std::ldexp(1.0, -8), 0));
+  auto back = decode_hop(forward, HopEncoding::entropy, kBlock, kForward, x.sizes(), at::kFloat);
+  auto err = at::matmul((back - x).view({blocks, kBlock}), hadamard(kBlock)).abs();
+  EXPECT_TRUE(err.le((scales * 0.125).unsqueeze(1) + 1e-5).all().item<bool>());
+  auto backward = encode_hop(x, HopEncoding::entropy, kBlock, kBackward, 1);
+  // Huffman codes spend within 6% of the codes' entropy (−Σ p log₂ p over their frequencies),
+  // plus the frame's header, table and checksum.
+  for (const auto& wire : {forward, backward}) {
+    const auto counts =
+        at::bincount(unpack_entropy(wire, blocks, kBlock).second.to(at::kLong)).to(at::kDouble);
+    const auto p = counts.index({counts > 0}) / static_cast<double>(n);
+    const double entropy_bytes = -(p * p.log2()).sum().item<double>() * n / 8;
+    const double frame = static_cast<double>(wire.numel() - 2 * blocks);
+    EXPECT_LE(frame, 1.06 * entropy_bytes + 64) << frame << " bytes, entropy " << entropy_bytes;
+    EXPECT_GE(frame, entropy_bytes);
+  }
+  EXPECT_LE(static_cast<uint64_t>(forward.numel()),
+            hop_wire_bytes(HopEncoding::entropy, kBlock, kForward, x.sizes(), at::kFloat));
+  auto sum = at::zeros_like(x, at::kDouble);
+  const int draws = 200;
+  double one_draw = 0;
+  for (int seed = 1; seed <= draws; ++seed) {
+    auto wire = encode_hop(x, HopEncoding::entropy, kBlock, kBackward, seed);
+    auto grad = decode_hop(wire, HopEncoding::entropy, kBlock, kBackward, x.sizes(), at::kFloat);
+    auto e = at::matmul((grad - x).view({blocks, kBlock}), hadamard(kBlock)).abs();
+    ASSERT_TRUE(e.le(scales.unsqueeze(1) * 1.25 + 1e-5).all().item<bool>()) << "seed " << seed;
+    if (seed == 1) {
+      one_draw = (grad - x).norm().item<double>();
+      EXPECT_TRUE(at::equal(wire, backward));
+    }
+    sum += grad.to(at::kDouble);
+  }
+  // 200 draws: the mean errs by about 1/14 of one draw.
+  EXPECT_LT((sum / draws - x.to(at::kDouble)).norm().item<double>() * 5, one_draw);
+}
+
+// An entropy wire is checked before anything is built from it: its dtype, its size against
+// the bound, a frame holding more or fewer values than the shape, a corrupt frame, and the scales.
+TEST(HopCodec, MalformedEntropyWiresAreRefusedWithTheReason) {
+  auto x = hidden(2, 16, 128, 15);
+  const int64_t blocks = x.numel() / kBlock;
+  const auto wire = encode_hop(x, HopEncoding::entropy, kBlock, kForward, 0);
+  const auto refused = [&](const at::Tensor& w, at::IntArrayRef shape) -> std::string {
+    try {
+      decode_hop(w, HopEncoding::entropy, kBlock, kForward, shape, at::kFloat);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(refused(wire, x.sizes()), "");
+  EXPECT_NE(refused(wire.narrow(0, 0, wire.numel() - 1), x.sizes()), "");
+  EXPECT_NE(refused(wire.narrow(0, 0, 2 * blocks), x.sizes()).find("bytes"), std::string::npos);
+  EXPECT_NE(refused(wire.to(at::kChar), x.sizes()).find("carries"), std::string::npos);
+  EXPECT_NE(refused(wire, {4, 16, 128}), "");  // other blocks: the frame starts elsewhere
+  const auto ones = at::ones({blocks});
+  const auto short_codes = at::full({x.numel() - 5}, 128, at::kByte);
+  EXPECT_NE(refused(pack_entropy(ones, short_codes), x.sizes()).find("the shape needs"),
+            std::string::npos);
+  const auto long_codes = at::full({x.numel() + 5}, 128, at::kByte);
+  EXPECT_NE(refused(pack_entropy(ones, long_codes), x.sizes()).find("more than"),
+            std::string::npos);
+  auto flipped = wire.clone();
+  flipped[wire.numel() - 9].bitwise_xor_(0x5a);  // inside the compressed codes, before the checksum
+  EXPECT_NE(refused(flipped, x.sizes()), "");
+  auto grown =
+      at::cat({wire, at::zeros({static_cast<int64_t>(hop_wire_bytes(
+                                   HopEncoding::entropy, kBlock, kForward, x.sizes(), at::kFloat))},
+                               at::kByte)});
+  EXPECT_NE(refused(grown, x.sizes()).find("at most"), std::string::npos);
+  auto nan = x.clone();
+  nan[1][3][7] = NAN;
+  EXPECT_NE(refused(encode_hop(nan, HopEncoding::entropy, kBlock, kForward, 0), x.sizes())
+                .find("NaN, Inf or negative"),
+            std::string::npos);
 }

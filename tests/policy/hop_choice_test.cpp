@@ -15,6 +15,9 @@ TEST(HopLadder, LeastCompressedFirstDownToTheFloor) {
   EXPECT_EQ(hop_ladder(HopEncoding::int3, false),
             (V{HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, HopEncoding::int4,
                HopEncoding::int3}));
+  EXPECT_EQ(hop_ladder(HopEncoding::int4_2, false),
+            (V{HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, HopEncoding::int4,
+               HopEncoding::int3, HopEncoding::int4_2}));
   EXPECT_EQ(hop_ladder(HopEncoding::int5_3, false),
             (V{HopEncoding::none, HopEncoding::bf16, HopEncoding::int8, HopEncoding::int5_3}));
   // In bf16, bf16 hops are none's bytes: not a rung.

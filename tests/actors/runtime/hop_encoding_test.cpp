@@ -37,7 +37,8 @@ double max_relative_gap(const std::vector<double>& a, const std::vector<double>&
 
 // Input gradients backward are [B, T, d] hidden-state gradients only: each encoding's bytes
 // are exactly its wire size (model/quantize.hpp: a code a value, a float32 scale a block of
-// 128; int5/3 sends 5-bit codes forward and 3-bit ones back). The micro model's hops
+// 128; int5/3 sends 5-bit codes forward and 3-bit ones back; int4/2 4-bit codes forward and
+// 2-bit ones back, each with a bfloat16 scale a block). The micro model's hops
 // (2 x 32 x 32 = 2048 values) make 16 blocks.
 TEST(HopEncoding, EachEncodingSendsItsWireSizeByTheCounters) {
   const auto none = run(pipeline(config::HopEncoding::none, 3)).bytes;
@@ -52,7 +53,16 @@ TEST(HopEncoding, EachEncodingSendsItsWireSizeByTheCounters) {
       {config::HopEncoding::int8, n + 4 * n / 128, n + 4 * n / 128},
       {config::HopEncoding::int4, n / 2 + 4 * n / 128, n / 2 + 4 * n / 128},
       {config::HopEncoding::int5_3, 5 * n / 8 + 4 * n / 128, 3 * n / 8 + 4 * n / 128},
-      {config::HopEncoding::int3, 3 * n / 8 + 4 * n / 128, 3 * n / 8 + 4 * n / 128}};
+      {config::HopEncoding::int3, 3 * n / 8 + 4 * n / 128, 3 * n / 8 + 4 * n / 128},
+      {config::HopEncoding::int4_2, n / 2 + 2 * n / 128, n / 4 + 2 * n / 128}};
+  // entropy's wire depends on the values: Huffman codes of steps of each block's RMS, about 2
+  // bits a gradient value here (0.068 of none's bytes back, measured). A byte a code, uncoded,
+  // would be a quarter; a gradient that was not counted, nothing.
+  const auto entropy = run(pipeline(config::HopEncoding::entropy, 3));
+  const double coded = entropy.bytes.at("gradients").get<double>() / (hops * 4 * n);
+  EXPECT_GT(coded, 1.0 / 25);
+  EXPECT_LT(coded, 1.0 / 8);
+  EXPECT_EQ(entropy.report.rejected_frames, 0u);
   for (const auto& [e, forward, backward] : expected) {
     const auto r = run(pipeline(e, 3));
     EXPECT_EQ(r.bytes.at("gradients").get<double>(), hops * backward) << config::name_of(e);
@@ -67,6 +77,9 @@ TEST(HopEncoding, EachEncodingSendsItsWireSizeByTheCounters) {
       EXPECT_LE((forward + backward) / (8 * n), 0.26);
     } else if (e != config::HopEncoding::bf16) {
       EXPECT_LE((forward + backward) / (8 * n), 0.14) << config::name_of(e);
+    }
+    if (e == config::HopEncoding::int4_2) {
+      EXPECT_LT((forward + backward) / (8 * n), 0.1);
     }
   }
 }
@@ -94,11 +107,14 @@ TEST(HopEncoding, AutoSendsHopsInOneProcessAsTheyAre) {
 //   int5/3: gaps 0.00034 .. 0.00311 (mean 0.00101) -> bound 0.008
 //   int3:   gaps 0.00180 .. 0.00591 (mean 0.00339) -> bound 0.015 (2026-11-30, the same run:
 //           int8 0.00002 .. 0.00020, int4 0.00057 .. 0.00256, int5/3 0.00024 .. 0.00208)
+//   int4/2: gaps 0.00079 .. 0.00598 (mean 0.00251) -> bound 0.015
+//   entropy: gaps 0.00042 .. 0.00297 (mean 0.00171) -> bound 0.008 (2026-11-30, both; the same
+//           run gave int3 0.00180 .. 0.00591 as before)
 // and with none the gap must be 0 (bit for bit: `none` sends the tensor itself).
 TEST(HopEncoding, QuantizedHopsTrainWithinTheirMeasuredGapOfNone) {
   const char* env = std::getenv("SWARMRT_HOP_SEEDS");
   const int seeds = env ? std::atoi(env) : 1;
-  double worst8 = 0, worst4 = 0, worst53 = 0, worst3 = 0;
+  double worst8 = 0, worst4 = 0, worst53 = 0, worst3 = 0, worst42 = 0, worst_entropy = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
     const auto none = run(pipeline(config::HopEncoding::none, 20, seed)).report.losses;
     const auto again = run(pipeline(config::HopEncoding::none, 20, seed)).report.losses;
@@ -107,19 +123,27 @@ TEST(HopEncoding, QuantizedHopsTrainWithinTheirMeasuredGapOfNone) {
       return max_relative_gap(run(pipeline(e, 20, seed)).report.losses, none);
     };
     const double gap8 = gap(config::HopEncoding::int8), gap4 = gap(config::HopEncoding::int4),
-                 gap53 = gap(config::HopEncoding::int5_3), gap3 = gap(config::HopEncoding::int3);
-    std::printf("seed %d: int8 gap %.5f, int4 gap %.5f, int5/3 gap %.5f, int3 gap %.5f\n", seed,
-                gap8, gap4, gap53, gap3);
+                 gap53 = gap(config::HopEncoding::int5_3), gap3 = gap(config::HopEncoding::int3),
+                 gap42 = gap(config::HopEncoding::int4_2),
+                 gap_entropy = gap(config::HopEncoding::entropy);
+    std::printf(
+        "seed %d: int8 gap %.5f, int4 gap %.5f, int5/3 gap %.5f, int3 gap %.5f, "
+        "int4/2 gap %.5f, entropy gap %.5f\n",
+        seed, gap8, gap4, gap53, gap3, gap42, gap_entropy);
     worst8 = std::max(worst8, gap8);
     worst4 = std::max(worst4, gap4);
     worst53 = std::max(worst53, gap53);
     worst3 = std::max(worst3, gap3);
+    worst42 = std::max(worst42, gap42);
+    worst_entropy = std::max(worst_entropy, gap_entropy);
     EXPECT_GT(gap8, 0.0) << "int8 hops should change the computation";
   }
   EXPECT_LE(worst8, 0.001);
   EXPECT_LE(worst4, 0.006);
   EXPECT_LE(worst53, 0.008);
   EXPECT_LE(worst3, 0.015);
+  EXPECT_LE(worst42, 0.015);
+  EXPECT_LE(worst_entropy, 0.008);
 }
 
 // Encodings compose with train.precision: a bf16 pipeline with int8 hops trains (finite,

@@ -140,6 +140,28 @@ TEST(StageWorker, RefusesHopsWhosePayloadDisagreesWithTheirEncoding) {
                                messages::make_frame(h, {wire, ids})});
 }
 
+// entropy hops are inflated whole before the worker builds anything from them: a frame cut
+// short, one with a byte changed (its checksum) and one for another shape are refused, counted
+// and logged, and the worker serves the next.
+TEST(StageWorker, RefusesEntropyHopsWhoseFrameIsCorrupt) {
+  auto ctx = last_stage_context();
+  ctx->config.swarm.hop_encoding = config::HopEncoding::entropy;
+  auto h = eval_header();
+  h.hop_encoding = static_cast<uint8_t>(config::HopEncoding::entropy);
+  auto ids = at::randint(0, 256, {2, 16}, at::kLong);
+  auto hidden = at::randn({2, 16, 32});
+  auto wire =
+      model::encode_hop(hidden, config::HopEncoding::entropy, 128, model::HopDirection::forward, 0);
+  auto changed = wire.clone();
+  changed[wire.numel() - 9].bitwise_xor_(0x5a);
+  auto other = model::encode_hop(at::randn({2, 8, 32}), config::HopEncoding::entropy, 128,
+                                 model::HopDirection::forward, 0);
+  expect_only_the_last_served(
+      ctx, {messages::make_frame(h, {wire.narrow(0, 0, wire.numel() - 3), ids}),
+            messages::make_frame(h, {changed, ids}), messages::make_frame(h, {other, ids}),
+            messages::make_frame(h, {wire, ids})});
+}
+
 // swarm.compression = auto down to int4: each hop names its link's encoding, and the worker
 // decodes any of none, bf16, int8, int4 by it; int3 (past the floor) and int5/3 (not on an
 // int4 ladder) are refused.
