@@ -127,10 +127,11 @@ std::string render(const std::vector<std::string>& args, const json& a) {
     for (const auto& st : s.value("stages", json::array()))
       out += fmt::format("  stage {}: {:.1f} samples/s\n", str(st["stage"]),
                          st.value("samples_per_s", 0.0));
-    // swarm.compression = auto: each link's encoding, its measured rate and the compute it hides
-    // under.
+    // swarm.compression = auto: each link's encoding (a sparse round's density: "topk 4%"),
+    // its measured rate and the compute it hides under.
     for (const auto& h : s.value("hop_encodings", json::array()))
-      out += fmt::format("  hops of worker {} to {}: {} ({:.1f} Mbit/s, {:.1f} ms of compute)\n",
+      out += fmt::format("  {} of worker {} to {}: {} ({:.1f} Mbit/s, {:.1f} ms of compute)\n",
+                         str(h["encoding"]).rfind("topk", 0) == 0 ? "rounds" : "hops",
                          str(h["worker"]), str(h["to"]), str(h["encoding"]), h.value("mbit_s", 0.0),
                          h.value("compute_ms", 0.0));
     if (s.contains("bytes")) {

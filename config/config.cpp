@@ -147,10 +147,13 @@ static std::vector<Field> training_rows() {
                      "values per scale of blockwise hops, a power of two dividing model.n_embd"),
       SWARMRT_CHOICE(
           swarm, compression, shared,
-          "fixed (every hop in swarm.hop_encoding) or auto (each link between "
-          "processes in the least compressed of none, bf16, int8, int4, int3, int4/2 down to "
-          "swarm.hop_encoding whose bytes it carries while the worker computes, from "
-          "its measured bandwidth; changed as the link changes)"),
+          "fixed (every hop in swarm.hop_encoding, every sparse round at "
+          "diloco.topk_density) or auto (each link between processes in the least compressed "
+          "of none, bf16, int8, int4, int3, int4/2 down to swarm.hop_encoding whose bytes it "
+          "carries while the worker computes, and each worker's sparse DiLoCo rounds at the "
+          "densest of 8, 4, 2, 1 x diloco.topk_density that reaches the group within the "
+          "steps the round overlaps, from its measured bandwidth; changed as the link "
+          "changes)"),
       SWARMRT_CHOICE(swarm, grad_aggregate, shared,
                      "a stage's gradient from its workers' (pp, dp, swarm, DiLoCo's warm-up): "
                      "mean, or centered_clip / trimmed_mean of each worker's mean gradient with "

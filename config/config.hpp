@@ -46,8 +46,8 @@ enum class Precision { fp32, bf16, fp16 };
 enum class LossScale { automatic, dynamic, off };
 // swarm.hop_encoding: how hidden states and their gradients cross stages (model/hop_codec.hpp).
 enum class HopEncoding { none, bf16, int8, int4, int5_3, int3, int4_2, entropy };
-// swarm.compression: every hop in swarm.hop_encoding (fixed), or each link's in the least
-// compressed encoding down to it that hides under compute (auto, policy/hop_choice.hpp).
+// swarm.compression: hops in swarm.hop_encoding, sparse rounds at diloco.topk_density (fixed),
+// or each link's least compressed down to them that hides under compute (policy/hop_choice.hpp).
 enum class Compression { fixed, automatic };
 
 template <class E>

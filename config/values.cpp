@@ -210,10 +210,14 @@ void validate_hops(const RunConfig& c, const Fail& fail) {
   // the loss falls without learning (int3 hops with blocks of 256 on a model of width 128:
   // validation loss 16.6% under float32 hops' at 800 steps, docs/hops.md).
   // auto chooses among the encodings down to swarm.hop_encoding (policy/hop_choice.hpp).
-  if (s.compression == Compression::automatic && s.stages < 2)
+  // auto also chooses the density of sparse DiLoCo rounds (policy::density_ladder).
+  const bool densities = c.diloco.compress == Compress::topk &&
+                         (s.mode == Mode::diloco || s.mode == Mode::diloco_swarm);
+  if (s.compression == Compression::automatic && s.stages < 2 && !densities)
     fail("swarm.compression",
-         "auto chooses the encoding of hops between stages; with swarm.stages = 1 there are none");
-  if (s.compression == Compression::automatic && s.hop_encoding == HopEncoding::none)
+         "auto chooses the encoding of hops between stages and the density of sparse DiLoCo "
+         "rounds (diloco.compress = topk); with swarm.stages = 1 there are no hops");
+  if (s.compression == Compression::automatic && s.hop_encoding == HopEncoding::none && !densities)
     fail("swarm.compression",
          "auto chooses down to swarm.hop_encoding, the most compressed encoding it may use; "
          "with none there is nothing to choose (set swarm.hop_encoding, e.g. int8 or int4)");

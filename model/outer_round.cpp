@@ -8,11 +8,16 @@
 #include "model/fragments.hpp"
 #include "model/robust_mean.hpp"
 #include "model/topk.hpp"
+#include "policy/hop_choice.hpp"
 
 namespace swarmrt::model {
 
 OuterRound::OuterRound(NamedTensors theta, const config::RunConfig& config)
     : d_(config.diloco),
+      densities_(config.swarm.compression == config::Compression::automatic &&
+                         config.diloco.compress == config::Compress::topk
+                     ? policy::density_ladder(config.diloco.topk_density)
+                     : std::vector<double>{}),
       first_m_(std::max<int64_t>(1, config.swarm.workers_per_stage)),
       total_steps_(config.train.steps),
       outer_(std::move(theta), config.diloco.outer_lr, config.diloco.outer_momentum) {}
@@ -39,7 +44,8 @@ std::string OuterRound::decode(const std::vector<std::string>& names,
       continue;
     }
     try {
-      delta.emplace_back(names[i], decode_round(tensors[i], d_, theta[i].second.sizes()));
+      delta.emplace_back(names[i],
+                         decode_round(tensors[i], d_, theta[i].second.sizes(), densities_));
     } catch (const std::invalid_argument& e) {
       excuse = true;
       return "tensor '" + names[i] + "' (" + d_.encoding() + "): " + e.what();

@@ -69,6 +69,9 @@ class OuterRound {
       const std::map<uint32_t, NamedTensors>& contributions) const;
 
   config::DilocoConfig d_;
+  // The densities contributions may come in (swarm.compression = auto: policy::density_ladder;
+  // else empty, the run's one).
+  std::vector<double> densities_;
   int64_t first_m_ = 1;      // the stage's workers: eager's M before any mean
   int64_t total_steps_ = 0;  // train.steps
   OuterNesterov outer_;

@@ -224,6 +224,28 @@ at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
   return decode(wire, d.quantize, d.quant_block, shape);
 }
 
+at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
+                        at::IntArrayRef shape, const std::vector<double>& densities) {
+  if (d.compress != config::Compress::topk || densities.size() < 2)
+    return decode_round(wire, d, shape);
+  if (wire.scalar_type() != at::kByte || wire.dim() != 1 || wire.numel() < kHeader)
+    throw std::invalid_argument("a top-k wire is one uint8 tensor of at least its header");
+  Header h;
+  std::memcpy(&h, wire.contiguous().data_ptr<uint8_t>(), kHeader);
+  int64_t n = 1;
+  for (auto v : shape) n *= v;
+  auto t = topk_of(d);
+  std::string kept;
+  for (double density : densities) {
+    t.density = density;
+    const auto k = layout_of(n, t).k;
+    if (static_cast<int64_t>(h.k) == k) return decode_topk(wire, t, shape);
+    kept += (kept.empty() ? "" : ", ") + std::to_string(k);
+  }
+  throw std::invalid_argument("top-k header: kept per chunk " + std::to_string(h.k) +
+                              ", expected one of " + kept);
+}
+
 uint64_t round_bytes(int64_t numel, const config::DilocoConfig& d) {
   if (d.compress == config::Compress::topk) return topk_bytes(numel, topk_of(d));
   return encoded_bytes(numel, d.quantize, d.quant_block);

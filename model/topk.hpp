@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 
@@ -51,5 +52,10 @@ at::Tensor encode_round(const at::Tensor& x, const config::DilocoConfig& d);
 at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
                         at::IntArrayRef shape);
 uint64_t round_bytes(int64_t numel, const config::DilocoConfig& d);
+// A sparse contribution sent at any of `densities` (swarm.compression = auto: the rungs of
+// policy::density_ladder): the header's kept-per-chunk names which, and a count no rung keeps
+// is refused before anything is allocated. Fewer than two densities: decode_round above.
+at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
+                        at::IntArrayRef shape, const std::vector<double>& densities);
 
 }  // namespace swarmrt::model

@@ -17,6 +17,16 @@ std::vector<HopEncoding> hop_ladder(HopEncoding floor, bool half) {
   return ladder;
 }
 
+std::vector<double> density_ladder(double floor) {
+  std::vector<double> ladder;
+  for (int r = kDensityRungs - 1; r >= 0; --r) {
+    const double d = floor * static_cast<double>(1 << r);
+    if (d <= 1) ladder.push_back(d);
+  }
+  if (ladder.empty()) ladder.push_back(floor);
+  return ladder;
+}
+
 namespace {
 double median(std::vector<double> v) {
   if (v.empty()) return -1;
@@ -66,7 +76,7 @@ size_t HopChooser::choose(const std::vector<double>& seconds, double compute_s) 
   ++hops_;
   // A move up that lasted twice its wait was right: the next one waits the first dwell again.
   if (moved_up_ && hops_on_rung_ >= 2 * dwell_) {
-    dwell_ = kFirstDwell;
+    dwell_ = first_dwell_;
     moved_up_ = false;
   }
   if (!(compute_s > 0) || seconds[rung_] < 0) return rung_;

@@ -30,6 +30,14 @@ namespace swarmrt::policy {
 // bf16) drops bf16, whose bytes are then none's.
 std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half);
 
+// The densities auto may give a worker's sparse round contributions (diloco.compress = topk),
+// densest first, down to `floor` (diloco.topk_density): floor × 8, 4, 2, 1, none above 1. A
+// contribution hides when it reaches the group within the steps its round overlaps compute
+// (diloco.overlap_steps; one step without overlap, where the workers wait for the round and a
+// step's worth of waiting costs 1/H of it). Denser rounds leave less to the error feedback.
+constexpr int kDensityRungs = 4;
+std::vector<double> density_ladder(double floor);
+
 // One link's timed messages (bytes, seconds from first byte written to last acknowledged), the
 // last kKeep of each size. Measurements older than kMaxAgeS are forgotten (the link may have
 // changed). Each size keeps its own: a rung that fell behind is remembered while another rung's
@@ -59,13 +67,18 @@ class LinkRate {
   std::deque<Sample> samples_;
 };
 
-// One link's choice, a rung of the ladder (0: least compressed).
+// One link's choice, a rung of the ladder (0: least compressed): of a hop's encoding, or of a
+// round contribution's density (with a first dwell of a few rounds: they are rare).
 class HopChooser {
  public:
   static constexpr double kHideFraction = 1.0;  // a hop's transfer must fit in this much compute
   static constexpr double kUpFraction = 0.5;    // ... and in this much to move up a rung
   static constexpr int kFirstDwell = 16;        // hops on a rung before moving up from it
   static constexpr int kMaxDwell = 1024;
+  static constexpr int kRoundDwell = 2;  // contributions: rounds on a rung before moving up
+
+  explicit HopChooser(int first_dwell = kFirstDwell)
+      : first_dwell_(first_dwell), dwell_(first_dwell) {}
 
   // `seconds`: how long a hop takes on the link in each rung of the ladder (LinkRate::
   // seconds_for; negative: unknown); `compute_s`: the worker's seconds per micro-batch (0:
@@ -79,7 +92,8 @@ class HopChooser {
  private:
   size_t rung_ = SIZE_MAX;  // the first choose clamps it to the floor
   int hops_on_rung_ = 0;
-  int dwell_ = kFirstDwell;
+  int first_dwell_;
+  int dwell_;
   bool moved_up_ = false;  // the last move was up: a quick move back down doubles the dwell
   int moves_ = 0;
   int hops_ = 0;

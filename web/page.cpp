@@ -52,7 +52,7 @@ function figures(stats) {
   if (s.sync_bytes !== undefined) put("sync bytes (step)", Math.round(s.sync_bytes));
   for (const st of s.stages || []) put("stage " + st.stage + " samples/s", Number(st.samples_per_s).toFixed(1));
   for (const h of s.hop_encodings || [])
-    put("hops of worker " + h.worker + " to " + h.to, h.encoding + " (" + Number(h.mbit_s).toFixed(1) + " Mbit/s)");
+    put((h.encoding.startsWith("topk") ? "rounds" : "hops") + " of worker " + h.worker + " to " + h.to, h.encoding + " (" + Number(h.mbit_s).toFixed(1) + " Mbit/s)");
   const c = s.spot_checks;
   if (c) {
     put("spot checks", c.checks + " (" + c.mismatches + " mismatched, " + c.bans + " banned)");

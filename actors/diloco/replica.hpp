@@ -34,6 +34,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,7 @@
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"
 #include "model/stage_model.hpp"
+#include "policy/hop_choice.hpp"
 #include "transport/comm.hpp"
 
 namespace swarmrt::actors {
@@ -182,6 +184,11 @@ class DilocoReplica {
   model::NamedTensors global_of(uint32_t p, const messages::Frame& frame,
                                 const messages::RoundHeader& h) const;
 
+  // replica_density.cpp: swarm.compression = auto with sparse rounds. The density of the
+  // contribution `tensors` (on the host) of `step`, chosen for the link to the group and told
+  // to the tracker; diloco.topk_density when auto does not choose it.
+  double choose_density(Self* self, uint64_t step, const std::vector<at::Tensor>& tensors);
+
   // replica_comm.cpp: the group's communicator.
   // Whether rounds go through the group's communicator now (the group announced one).
   bool via_group() const { return !backend_.empty(); }
@@ -238,6 +245,11 @@ class DilocoReplica {
   std::optional<AwaitingGo> awaiting_go_;
   uint64_t merges_ = 0, reduces_ = 0, fallbacks_ = 0, failures_ = 0;
   uint64_t step_bytes_ = 0, bytes_step_ = 0, peak_step_bytes_ = 0;
+  // swarm.compression = auto: the chooser of this worker's link to the group, and the step
+  // and time its last contribution left (the compute a contribution hides under is measured
+  // between them).
+  policy::HopChooser density_choice_{policy::HopChooser::kRoundDwell};
+  std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> last_sent_at_;
 };
 
 // The replica a worker of this run has: none outside the DiLoCo modes.

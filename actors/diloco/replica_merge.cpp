@@ -37,15 +37,17 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
   if (setup_.outgoing) setup_.outgoing(step, tensors);
   const bool eager = d.eager && !last && module;
   const auto fresh = eager ? tensors : std::vector<at::Tensor>{};
+  auto dk = d;  // this round's settings: auto may choose its density (replica_density.cpp)
+  if (quantized && !mean) dk.topk_density = choose_density(self, step, tensors);
   if (quantized) {
     if (f.residual.size() != tensors.size()) f.residual.assign(tensors.size(), {});
     for (size_t k = 0; k < tensors.size(); ++k) {
       auto v = tensors[k];
       if (d.error_feedback && f.residual[k].second.defined()) v = v + f.residual[k].second;
-      tensors[k] = model::encode_round(v, d);
+      tensors[k] = model::encode_round(v, dk);
       if (!d.error_feedback) continue;
       try {
-        f.residual[k] = {rh.tensor_names[k], v - model::decode_round(tensors[k], d, v.sizes())};
+        f.residual[k] = {rh.tensor_names[k], v - model::decode_round(tensors[k], dk, v.sizes())};
       } catch (const std::invalid_argument&) {
         f.residual[k] = {};  // a non-finite Δ (the group refuses it): nothing to carry
       }
@@ -54,7 +56,8 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
   if (eager) {
     std::vector<at::Tensor> sent;  // what the group decodes
     for (size_t k = 0; k < tensors.size(); ++k)
-      sent.push_back(quantized ? model::decode_round(tensors[k], d, fresh[k].sizes()) : tensors[k]);
+      sent.push_back(quantized ? model::decode_round(tensors[k], dk, fresh[k].sizes())
+                               : tensors[k]);
     eager_step(p, step, fresh, sent, *module);
   }
   auto frame = messages::make_round_frame(rh, std::move(tensors));

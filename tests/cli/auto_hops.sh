@@ -15,13 +15,6 @@ names=("aha$tag" "ahb$tag") addrs=(10.231.9.1 10.231.9.2)
 source "$(dirname "$0")/lib.sh"
 on_fail() { for n in a b; do echo "--- node $n:"; tail -15 "$tmp/$n.log" 2>/dev/null; done; }
 bridged_namespaces "ahh$tag" 1gbit "${names[0]}=${addrs[0]}" "${names[1]}=${addrs[1]}"
-# rate RATE BURST: both ends of the link shaped anew
-rate() {
-  for n in "${names[@]}"; do
-    ip netns exec "$n" tc qdisc change dev "v$n" root tbf rate "$1" burst "$2" latency 50ms ||
-      fail "tbf change on $n"
-  done
-}
 
 export SWARMRT_SECRET=auto-hops-test
 unset SWARMRT_SECRET_FILE
@@ -57,38 +50,18 @@ for line in open(sys.argv[1]):
     if ok: sys.exit(0)
 sys.exit(1)' "$metrics" "$@"
 }
-last_step() {
-  py '
-import json, sys
-s = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("event") == "step": s = r["step"]
-print(s)' "$metrics"
-}
-step_from() { echo $(($(last_step) + 1)); }
-# within S CMD...: CMD every second until it succeeds, for at most S seconds of wall time (the
-# metrics grow, so each check takes longer than wait_until's tenth of a second assumes).
-within() {
-  local end=$((SECONDS + $1))
-  shift
-  while [ $SECONDS -lt $end ]; do
-    "$@" && return 0
-    sleep 1
-  done
-  return 1
-}
+step_from() { echo $(($(last_step "$metrics") + 1)); }
 
 wait_until 120 test -s "$metrics" || fail "no step in 120 s"
 within 60 choices 30 none gt 100 || fail "at 1 Gbit/s the hops did not stay as they are: $(tail -1 "$metrics")"
-rate 10mbit 32kb
+tbf_rate 10mbit 32kb "${names[@]}"
 s=$(step_from)
 echo "10 Mbit/s from step $s"
 within 90 choices "$s" compressed lt 20 || fail "at 10 Mbit/s the hops did not move down: $(tail -1 "$metrics")"
 ctl() { ip netns exec "${names[0]}" "$bin" ctl "${addrs[0]}:7421" --secret-file "$tmp/run/secret" "$@"; }
 ctl stats >"$tmp/stats.txt" || fail "ctl stats: $(cat "$tmp/stats.txt")"
 grep -q "hops of worker .* \(bf16\|int8\|int4\) (" "$tmp/stats.txt" || fail "ctl stats shows no choice: $(cat "$tmp/stats.txt")"
-rate 1gbit 128kb
+tbf_rate 1gbit 128kb "${names[@]}"
 s=$(step_from)
 echo "1 Gbit/s from step $s"
 within 240 choices "$s" none gt 100 || fail "back at 1 Gbit/s the hops did not move up: $(tail -1 "$metrics")"

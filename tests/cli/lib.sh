@@ -9,6 +9,12 @@
 #                   and where the test defines on_fail, what it prints
 #   py CODE ARGS    python3 -c CODE ARGS
 #   wait_until S CMD...      runs CMD every 0.1 s until it succeeds, for at most S seconds
+#   within S CMD...          runs CMD every second until it succeeds, for at most S seconds of
+#                            wall time (for a check that reads a growing file: each takes
+#                            longer than wait_until's tenth of a second assumes)
+#   last_step FILE           the step of the last step record in FILE (metrics.jsonl; 0: none)
+#   tbf_rate RATE BURST NS... each namespace NS's end of its veth pair ("vNS", as
+#                            bridged_namespaces makes them) shaped anew by tc tbf
 #   wait_log FILE PATTERN [S] wait_until the file holds the pattern (120 s)
 #   wait_exit PID S           wait_until the process has ended; 1 if it still runs
 #   wait_log_of PID FILE PATTERN S  wait_log, ending early when the process PID has ended
@@ -80,6 +86,35 @@ wait_until() {
     nap 0.1
   done
   return 1
+}
+
+within() {
+  local end=$((SECONDS + $1))
+  shift
+  while [ $SECONDS -lt $end ]; do
+    "$@" && return 0
+    nap 1
+  done
+  return 1
+}
+
+last_step() {
+  py '
+import json, sys
+s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") == "step": s = r["step"]
+print(s)' "$1"
+}
+
+tbf_rate() {
+  local rate=$1 burst=$2 n
+  shift 2
+  for n in "$@"; do
+    ip netns exec "$n" tc qdisc change dev "v$n" root tbf rate "$rate" burst "$burst" latency 50ms ||
+      fail "tbf change on $n"
+  done
 }
 
 wait_log() { wait_until "${3:-120}" grep -q -- "$2" "$1" 2>/dev/null; }

@@ -348,7 +348,7 @@ TEST(Config, AutoCompressionNeedsStagesAndAFloor) {
   const std::string pp =
       "[model]\npreset = \"tiny\"\n[swarm]\nmode = \"pp\"\ncompression = \"auto\"\n";
   expect_refused(pp + "stages = 1\nhop_encoding = \"int8\"\n",
-                 {"swarm.compression", "swarm.stages = 1 there are none"});
+                 {"swarm.compression", "swarm.stages = 1 there are no hops"});
   expect_refused(pp + "stages = 2\n", {"swarm.compression", "nothing to choose", "hop_encoding"});
   // entropy's bytes depend on the values: no size to choose it by.
   expect_refused(pp + "stages = 2\nhop_encoding = \"entropy\"\n",
@@ -358,6 +358,13 @@ TEST(Config, AutoCompressionNeedsStagesAndAFloor) {
   expect_refused(pp + "stages = 2\nhop_encoding = \"int4\"\nhop_block = 256\n",
                  {"swarm.hop_block", "must divide model.n_embd"});
   expect_refused("[swarm]\ncompression = \"sometimes\"\n", {"swarm.compression", "sometimes"});
+  // ... or sparse DiLoCo rounds, whose density it chooses: then one stage and no floor do.
+  const std::string diloco =
+      "[model]\npreset = \"tiny\"\n[swarm]\nmode = \"diloco\"\nstages = 1\n"
+      "workers_per_stage = 2\ncompression = \"auto\"\n";
+  EXPECT_EQ(parse_config(diloco + "[diloco]\ncompress = \"topk\"\n", "x").swarm.compression,
+            Compression::automatic);
+  expect_refused(diloco, {"swarm.compression", "density of sparse DiLoCo rounds"});
 }
 
 // Each entry is H:STEPS with STEPS whole rounds of H; anything else is refused by name.

@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "model/outer_round.hpp"
 #include "model/topk.hpp"
+#include "policy/hop_choice.hpp"
 
 using namespace swarmrt;
 
@@ -175,6 +176,41 @@ TEST(TopK, MalformedWireRefusedWithTheReason) {
   const auto w = model::encode_topk(x, t);
   EXPECT_NE(thrown([&] { model::decode_topk(w, t, {n}); }).find("NaN"), std::string::npos);
   EXPECT_NE(thrown([&] { model::decode_topk(good, model::TopK{0.1, 2, 100}, {n}); }), "");
+}
+
+// swarm.compression = auto: a contribution at any rung of the density ladder decodes as a
+// contribution of that density does, a count of kept values no rung keeps is refused naming
+// the counts it may be, and without the ladder only diloco.topk_density's is taken.
+TEST(TopK, ContributionsAtAnyRungOfTheLadderDecodeAsTheirDensity) {
+  config::DilocoConfig d;
+  d.compress = config::Compress::topk;
+  d.topk_density = 0.01;
+  d.topk_bits = 2;
+  d.topk_chunk = 512;
+  const auto ladder = policy::density_ladder(d.topk_density);
+  ASSERT_EQ(ladder.size(), 4u);
+  const int64_t n = 3 * 512 + 100;
+  const auto x = seeded(n, 11);
+  for (double density : ladder) {
+    auto dk = d;
+    dk.topk_density = density;
+    const auto wire = model::encode_round(x, dk);
+    const auto got = model::decode_round(wire, d, {n}, ladder);
+    EXPECT_TRUE(at::equal(got, model::decode_round(wire, dk, {n}))) << density;
+    // Each chunk keeps its count at that density.
+    EXPECT_EQ(got.ne(0).sum().item<int64_t>(),
+              3 * model::topk_kept(512, density) + model::topk_kept(100, density));
+    if (density != d.topk_density) {
+      EXPECT_NE(thrown([&] { model::decode_round(wire, d, {n}); }).find("top-k bytes"),
+                std::string::npos);
+    }
+  }
+  auto off = d;
+  off.topk_density = 0.03;  // 16 of 512: no rung's (41, 21, 11, 6)
+  const auto why =
+      thrown([&] { model::decode_round(model::encode_round(x, off), d, {n}, ladder); });
+  EXPECT_NE(why.find("kept per chunk 16, expected one of 41, 21, 11, 6"), std::string::npos) << why;
+  EXPECT_NE(thrown([&] { model::decode_round(at::zeros({10}, at::kByte), d, {n}, ladder); }), "");
 }
 
 // A group restored with θ, the momentum and the error feedback answers the next round with the

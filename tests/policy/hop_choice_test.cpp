@@ -26,6 +26,31 @@ TEST(HopLadder, LeastCompressedFirstDownToTheFloor) {
   EXPECT_EQ(hop_ladder(HopEncoding::none, false), (V{HopEncoding::none}));
 }
 
+// Sparse DiLoCo rounds: 8, 4, 2, 1 x the floor, densest first, none above every value.
+TEST(DensityLadder, DensestFirstDownToTheFloor) {
+  using V = std::vector<double>;
+  EXPECT_EQ(density_ladder(0.01), (V{0.08, 0.04, 0.02, 0.01}));
+  EXPECT_EQ(density_ladder(0.25), (V{1.0, 0.5, 0.25}));
+  EXPECT_EQ(density_ladder(0.6), (V{0.6}));
+  EXPECT_EQ(density_ladder(1), (V{1}));
+}
+
+// A chooser of rounds' densities moves up after kRoundDwell rounds, not a hop chooser's 16.
+TEST(HopChooser, RoundsDwellTwoRoundsBeforeMovingUp) {
+  HopChooser c(HopChooser::kRoundDwell);
+  const std::vector<double> fast{0.01, 0.005, 0.002, 0.001};
+  EXPECT_EQ(c.choose(fast, 1.0), 3u);  // the floor first
+  EXPECT_EQ(c.choose(fast, 1.0), 2u);  // two rounds on the floor, room to spare: up one
+  EXPECT_EQ(c.choose(fast, 1.0), 2u);
+  EXPECT_EQ(c.choose(fast, 1.0), 1u);
+  EXPECT_EQ(c.choose(fast, 1.0), 1u);
+  EXPECT_EQ(c.choose(fast, 1.0), 0u);
+  // The link slows: the densest that hides, at once.
+  EXPECT_EQ(c.choose({4.0, 2.0, 0.8, 0.4}, 1.0), 2u);
+  HopChooser hops;
+  for (int i = 1; i < HopChooser::kFirstDwell; ++i) ASSERT_EQ(hops.choose(fast, 1.0), 3u);
+}
+
 TEST(LinkRate, MedianOfRecentHopsForgettingOldOnes) {
   LinkRate link;
   EXPECT_EQ(link.bytes_per_s(0), 0);

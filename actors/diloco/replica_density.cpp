@@ -1,0 +1,68 @@
+// swarm.compression = auto with sparse rounds (diloco.compress = topk) on the worker: each
+// contribution takes the densest of policy::density_ladder whose bytes reach the group within
+// the compute its round overlaps, from the measured delivery of this worker's link to the
+// group's process (transport/delivery.hpp), as hops choose their encoding (hop_links.cpp). A
+// group in this process is reached over no wire: the densest. The choice is told to the
+// tracker as the link's choice (the step records' hop_encodings: "topk 4%" to "DiLoCo group
+// at" its endpoint) once a round, and logged when it changes.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/diloco/replica.hpp"
+#include "model/topk.hpp"
+#include "transport/bulk.hpp"
+#include "transport/delivery.hpp"
+
+namespace swarmrt::actors {
+
+double DilocoReplica::choose_density(Self* self, uint64_t step,
+                                     const std::vector<at::Tensor>& tensors) {
+  const auto& cfg = setup_.ctx->config;
+  const auto& d = cfg.diloco;
+  if (cfg.swarm.compression != config::Compression::automatic ||
+      d.compress != config::Compress::topk)
+    return d.topk_density;
+  // A step's seconds between this worker's contributions. They include what the worker waited
+  // for rounds (at τ = 0 it waits for each): a slow link makes the steps look a little longer,
+  // never shorter, so the measure errs toward the denser rung by at most that wait over H.
+  const auto now = std::chrono::steady_clock::now();
+  double step_s = 0;
+  if (last_sent_at_ && step > last_sent_at_->first)
+    step_s = std::chrono::duration<double>(now - last_sent_at_->second).count() /
+             static_cast<double>(step - last_sent_at_->first);
+  last_sent_at_ = {step, now};
+  const double budget_s = static_cast<double>(std::max<int64_t>(1, d.overlap_steps)) * step_s;
+
+  const auto ladder = policy::density_ladder(d.topk_density);
+  const auto to = setup_.group.node();
+  const bool local = to == self->node();
+  std::vector<double> seconds;
+  auto t = model::topk_of(d);
+  for (double density : ladder) {
+    t.density = density;
+    uint64_t bytes = 1024;  // the round's header and its tensors' names
+    for (const auto& x : tensors) bytes += model::topk_bytes(x.numel(), t);
+    seconds.push_back(local ? 0.0 : transport::link_seconds_for(to, bytes));
+  }
+  const bool first = density_choice_.hops() == 0;
+  const auto before = density_choice_.rung();
+  auto rung = density_choice_.choose(seconds, local ? 1.0 : budget_s);
+  if (local) rung = 0;  // no wire to wait for
+  const bool changed = first || (!local && rung != before);
+  const double mbit_s = local ? 0 : transport::link_bytes_per_s(to) * 8e-6;
+  const auto name = fmt::format("topk {:g}%", 100 * ladder[rung]);
+  const auto link =
+      "DiLoCo group at " + (local ? std::string("this process")
+                                  : transport::endpoint_of(to).value_or(caf::to_string(to)));
+  if (changed)
+    spdlog::info(
+        "worker {}: rounds to the {} in {} ({:.1f} Mbit/s measured, {:.1f} ms of compute to "
+        "hide under)",
+        setup_.id, link.substr(7), name, mbit_s, budget_s * 1e3);
+  if (setup_.tracker)
+    self->send(setup_.tracker, atoms::hop_choice_atom::value, setup_.id, link, name, mbit_s,
+               budget_s * 1e3, changed);
+  return ladder[rung];
+}
+
+}  // namespace swarmrt::actors
