@@ -8,16 +8,12 @@
 #include "model/fragments.hpp"
 #include "model/robust_mean.hpp"
 #include "model/topk.hpp"
-#include "policy/hop_choice.hpp"
 
 namespace swarmrt::model {
 
 OuterRound::OuterRound(NamedTensors theta, const config::RunConfig& config)
     : d_(config.diloco),
-      densities_(config.swarm.compression == config::Compression::automatic &&
-                         config.diloco.compress == config::Compress::topk
-                     ? policy::density_ladder(config.diloco.topk_density)
-                     : std::vector<double>{}),
+      densities_(round_densities(config)),
       first_m_(std::max<int64_t>(1, config.swarm.workers_per_stage)),
       total_steps_(config.train.steps),
       outer_(std::move(theta), config.diloco.outer_lr, config.diloco.outer_momentum) {}
@@ -29,7 +25,7 @@ void OuterRound::restore(NamedTensors theta, NamedTensors momentum, NamedTensors
 
 std::string OuterRound::decode(const std::vector<std::string>& names,
                                const std::vector<at::Tensor>& tensors, NamedTensors& delta,
-                               bool& excuse) const {
+                               bool& excuse, double* density) const {
   const auto& theta = outer_.theta();
   if (names.size() != theta.size() || tensors.size() != theta.size())
     return "wrong number of tensors";
@@ -44,8 +40,10 @@ std::string OuterRound::decode(const std::vector<std::string>& names,
       continue;
     }
     try {
+      double rung = 0;
       delta.emplace_back(names[i],
-                         decode_round(tensors[i], d_, theta[i].second.sizes(), densities_));
+                         decode_round(tensors[i], d_, theta[i].second.sizes(), densities_, &rung));
+      if (density) *density = i == 0 ? rung : std::min(*density, rung);
     } catch (const std::invalid_argument& e) {
       excuse = true;
       return "tensor '" + names[i] + "' (" + d_.encoding() + "): " + e.what();
@@ -56,16 +54,17 @@ std::string OuterRound::decode(const std::vector<std::string>& names,
 
 // Quantized answers: θ(t) − θ(t−1) in the run's encoding (with the error of the last one
 // carried in), and θ(t) set to θ(t−1) plus exactly what the workers will decode.
-std::vector<at::Tensor> OuterRound::encode_update(const NamedTensors& before) {
+std::vector<at::Tensor> OuterRound::encode_update(const NamedTensors& before,
+                                                  const config::DilocoConfig& d) {
   NamedTensors applied;
   std::vector<at::Tensor> wire;
   const auto& after = outer_.theta();
   for (size_t k = 0; k < after.size(); ++k) {
     auto u = after[k].second - before[k].second;
-    if (d_.error_feedback && k < residual_.size()) u += residual_[k].second;
-    auto encoded = encode_round(u, d_);
-    auto decoded = decode_round(encoded, d_, u.sizes());
-    if (d_.error_feedback) {
+    if (d.error_feedback && k < residual_.size()) u += residual_[k].second;
+    auto encoded = encode_round(u, d);
+    auto decoded = decode_round(encoded, d, u.sizes());
+    if (d.error_feedback) {
       if (residual_.size() <= k) residual_.resize(k + 1);
       residual_[k] = {after[k].first, u - decoded};
     }
@@ -109,7 +108,7 @@ std::vector<NamedTensors> OuterRound::eager_deltas(
 }
 
 RoundAnswer OuterRound::apply(const std::map<uint32_t, NamedTensors>& contributions, uint64_t step,
-                              bool final) {
+                              bool final, double density) {
   if (contributions.empty()) throw std::invalid_argument("a round needs a contribution");
   const bool quantized = d_.encoded();
   // An eager group answers the last step's round with θ(t) itself, which every worker takes:
@@ -152,7 +151,9 @@ RoundAnswer OuterRound::apply(const std::map<uint32_t, NamedTensors>& contributi
     last_contributions_ = contributions;
   }
   if (!eager && quantized && !whole_theta) {
-    answer.tensors = encode_update(before);
+    auto d = d_;
+    if (density > 0 && !densities_.empty()) d.topk_density = density;
+    answer.tensors = encode_update(before, d);
     answer.update = true;
   } else if (!eager) {
     for (const auto& [name, t] : outer_.theta()) answer.tensors.push_back(t);

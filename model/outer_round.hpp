@@ -45,13 +45,20 @@ class OuterRound {
   // A contribution's tensors as float32 pseudo-gradients of this fragment, decoded from the
   // run's encoding; empty when they are, else why not. `excuse`: the tensors fit θ but their
   // encoding does not decode (a non-finite scale or value): the round goes on without them.
+  // `density` (sparse rounds): the sparsest of its tensors' top-k densities, any rung of
+  // round_densities under swarm.compression = auto.
   std::string decode(const std::vector<std::string>& names, const std::vector<at::Tensor>& tensors,
-                     NamedTensors& delta, bool& excuse) const;
+                     NamedTensors& delta, bool& excuse, double* density = nullptr) const;
 
   // The round that started after the inner step of `step`, with every contribution (worker
   // id → Δ_i, decoded); `final`: the run's last step's round. Steps θ and returns the answer.
+  // `density`: the round's sparsest contribution's top-k density (decode's). Under
+  // swarm.compression = auto a sparse answer takes it: every member's link carried a
+  // contribution that sparse in time, and an answer sparser than the contributions would hold
+  // back in the group's error feedback what they delivered. Otherwise (or 0) the answer is at
+  // diloco.topk_density.
   RoundAnswer apply(const std::map<uint32_t, NamedTensors>& contributions, uint64_t step,
-                    bool final);
+                    bool final, double density = 0);
 
   const NamedTensors& theta() const { return outer_.theta(); }
   const NamedTensors& momentum() const { return outer_.momentum(); }
@@ -63,7 +70,7 @@ class OuterRound {
   void restore(NamedTensors theta, NamedTensors momentum, NamedTensors residual = {});
 
  private:
-  std::vector<at::Tensor> encode_update(const NamedTensors& before);
+  std::vector<at::Tensor> encode_update(const NamedTensors& before, const config::DilocoConfig& d);
   std::vector<at::Tensor> encode_mean(const std::map<uint32_t, NamedTensors>& contributions) const;
   std::vector<NamedTensors> eager_deltas(
       const std::map<uint32_t, NamedTensors>& contributions) const;

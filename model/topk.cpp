@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "model/quantize.hpp"
+#include "policy/hop_choice.hpp"
 
 namespace swarmrt::model {
 
@@ -225,7 +226,9 @@ at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
 }
 
 at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
-                        at::IntArrayRef shape, const std::vector<double>& densities) {
+                        at::IntArrayRef shape, const std::vector<double>& densities,
+                        double* density) {
+  if (density) *density = d.topk_density;
   if (d.compress != config::Compress::topk || densities.size() < 2)
     return decode_round(wire, d, shape);
   if (wire.scalar_type() != at::kByte || wire.dim() != 1 || wire.numel() < kHeader)
@@ -236,14 +239,25 @@ at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
   for (auto v : shape) n *= v;
   auto t = topk_of(d);
   std::string kept;
-  for (double density : densities) {
-    t.density = density;
+  for (double rung : densities) {
+    t.density = rung;
     const auto k = layout_of(n, t).k;
-    if (static_cast<int64_t>(h.k) == k) return decode_topk(wire, t, shape);
+    if (static_cast<int64_t>(h.k) == k) {
+      auto x = decode_topk(wire, t, shape);
+      if (density) *density = rung;
+      return x;
+    }
     kept += (kept.empty() ? "" : ", ") + std::to_string(k);
   }
   throw std::invalid_argument("top-k header: kept per chunk " + std::to_string(h.k) +
                               ", expected one of " + kept);
+}
+
+std::vector<double> round_densities(const config::RunConfig& config) {
+  if (config.swarm.compression != config::Compression::automatic ||
+      config.diloco.compress != config::Compress::topk)
+    return {};
+  return policy::density_ladder(config.diloco.topk_density);
 }
 
 uint64_t round_bytes(int64_t numel, const config::DilocoConfig& d) {

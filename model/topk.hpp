@@ -52,10 +52,15 @@ at::Tensor encode_round(const at::Tensor& x, const config::DilocoConfig& d);
 at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
                         at::IntArrayRef shape);
 uint64_t round_bytes(int64_t numel, const config::DilocoConfig& d);
-// A sparse contribution sent at any of `densities` (swarm.compression = auto: the rungs of
-// policy::density_ladder): the header's kept-per-chunk names which, and a count no rung keeps
-// is refused before anything is allocated. Fewer than two densities: decode_round above.
+// A sparse round sent at any of `densities` (round_densities): the header's kept-per-chunk
+// names which (written to *density when given), and a count no rung keeps is refused before
+// anything is allocated. Fewer than two densities: decode_round above.
 at::Tensor decode_round(const at::Tensor& wire, const config::DilocoConfig& d,
-                        at::IntArrayRef shape, const std::vector<double>& densities);
+                        at::IntArrayRef shape, const std::vector<double>& densities,
+                        double* density = nullptr);
+// The densities a run's sparse rounds may come in: with swarm.compression = auto and
+// diloco.compress = topk, policy::density_ladder's rungs above diloco.topk_density; else
+// none (the run's one density).
+std::vector<double> round_densities(const config::RunConfig& config);
 
 }  // namespace swarmrt::model

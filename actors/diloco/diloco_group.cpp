@@ -136,7 +136,8 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   // its block's scale, which decoding refuses.)
   model::NamedTensors delta;
   bool excuse = false;
-  auto bad = f.outer->decode(h.tensor_names, frame.tensors, delta, excuse);
+  double density = 0;
+  auto bad = f.outer->decode(h.tensor_names, frame.tensors, delta, excuse, &density);
   if (bad.empty()) excuse = !(bad = model::nonfinite_tensor(frame.tensors, h.tensor_names)).empty();
   if (excuse) {
     for (auto id : who) f.excused.insert(id);
@@ -147,6 +148,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   if (!bad.empty()) return reply_rejected(self, sender, h, bad);
   // A group mean counts once for every worker in it (they share its tensors).
   for (auto id : who) f.contributions[id] = delta;
+  f.density = f.density > 0 ? std::min(f.density, density) : density;
   f.final |= h.final;
   f.step = std::max(f.step, h.step);
   if (maybe_apply(self, p)) return;
@@ -356,6 +358,7 @@ caf::message_handler query_handlers(Self* self) {
           f.final = false;
           f.timer_armed = false;  // a timer of the old round finds it no more
           f.step = 0;
+          f.density = 0;
         }
         take_store(self, whole(s, false));
       },

@@ -83,6 +83,9 @@ struct FragmentRounds {
   bool timer_armed = false;
   bool final = false;  // a contribution of the run's last step: answer with θ(t)
   uint64_t step = 0;   // the step the round started after: its outer learning rate
+  // swarm.compression = auto: the sparsest top-k density a contribution of the round came in,
+  // the answer's (0: none yet, or the run's one density).
+  double density = 0;
   uint64_t bytes = 0;  // its answers' payload, to every member
 };
 

@@ -109,7 +109,7 @@ policy::RoundQuorum quorum(const group_state& s) {
 void apply_round(Self* self, uint32_t p) {
   auto& s = self->state;
   auto& f = s.fragments[p];
-  auto answer = f.outer->apply(f.contributions, f.step, f.final);
+  auto answer = f.outer->apply(f.contributions, f.step, f.final, f.density);
   auto& tensors = answer.tensors;
   messages::RoundHeader h;
   h.update = answer.update;
@@ -149,6 +149,7 @@ void apply_round(Self* self, uint32_t p) {
   f.timer_armed = false;
   f.final = false;
   f.step = 0;
+  f.density = 0;
 }
 
 }  // namespace swarmrt::actors::group

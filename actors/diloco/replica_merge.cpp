@@ -146,6 +146,8 @@ model::NamedTensors DilocoReplica::global_of(uint32_t p, const messages::Frame& 
     throw std::invalid_argument("fragment " + std::to_string(p) + " has " +
                                 std::to_string(f.index.size()) + " tensors, the round " +
                                 std::to_string(frame.tensors.size()));
+  // Under auto the group answers as sparse as the round's sparsest contribution: any rung.
+  const auto densities = model::round_densities(setup_.ctx->config);
   model::NamedTensors out;
   for (size_t k = 0; k < f.index.size(); ++k) {
     const auto& [name, anchor] = anchor_[f.index[k]];
@@ -155,7 +157,8 @@ model::NamedTensors DilocoReplica::global_of(uint32_t p, const messages::Frame& 
     at::Tensor theta;
     if (h.update) {
       // θ(t) = θ(t−1) + the decoded update, summed as the group sums it: the same bits.
-      theta = anchor.to(at::kCPU) + model::decode_round(frame.tensors[k], d, anchor.sizes());
+      theta =
+          anchor.to(at::kCPU) + model::decode_round(frame.tensors[k], d, anchor.sizes(), densities);
     } else {
       theta = frame.tensors[k];
       if (!theta.sizes().equals(anchor.sizes()) || theta.scalar_type() != anchor.scalar_type())

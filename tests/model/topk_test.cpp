@@ -26,6 +26,20 @@ at::Tensor seeded(int64_t n, uint64_t seed) {
   return at::randn({n}, gen, at::kFloat);
 }
 
+// A run of sparse rounds at `density` in chunks of `chunk`, `workers` workers, 100 steps, the
+// plain mean as the outer step (lr 1, no momentum: the updates are the mean's exactly).
+config::RunConfig sparse_run(double density, int64_t chunk, int64_t workers) {
+  config::RunConfig c;
+  c.diloco.outer_lr = 1.0;
+  c.diloco.outer_momentum = 0.0;
+  c.diloco.compress = config::Compress::topk;
+  c.diloco.topk_density = density;
+  c.diloco.topk_chunk = chunk;
+  c.swarm.workers_per_stage = workers;
+  c.train.steps = 100;
+  return c;
+}
+
 std::string thrown(const std::function<void()>& f) {
   try {
     f();
@@ -119,14 +133,7 @@ TEST(TopK, ErrorFeedbackSendsEveryValueInTime) {
 // The group's sparse updates: θ(t) is θ(t−1) plus exactly what a worker decodes, round after
 // round, and the group's error feedback keeps the decoded sum near the exact one.
 TEST(TopK, SparseUpdatesKeepEveryCopyOfThetaEqual) {
-  config::RunConfig c;
-  c.diloco.outer_lr = 1.0;
-  c.diloco.outer_momentum = 0.0;
-  c.diloco.compress = config::Compress::topk;
-  c.diloco.topk_density = 0.25;
-  c.diloco.topk_chunk = 8;
-  c.swarm.workers_per_stage = 2;
-  c.train.steps = 100;
+  const auto c = sparse_run(0.25, 8, 2);
   model::OuterRound round({{"w", at::zeros({16})}}, c);
   auto worker = at::zeros({16}), exact = at::zeros({16});
   for (int r = 0; r < 30; ++r) {
@@ -213,15 +220,58 @@ TEST(TopK, ContributionsAtAnyRungOfTheLadderDecodeAsTheirDensity) {
   EXPECT_NE(thrown([&] { model::decode_round(at::zeros({10}, at::kByte), d, {n}, ladder); }), "");
 }
 
+// Under auto the group reads each contribution's density from its header and answers the
+// round as sparse as its sparsest contribution (an answer at the floor would hold back in the
+// group's error feedback what denser contributions delivered); the answer decodes at that rung
+// on the workers' side and θ moves by exactly what they decode. Without auto the answer stays
+// at diloco.topk_density whatever density is passed.
+TEST(TopK, AutoAnswersAtTheRoundsSparsestContributionsDensity) {
+  auto c = sparse_run(0.02, 512, 2);
+  c.swarm.compression = config::Compression::automatic;
+  const auto ladder = model::round_densities(c);
+  ASSERT_EQ(ladder, (std::vector<double>{0.16, 0.08, 0.04, 0.02}));
+  const int64_t n = 4 * 512;
+  const auto zero = at::zeros({n});
+  model::OuterRound round({{"w", zero.clone()}}, c);
+  // Worker 0 at 16%, worker 1 at 8%: the round's answer at 8%.
+  std::map<uint32_t, model::NamedTensors> in;
+  double sparsest = 0;
+  for (uint32_t id : {0u, 1u}) {
+    auto dk = c.diloco;
+    dk.topk_density = ladder[id];
+    model::NamedTensors delta;
+    bool excuse = false;
+    double density = 0;
+    const auto wire = model::encode_round(seeded(n, 40 + id), dk);
+    ASSERT_EQ(round.decode({"w"}, {wire}, delta, excuse, &density), "");
+    EXPECT_EQ(density, ladder[id]);
+    EXPECT_TRUE(at::equal(delta[0].second, model::decode_round(wire, dk, {n})));
+    sparsest = id == 0 ? density : std::min(sparsest, density);
+    in[id] = delta;
+  }
+  const auto answer = round.apply(in, 10, false, sparsest);
+  ASSERT_TRUE(answer.update);
+  double got = 0;
+  const auto update = model::decode_round(answer.tensors[0], c.diloco, {n}, ladder, &got);
+  EXPECT_EQ(got, 0.08);
+  EXPECT_EQ(update.ne(0).sum().item<int64_t>(), 4 * model::topk_kept(512, 0.08));
+  EXPECT_TRUE(at::equal(round.theta()[0].second, zero + update));
+  // The floor's single-density decoder refuses it: the workers need the ladder too.
+  EXPECT_NE(thrown([&] { model::decode_round(answer.tensors[0], c.diloco, {n}); }), "");
+
+  c.swarm.compression = config::Compression::fixed;
+  model::OuterRound fixed({{"w", zero.clone()}}, c);
+  const auto plain = fixed.apply(in, 10, false, 0.08);
+  EXPECT_EQ(model::decode_round(plain.tensors[0], c.diloco, {n}).ne(0).sum().item<int64_t>(),
+            4 * model::topk_kept(512, 0.02));
+}
+
 // A group restored with θ, the momentum and the error feedback answers the next round with the
 // same bytes as the group it stands in for; restored without the error feedback it does not.
 TEST(TopK, ARestoredGroupAnswersAsItsPredecessorWould) {
-  config::RunConfig c;
-  c.diloco.compress = config::Compress::topk;
-  c.diloco.topk_density = 0.25;
-  c.diloco.topk_chunk = 8;
-  c.swarm.workers_per_stage = 1;
-  c.train.steps = 100;
+  auto c = sparse_run(0.25, 8, 1);
+  c.diloco.outer_lr = config::DilocoConfig{}.outer_lr;  // with momentum to restore
+  c.diloco.outer_momentum = config::DilocoConfig{}.outer_momentum;
   model::OuterRound first({{"w", at::zeros({16})}}, c);
   for (int r = 0; r < 4; ++r) first.apply({{0, {{"w", seeded(16, 20 + r)}}}}, 10 * (r + 1), false);
   ASSERT_EQ(first.residual().size(), 1u);
