@@ -14,7 +14,8 @@
 # directions, as the tracker counts them) and (auto) each worker's last choice. The table gives
 # medians over rounds, and auto's tokens/s over the fastest fixed density's, round by round.
 # Needs root (network namespaces) and iproute2.
-# Usage: [WARMUP=5] bench/auto_densities.sh [ROUNDS] [STEPS] [SLOW_MBIT] [FAST_MBIT]
+# NET_FLAGS: flags for the coordinator and every node (e.g. "--connection-timeout-ms 20000").
+# Usage: [WARMUP=5] [NET_FLAGS=...] bench/auto_densities.sh [ROUNDS] [STEPS] [SLOW_MBIT] [FAST_MBIT]
 #   (2 rounds, 200 steps, 50, 1000) -> table + bench/results/auto_densities_SLOW.json
 source "$(dirname "$0")/lib.sh"
 link_bench_args "$@"
@@ -42,7 +43,8 @@ one() {  # ROUND NAME
     --set diloco.inner_steps=4 --set diloco.compress=topk --set diloco.topk_bits=2 \
     --set diloco.outer_lr=1 --set diloco.outer_momentum=0 \
     --set train.steps="$steps" --set train.eval_every=0 --set train.eval_batches=8 \
-    --set checkpoint.every_steps=0 --set train.log_every=1000 "${set[@]}" >"$tmp/coord.log" 2>&1 &
+    --set checkpoint.every_steps=0 --set train.log_every=1000 "${set[@]}" ${NET_FLAGS:-} \
+    >"$tmp/coord.log" 2>&1 &
   pids=($!)
   join_in_turn "$bin" "${addr[coord]}:$port" "a:${ns[a]}:${addr[a]}" "b:${ns[b]}:${addr[b]}"
   wait "${pids[0]}" || { tail -20 "$tmp/coord.log" "$tmp/b.log"; echo "$name failed" >&2; exit 1; }

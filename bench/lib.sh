@@ -69,14 +69,15 @@ shaped_namespaces() {
 # join_in_turn BIN COORD_ENDPOINT NODE:NS:ADDR...: starts `BIN node` of one worker in
 # each NODE's namespace NS at ADDR, one after the other once the coordinator's log
 # ($tmp/coord.log) says the last one joined, so that nodes take the stages or places in the
-# order given; node NODE's log is $tmp/NODE.log, its pid added to $pids.
+# order given; node NODE's log is $tmp/NODE.log, its pid added to $pids. $NET_FLAGS (e.g.
+# "--connection-timeout-ms 20000") go to every node.
 join_in_turn() {
   local bin=$1 endpoint=$2 spec k n a
   shift 2
   for spec in "$@"; do
     IFS=: read -r k n a <<<"$spec"
     ip netns exec "$n" "$bin" node --join "$endpoint" --workers 1 --name "$k" \
-      --listen "$a" --connect-timeout-s 30 >"$tmp/$k.log" 2>&1 &
+      --listen "$a" --connect-timeout-s 30 ${NET_FLAGS:-} >"$tmp/$k.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 300); do grep -q "node '$k' joined" "$tmp/coord.log" && break; sleep 0.1; done
     grep -q "node '$k' joined" "$tmp/coord.log" || { tail -20 "$tmp/coord.log"; echo "$k did not join" >&2; exit 1; }
