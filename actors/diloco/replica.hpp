@@ -247,9 +247,10 @@ class DilocoReplica {
   uint64_t step_bytes_ = 0, bytes_step_ = 0, peak_step_bytes_ = 0;
   // swarm.compression = auto: the chooser of this worker's link to the group, and the step
   // and time its last contribution left (the compute a contribution hides under is measured
-  // between them).
+  // between them), less the seconds since spent waiting for answers (without overlap).
   policy::HopChooser density_choice_{policy::HopChooser::kRoundDwell};
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> last_sent_at_;
+  double waited_s_ = 0;
 };
 
 // The replica a worker of this run has: none outside the DiLoCo modes.

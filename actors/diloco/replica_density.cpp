@@ -22,15 +22,17 @@ double DilocoReplica::choose_density(Self* self, uint64_t step,
   if (cfg.swarm.compression != config::Compression::automatic ||
       d.compress != config::Compress::topk)
     return d.topk_density;
-  // A step's seconds between this worker's contributions. They include what the worker waited
-  // for rounds (at τ = 0 it waits for each): a slow link makes the steps look a little longer,
-  // never shorter, so the measure errs toward the denser rung by at most that wait over H.
+  // A step's seconds between this worker's contributions, less what it waited for their answers
+  // at τ = 0 (merge): counted in, the wait for a round over a slow link (its answer as dense as
+  // the contribution) would lengthen the steps it is measured against and keep it dense.
   const auto now = std::chrono::steady_clock::now();
   double step_s = 0;
   if (last_sent_at_ && step > last_sent_at_->first)
-    step_s = std::chrono::duration<double>(now - last_sent_at_->second).count() /
-             static_cast<double>(step - last_sent_at_->first);
+    step_s = std::max(
+        0.0, (std::chrono::duration<double>(now - last_sent_at_->second).count() - waited_s_) /
+                 static_cast<double>(step - last_sent_at_->first));
   last_sent_at_ = {step, now};
+  waited_s_ = 0;
   const double budget_s = static_cast<double>(std::max<int64_t>(1, d.overlap_steps)) * step_s;
 
   const auto ladder = policy::density_ladder(d.topk_density);

@@ -173,6 +173,11 @@ model::NamedTensors DilocoReplica::global_of(uint32_t p, const messages::Frame& 
 
 void DilocoReplica::merge(uint32_t p, model::StageModel& module) {
   auto& f = fragments_[p];
+  // Without overlap the worker waited for this answer since its contribution left: not compute.
+  if (setup_.ctx->config.diloco.overlap_steps == 0 && last_sent_at_)
+    waited_s_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_sent_at_->second)
+            .count();
   auto answer = std::move(*f.answer);
   f.answer.reset();
   f.in_flight.reset();
