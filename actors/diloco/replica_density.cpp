@@ -35,7 +35,7 @@ double DilocoReplica::choose_density(Self* self, uint64_t step,
   waited_s_ = 0;
   const double budget_s = static_cast<double>(std::max<int64_t>(1, d.overlap_steps)) * step_s;
 
-  const auto ladder = policy::density_ladder(d.topk_density);
+  const auto ladder = model::round_densities(cfg);  // the rungs the group decodes
   const auto to = setup_.group.node();
   const bool local = to == self->node();
   std::vector<double> seconds;
