@@ -28,9 +28,11 @@
 
 namespace swarmrt::transport {
 
-// 4 MiB: a slice crosses a loaded loopback in TLS (about 40 MB/s on 2 cores) or a 100 Mbit/s
-// link well inside the connection timeout, and 1.5 GB is still under 400 messages.
-constexpr size_t kRelaySlice = size_t{4} << 20;
+// 256 KiB: a slice crosses a 10 Mbit/s link in 0.2 s and a 2 Mbit/s one in 1 s, inside the
+// connection timeout (a slower link needs a longer --connection-timeout-ms). At 4 MiB a node
+// joining over 10 Mbit/s lost its coordinator at every state it took (tests/cli/slow_join.sh).
+// 1.5 GB is then 6,000 messages, each a small cost beside its bytes' transfer.
+constexpr size_t kRelaySlice = size_t{256} << 10;
 
 // How many slices a message of `total` bytes comes in (an empty one still takes one).
 inline uint32_t slice_count(uint64_t total) {

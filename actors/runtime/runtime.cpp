@@ -36,7 +36,7 @@ void configure_actor_system(caf::actor_system_config& cfg) {
   cfg.set("logger.verbosity", caf::atom("quiet"));
   // One message per run of an actor, brokers included. CAF's default (no limit) lets the
   // middleman's BASP broker serialize every queued message into its write buffer before the
-  // I/O loop writes a byte: a node that queued a 309 MB state in 4 MiB slices wrote nothing for
+  // I/O loop writes a byte: a node that queued a 309 MB state in slices wrote nothing for
   // longer than the connection timeout on a VM with slow page faults, and its coordinator
   // dropped it (net.big_state, every run on that VM). With one message per run the loop writes
   // each slice out before it serializes the next.
