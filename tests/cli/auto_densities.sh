@@ -30,12 +30,8 @@ ip netns exec "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --li
 coord=$!
 pids+=("$coord")
 fail_log="$tmp/coord.log"
-for i in 0 1; do
-  n=$([ $i = 0 ] && echo a || echo b)
-  ip netns exec "${names[$i]}" "$bin" node --join "${addrs[0]}:7431" --workers 1 --name "$n" \
-    --listen "${addrs[$i]}" >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-done
+ns_node a "${names[0]}" "${addrs[0]}" "${addrs[0]}:7431"
+ns_node b "${names[1]}" "${addrs[1]}" "${addrs[0]}:7431"
 metrics=$tmp/out/metrics.jsonl
 # densities STEP SPLIT: a step record from STEP on lists both workers' rounds to the group;
 # SPLIT=same: both at 16%, each measured over 100 Mbit/s; SPLIT=split: one at 16% over

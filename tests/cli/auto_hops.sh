@@ -27,12 +27,8 @@ ip netns exec "${names[0]}" "$bin" coordinator -c "$root/configs/tiny.toml" --li
 coord=$!
 pids+=("$coord")
 fail_log="$tmp/coord.log"
-for i in 0 1; do
-  n=$([ $i = 0 ] && echo a || echo b)
-  ip netns exec "${names[$i]}" "$bin" node --join "${addrs[0]}:7421" --workers 1 --name "$n" \
-    --listen "${addrs[$i]}" >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-done
+ns_node a "${names[0]}" "${addrs[0]}" "${addrs[0]}:7421"
+ns_node b "${names[1]}" "${addrs[1]}" "${addrs[0]}:7421"
 metrics=$tmp/out/metrics.jsonl
 # choices STEP ENCODING CMP MBIT: a step record from STEP on lists both workers' links, each in
 # ENCODING ("compressed": any but none), its measured rate CMP (gt/lt) MBIT Mbit/s.

@@ -25,6 +25,8 @@
 #                             in $port once it listens (fails after 20 s)
 #   join_node NAME ARGS...    `swarmrt node --join 127.0.0.1:$port` with the run's secret,
 #                             --name NAME and ARGS, its log in $tmp/NAME.log, its pid in $node
+#   ns_node NAME NS ADDR JOIN one worker's node in network namespace NS, listening on ADDR,
+#                             joining JOIN; its log in $tmp/NAME.log, its pid in $node
 #   ctl ARGS...               `swarmrt ctl` against the coordinator with the run's secret
 #   exits_with PID S CODE WHO the process ends within S seconds with exit status CODE
 #   run_finished PID LOG WHO  WHO (a coordinator) ends within 300 s, status 0, its LOG
@@ -159,6 +161,15 @@ join_node() {
   shift
   "$bin" node --join "127.0.0.1:$port" --secret-file "$tmp/run/secret" --name "$name" "$@" \
     >"$tmp/$name.log" 2>&1 &
+  node=$!
+  pids+=("$node")
+}
+
+# ns_node NAME NS ADDR JOIN: `swarmrt node --join JOIN` of one worker in network namespace NS,
+# listening on ADDR, with the secret in the environment; as join_node ($tmp/NAME.log, $node).
+ns_node() {
+  ip netns exec "$2" "$bin" node --join "$4" --workers 1 --name "$1" --listen "$3" \
+    >"$tmp/$1.log" 2>&1 &
   node=$!
   pids+=("$node")
 }

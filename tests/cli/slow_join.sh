@@ -30,13 +30,9 @@ coord=$!
 pids+=("$coord")
 fail_log="$tmp/coord.log"
 # Node a first: the worker that joins second is the one that takes the group's θ.
-for i in 0 1; do
-  n=$([ $i = 0 ] && echo a || echo b)
-  ip netns exec "${names[$i]}" "$bin" node --join "${addrs[0]}:7431" --workers 1 --name "$n" \
-    --listen "${addrs[$i]}" >"$tmp/$n.log" 2>&1 &
-  pids+=($!)
-  [ $i = 1 ] || wait_log "$tmp/coord.log" "node 'a' joined" 60 || fail "node a did not join in 60 s"
-done
+ns_node a "${names[0]}" "${addrs[0]}" "${addrs[0]}:7431"
+wait_log "$tmp/coord.log" "node 'a' joined" 60 || fail "node a did not join in 60 s"
+ns_node b "${names[1]}" "${addrs[1]}" "${addrs[0]}:7431"
 wait_exit "$coord" 300 || fail "the run did not end in 300 s"
 wait "$coord" || fail "the coordinator exited with $?"
 grep -q "final validation loss" "$tmp/coord.log" || fail "no final validation loss"
