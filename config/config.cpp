@@ -202,6 +202,10 @@ static std::vector<Field> diloco_rows() {
                      "topk: bits of each kept value, 2 or 4 (sign and magnitude level)"),
       SWARMRT_NUMBER(diloco, topk_chunk, shared, between(2, 65536),
                      "topk: values per chunk, each with its own top-k and magnitude range"),
+      SWARMRT_FIELD(diloco, all_gather, shared, any(), nullptr,
+                    "answer each worker with the round's other contributions as sent, which it "
+                    "sums with its own as the group does, not an update encoded again (needs "
+                    "compress or quantize, aggregate = mean, no momentum, not eager)"),
       SWARMRT_FIELD(diloco, eager, shared, any(), nullptr,
                     "eager outer step at a round's start from the fresh local and last round's "
                     "others' pseudo-gradients (needs overlap_steps >= 1)"),

@@ -1,7 +1,6 @@
 // Run configuration: the TOML file a user writes, checked key by key. Every key lives in one
-// table (config.cpp, `fields()`), which drives loading, `--set` overrides, validation of
-// unknown keys and writing the effective config back out, so a key cannot be known to one of
-// those and missing from another.
+// table (config.cpp, `fields()`), which drives loading, `--set` overrides, unknown keys and
+// the effective config written back, so no key is known to one of those and not another.
 #pragma once
 
 #include <chrono>
@@ -17,8 +16,7 @@ struct ConfigError : std::runtime_error {
 };
 
 // Keys with a fixed set of values are enums, read from their names once, where the file is
-// parsed; the code compares enum values, never strings. names<E>() lists the names a config
-// file uses, in the enum's order.
+// parsed. names<E>() lists the names a config file uses, in the enum's order.
 enum class Mode { single, pp, dp, swarm, diloco, diloco_swarm };
 // model.arch: GPT-2's block (model/gpt.hpp) or Llama's (model/llama.hpp).
 enum class Arch { gpt2, llama };
@@ -229,6 +227,7 @@ struct DilocoConfig {
   double topk_density = 0.01;
   int64_t topk_bits = 2;
   int64_t topk_chunk = 4096;
+  bool all_gather = false;  // answers: the others' contributions as sent (SparseLoCo's all-gather)
   // Eager outer step (Kale et al. 2025): at a round's start a worker takes a local outer step
   // with its fresh Δ_i and the others' Δ of the last round, instead of waiting τ steps for
   // the mean (model::eager_delta). Needs overlap_steps >= 1.

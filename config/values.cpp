@@ -295,6 +295,12 @@ void validate(const RunConfig& c, const std::string& origin) {
                  ": every H must exceed overlap_steps x fragments, so that a fragment's round "
                  "lands before the next fragment's starts");
   if (d.outer_min_lr > d.outer_lr) fail("diloco.outer_min_lr", "must be in [0, diloco.outer_lr]");
+  if (d.all_gather &&
+      (!d.encoded() || d.aggregate != Aggregate::mean || d.outer_momentum != 0 || d.eager))
+    fail("diloco.all_gather",
+         "needs diloco.compress = \"topk\" or a diloco.quantize, diloco.aggregate = \"mean\", "
+         "diloco.outer_momentum = 0 and no diloco.eager: every worker sums the contributions as "
+         "they were sent and steps θ with their plain mean");
   if (d.aggregate != Aggregate::mean && d.eager)
     fail("diloco.aggregate",
          "must be \"mean\" with diloco.eager: an eager step takes the others' mean of the last "

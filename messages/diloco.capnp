@@ -38,4 +38,8 @@ struct RoundHeader {
   # worker's theta at that step, every tensor of the stage, which the group starts its rounds
   # from; the group's `applied` answer carries no tensors.
   warmupEnd @13 :Bool;
+  # An `applied` round under diloco.all_gather: the tensors are the contributions of
+  # `contributors` other than the receiver's own, as they were sent, one after another in that
+  # order; the receiver sums them with its own, as the group did.
+  gathered @14 :Bool;
 }

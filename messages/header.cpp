@@ -213,6 +213,7 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   m.setFinal(h.final);
   m.setAverage(h.average);
   m.setWarmupEnd(h.warmup_end);
+  m.setGathered(h.gathered);
   return to_bytes(builder);
 }
 
@@ -238,6 +239,7 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
     h.final = m.getFinal();
     h.average = m.getAverage();
     h.warmup_end = m.getWarmupEnd();
+    h.gathered = m.getGathered();
     return h;
   });
 }

@@ -87,6 +87,10 @@ struct RoundHeader {
   // worker's θ at that step (every tensor of the stage), which the group's rounds start from;
   // the group's `applied` answer carries no tensors.
   bool warmup_end = false;
+  // An `applied` round under diloco.all_gather: the tensors are the contributions of
+  // `contributors` other than the receiver's own, as they were sent, in that order (each the
+  // fragment's tensors, `tensor_names` repeating them); the receiver sums them with its own.
+  bool gathered = false;
 };
 
 // Limits that keep a hostile or corrupt header from costing more than a bounded amount.

@@ -107,9 +107,43 @@ std::vector<NamedTensors> OuterRound::eager_deltas(
   return out;
 }
 
+std::vector<at::Tensor> gathered_update(const std::vector<std::vector<at::Tensor>>& deltas,
+                                        double lr) {
+  if (deltas.empty()) throw std::invalid_argument("a round needs a contribution");
+  std::vector<at::Tensor> update;
+  for (size_t k = 0; k < deltas[0].size(); ++k) {
+    auto sum = deltas[0][k].to(at::kFloat).clone();
+    for (size_t i = 1; i < deltas.size(); ++i) sum.add_(deltas[i].at(k));
+    update.push_back(sum.mul_(-lr / static_cast<double>(deltas.size())));
+  }
+  return update;
+}
+
+// All-gather: the plain mean's step from the contributions as every member decodes them; the
+// answer is who was in it (apply_round sends each member the others' wires).
+RoundAnswer OuterRound::apply_gathered(const std::map<uint32_t, NamedTensors>& contributions,
+                                       uint64_t step) {
+  RoundAnswer answer;
+  std::vector<std::vector<at::Tensor>> deltas;
+  for (const auto& [id, delta] : contributions) {
+    answer.contributors.push_back(id);
+    deltas.emplace_back();
+    for (const auto& [name, t] : delta) deltas.back().push_back(t);
+  }
+  const auto u = gathered_update(deltas, outer_lr_at(step, d_, total_steps_));
+  NamedTensors applied;
+  for (size_t k = 0; k < outer_.theta().size(); ++k)
+    applied.emplace_back(outer_.theta()[k].first, outer_.theta()[k].second + u[k]);
+  outer_.restore(std::move(applied), outer_.momentum());
+  answer.update = true;
+  answer.gathered = true;
+  return answer;
+}
+
 RoundAnswer OuterRound::apply(const std::map<uint32_t, NamedTensors>& contributions, uint64_t step,
                               bool final, double density) {
   if (contributions.empty()) throw std::invalid_argument("a round needs a contribution");
+  if (d_.all_gather) return apply_gathered(contributions, step);
   const bool quantized = d_.encoded();
   // An eager group answers the last step's round with θ(t) itself, which every worker takes:
   // an eager worker's anchor is its own, not the group's θ(t−1) an update would be added to.

@@ -33,8 +33,15 @@ struct RoundAnswer {
   std::vector<at::Tensor> tensors;     // θ(t), an encoded update, or eager's encoded mean Δ̄
   bool update = false;                 // θ(t) − θ(t−1) encoded: added to the anchor
   bool average = false;                // eager: the mean Δ̄ of `contributors`
-  std::vector<uint32_t> contributors;  // eager: the workers in the mean
+  std::vector<uint32_t> contributors;  // eager: the workers in the mean; all_gather: the round's
+  bool gathered = false;  // diloco.all_gather: each member is sent the others' wires as they came
 };
+
+// diloco.all_gather's step: θ(t) − θ(t−1) = −η · (1/n) Σ Δ̂_i over a round's n contributions in
+// worker order (deltas[i][k]: contribution i's tensor k, decoded from its wire). The group and
+// every worker call it on the same decoded tensors, so each θ(t) agrees bit for bit.
+std::vector<at::Tensor> gathered_update(const std::vector<std::vector<at::Tensor>>& deltas,
+                                        double lr);
 
 class OuterRound {
  public:
@@ -71,6 +78,7 @@ class OuterRound {
 
  private:
   std::vector<at::Tensor> encode_update(const NamedTensors& before, const config::DilocoConfig& d);
+  RoundAnswer apply_gathered(const std::map<uint32_t, NamedTensors>& contributions, uint64_t step);
   std::vector<at::Tensor> encode_mean(const std::map<uint32_t, NamedTensors>& contributions) const;
   std::vector<NamedTensors> eager_deltas(
       const std::map<uint32_t, NamedTensors>& contributions) const;

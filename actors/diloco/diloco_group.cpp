@@ -148,6 +148,8 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   if (!bad.empty()) return reply_rejected(self, sender, h, bad);
   // A group mean counts once for every worker in it (they share its tensors).
   for (auto id : who) f.contributions[id] = delta;
+  if (s.ctx->config.diloco.all_gather)
+    for (auto id : who) f.wires[id] = frame.tensors;
   f.density = f.density > 0 ? std::min(f.density, density) : density;
   f.final |= h.final;
   f.step = std::max(f.step, h.step);
@@ -354,6 +356,7 @@ caf::message_handler query_handlers(Self* self) {
         }
         for (auto& f : s.fragments) {
           f.contributions.clear();
+          f.wires.clear();
           f.excused.clear();
           f.final = false;
           f.timer_armed = false;  // a timer of the old round finds it no more

@@ -79,6 +79,7 @@ struct FragmentRounds {
   uint64_t round = 0;                        // the round being collected
   int64_t last_applied = -1;                 // never applied twice
   std::map<uint32_t, model::NamedTensors> contributions;
+  std::map<uint32_t, std::vector<at::Tensor>> wires;  // diloco.all_gather: each as it came
   std::set<uint32_t> excused;  // refused in this round (non-finite): it goes on without them
   bool timer_armed = false;
   bool final = false;  // a contribution of the run's last step: answer with θ(t)

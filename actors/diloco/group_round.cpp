@@ -106,6 +106,23 @@ policy::RoundQuorum quorum(const group_state& s) {
   return policy::RoundQuorum{s.ctx->config.diloco.min_replicas};
 }
 
+// diloco.all_gather: member `id`'s answer is every other contributor's wires, in the order of
+// h.contributors, each under the fragment's tensor names; it sums them with its own.
+static void gathered_for(const FragmentRounds& f, uint32_t id,
+                         const std::vector<std::string>& names, messages::RoundHeader& h,
+                         std::vector<at::Tensor>& tensors) {
+  h.gathered = true;
+  h.step = f.step;  // the outer rate's step, which the member's sum takes too
+  h.tensor_names.clear();
+  tensors.clear();
+  for (auto other : h.contributors) {
+    if (other == id) continue;
+    const auto& wire = f.wires.at(other);
+    tensors.insert(tensors.end(), wire.begin(), wire.end());
+    h.tensor_names.insert(h.tensor_names.end(), names.begin(), names.end());
+  }
+}
+
 void apply_round(Self* self, uint32_t p) {
   auto& s = self->state;
   auto& f = s.fragments[p];
@@ -135,8 +152,10 @@ void apply_round(Self* self, uint32_t p) {
   h.fragment = p;
   h.status = messages::RoundStatus::applied;
   for (const auto& [name, t] : f.outer->theta()) h.tensor_names.push_back(name);
-  const uint64_t bytes = messages::payload_bytes(tensors);
+  const auto names = h.tensor_names;
   for (const auto& [id, handle] : s.members) {
+    if (answer.gathered) gathered_for(f, id, names, h, tensors);
+    const uint64_t bytes = messages::payload_bytes(tensors);
     s.ctx->bytes->add(Traffic::parameters, bytes);
     f.bytes += bytes;
     // Workers copy θ(t) into their own parameters; the group's θ is never aliased.
@@ -145,6 +164,7 @@ void apply_round(Self* self, uint32_t p) {
   }
   ++f.round;
   f.contributions.clear();
+  f.wires.clear();
   f.excused.clear();
   f.timer_armed = false;
   f.final = false;

@@ -140,8 +140,12 @@ class DilocoReplica {
     std::optional<messages::Frame> answer;
     std::optional<messages::Frame> missed;  // θ of a round applied without this replica
     model::NamedTensors residual;           // quantization error carried to the next round
-    bool sync_after = false;                // the last step's round starts once this merges
-    uint64_t bytes = 0;                     // sent by its rounds
+    // diloco.all_gather: the last round's contribution as sent, and its round (the answer is
+    // the others'; this worker sums them with its own).
+    std::vector<at::Tensor> wire;
+    std::optional<uint64_t> wire_round;
+    bool sync_after = false;  // the last step's round starts once this merges
+    uint64_t bytes = 0;       // sent by its rounds
     // Eager: the local outer momentum; this worker's last Δ as the group decoded it, and its
     // round; the last mean answered, its round and its contributors.
     model::NamedTensors momentum;
@@ -183,6 +187,8 @@ class DilocoReplica {
   // θ_p,global of an answer: θ(t) itself, or the anchor plus a decoded update.
   model::NamedTensors global_of(uint32_t p, const messages::Frame& frame,
                                 const messages::RoundHeader& h) const;
+  model::NamedTensors gathered_of(uint32_t p, const messages::Frame& frame,
+                                  const messages::RoundHeader& h) const;
 
   // replica_density.cpp: swarm.compression = auto with sparse rounds. The density of the
   // contribution `tensors` (on the host) of `step`, chosen for the link to the group and told

@@ -9,6 +9,7 @@
 #include "actors/diloco/replica.hpp"
 #include "model/diloco.hpp"
 #include "model/fragments.hpp"
+#include "model/outer_round.hpp"
 #include "model/topk.hpp"
 #include "transport/transport.hpp"
 
@@ -61,6 +62,10 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
     eager_step(p, step, fresh, sent, *module);
   }
   auto frame = messages::make_round_frame(rh, std::move(tensors));
+  if (d.all_gather) {
+    f.wire = frame.tensors;
+    f.wire_round = f.round;
+  }
   // Kept by every worker in a group mean: sent again to a restarted group.
   f.sent = frame;
   if (mean && comm_->rank() != 0) return;  // the first worker sends the mean
@@ -142,6 +147,7 @@ model::NamedTensors DilocoReplica::global_of(uint32_t p, const messages::Frame& 
                                              const messages::RoundHeader& h) const {
   const auto& f = fragments_[p];
   const auto& d = setup_.ctx->config.diloco;
+  if (h.gathered) return gathered_of(p, frame, h);
   if (h.tensor_names.size() != f.index.size() || frame.tensors.size() != f.index.size())
     throw std::invalid_argument("fragment " + std::to_string(p) + " has " +
                                 std::to_string(f.index.size()) + " tensors, the round " +
@@ -167,6 +173,52 @@ model::NamedTensors DilocoReplica::global_of(uint32_t p, const messages::Frame& 
     if (!at::isfinite(theta).all().item<bool>())
       throw std::invalid_argument("tensor '" + name + "' holds NaN or Inf values");
     out.emplace_back(name, theta.to(setup_.device).clone());
+  }
+  return out;
+}
+
+// diloco.all_gather: θ(t) = θ(t−1) + gathered_update of the round's contributions in the
+// header's order, this worker's own as it sent it and the others' as the answer carries them.
+model::NamedTensors DilocoReplica::gathered_of(uint32_t p, const messages::Frame& frame,
+                                               const messages::RoundHeader& h) const {
+  const auto& f = fragments_[p];
+  const auto& cfg = setup_.ctx->config;
+  const size_t n = f.index.size();
+  const bool mine = std::count(h.contributors.begin(), h.contributors.end(), setup_.id) > 0;
+  const size_t others = h.contributors.size() - (mine ? 1 : 0);
+  if (h.contributors.empty() || frame.tensors.size() != others * n ||
+      h.tensor_names.size() != others * n)
+    throw std::invalid_argument("a gathered answer of " + std::to_string(frame.tensors.size()) +
+                                " tensors for " + std::to_string(others) +
+                                " other contributions of " + std::to_string(n));
+  if (mine && (f.wire.size() != n || f.wire_round != h.round_id))
+    throw std::invalid_argument("its own contribution to round " + std::to_string(h.round_id) +
+                                " is not kept here");
+  const auto densities = model::round_densities(cfg);
+  std::vector<std::vector<at::Tensor>> deltas;
+  size_t j = 0;  // the next of the others' contributions in the frame
+  for (auto id : h.contributors) {
+    deltas.emplace_back();
+    for (size_t k = 0; k < n; ++k) {
+      const auto& [name, anchor] = anchor_[f.index[k]];
+      const bool own = id == setup_.id;
+      if (!own && h.tensor_names[j * n + k] != name)
+        throw std::invalid_argument("tensor '" + h.tensor_names[j * n + k] + "' where '" + name +
+                                    "' belongs");
+      const auto& wire = own ? f.wire[k] : frame.tensors[j * n + k];
+      deltas.back().push_back(model::decode_round(wire, cfg.diloco, anchor.sizes(), densities));
+    }
+    if (id != setup_.id) ++j;
+  }
+  const auto u =
+      model::gathered_update(deltas, model::outer_lr_at(h.step, cfg.diloco, cfg.train.steps));
+  model::NamedTensors out;
+  for (size_t k = 0; k < n; ++k) {
+    const auto& [name, anchor] = anchor_[f.index[k]];
+    auto theta = anchor.to(at::kCPU) + u[k];
+    if (!at::isfinite(theta).all().item<bool>())
+      throw std::invalid_argument("tensor '" + name + "' holds NaN or Inf values");
+    out.emplace_back(name, theta.to(setup_.device));
   }
   return out;
 }

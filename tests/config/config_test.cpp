@@ -389,3 +389,16 @@ TEST(Config, InnerStepsScheduleRefusesWhatIsNotWholeRounds) {
   for (const char* bad : {"16", "0:16", "16:0", "a:16", "16:16,", "-4:8", "16:16;32:32"})
     EXPECT_NE(error(bad).find("must be H:STEPS entries"), std::string::npos) << bad;
 }
+
+// diloco.all_gather sums the wires as sent with the plain mean's step: it needs encoded rounds,
+// the mean, no outer momentum and no eager steps, and is admitted with them.
+TEST(Config, AllGatherNeedsEncodedRoundsAndThePlainMean) {
+  const std::string ok =
+      "[diloco]\nall_gather = true\ncompress = \"topk\"\nouter_momentum = 0.0\nouter_lr = 2.0\n";
+  EXPECT_EQ(error_of(ok), "");
+  const char* need = "diloco.all_gather: needs diloco.compress";
+  expect_refused("[diloco]\nall_gather = true\nouter_momentum = 0.0\n", {need});
+  expect_refused("[diloco]\nall_gather = true\ncompress = \"topk\"\n", {need});
+  expect_refused(ok + "aggregate = \"trimmed_mean\"\n", {need});
+  EXPECT_EQ(parse_config(ok, "x").diloco.all_gather, true);
+}

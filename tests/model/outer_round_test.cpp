@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "model/outer_round.hpp"
 #include "model/quantize.hpp"
+#include "model/topk.hpp"
 
 using namespace swarmrt;
 using model::NamedTensors;
@@ -149,4 +150,44 @@ TEST(OuterRound, RefusesContributionsThatDoNotFitTheta) {
   delta.clear();
   EXPECT_NE(quantized.decode({"w"}, {bad}, delta, excuse), "");
   EXPECT_TRUE(excuse);
+}
+
+// diloco.all_gather: the group steps θ by −η times the plain mean of the contributions as
+// decoded from their wires, answers with who was in the round and encodes nothing (no error
+// feedback of its own), and a worker that sums the same wires with gathered_update lands on the
+// group's θ(t) bit for bit, round after round.
+TEST(OuterRound, AllGatherStepsByTheMeanOfTheWiresAsEveryWorkerSumsThem) {
+  auto c = settings(2.0, 0.0);
+  c.diloco.compress = config::Compress::topk;
+  c.diloco.topk_density = 0.25;
+  c.diloco.topk_chunk = 8;
+  c.diloco.all_gather = true;
+  at::manual_seed(7);
+  const auto theta0 = at::randn({16});
+  model::OuterRound round({{"w", theta0.clone()}}, c);
+  auto worker = theta0.clone();  // a worker's anchor
+  for (int r = 0; r < 3; ++r) {
+    std::map<uint32_t, NamedTensors> contributions;
+    std::vector<std::vector<at::Tensor>> decoded;
+    for (uint32_t id : {3u, 5u}) {
+      const auto wire = model::encode_round(at::randn({16}), c.diloco);
+      NamedTensors delta;
+      bool excuse = false;
+      ASSERT_EQ(round.decode({"w"}, {wire}, delta, excuse), "");
+      contributions[id] = delta;
+      decoded.push_back({model::decode_round(wire, c.diloco, {16})});
+    }
+    const auto before = round.theta()[0].second.clone();
+    const auto a = round.apply(contributions, 10 * (r + 1), false);
+    EXPECT_TRUE(a.gathered);
+    EXPECT_TRUE(a.update);
+    EXPECT_TRUE(a.tensors.empty());
+    EXPECT_EQ(a.contributors, (std::vector<uint32_t>{3, 5}));
+    EXPECT_TRUE(round.residual().empty());
+    worker = worker + model::gathered_update(decoded, 2.0)[0];
+    EXPECT_TRUE(at::equal(worker, round.theta()[0].second)) << "round " << r;
+    const auto mean = (decoded[0][0] + decoded[1][0]) / 2;
+    EXPECT_TRUE(at::allclose(round.theta()[0].second, before - 2.0 * mean, 1e-6, 1e-6));
+    EXPECT_GT((round.theta()[0].second - before).abs().sum().item<float>(), 0.f);
+  }
 }

@@ -275,6 +275,29 @@ TEST(StreamingDiloco, SparseRoundsWithFragmentsAndOverlapTrain) {
   EXPECT_LT(bytes, plain_bytes / 25) << bytes << " vs " << plain_bytes;
 }
 
+// All-gathered sparse rounds in a whole run (2 stages of 2 workers, P = 2, τ = 1, top-k 5% in
+// 2 bits, outer lr 2): each worker is answered with the other's contribution as sent and sums
+// the two as its group does, so each fragment's rounds apply once and in order and the stage's
+// workers end on the same parameters with no θ sent; each answer carries one contribution, so
+// the answers' bytes equal the contributions' (neither is encoded again).
+TEST(StreamingDiloco, AllGatheredSparseRoundsKeepTheWorkersEqual) {
+  auto config = micro_run("diloco-swarm", 2, 2, 12);
+  config.diloco.inner_steps = 4;
+  config.diloco.fragments = 2;
+  config.diloco.overlap_steps = 1;
+  config.diloco.compress = config::Compress::topk;
+  config.diloco.topk_density = 0.05;
+  config.diloco.topk_chunk = 256;
+  config.diloco.outer_lr = 2;
+  config.diloco.outer_momentum = 0;
+  config.diloco.all_gather = true;
+  config::validate(config, "test");
+  const auto r = run(config);
+  expect_two_fragments_in_order(r, config);
+  EXPECT_TRUE(std::isfinite(r.report.val_loss));
+  EXPECT_EQ(r.bytes.at("parameters").get<double>(), r.bytes.at("pseudo_gradients").get<double>());
+}
+
 // Sparse rounds resumed from a checkpoint continue as if the run had never stopped: each
 // worker's error feedback and its group's are in the checkpoint (what the rounds so far left
 // unsent), so the losses after step 8 match the uninterrupted run's to 1e-4.
