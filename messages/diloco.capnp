@@ -42,4 +42,8 @@ struct RoundHeader {
   # `contributors` other than the receiver's own, as they were sent, one after another in that
   # order; the receiver sums them with its own, as the group did.
   gathered @14 :Bool;
+  # swarm.compression = auto under diloco.all_gather. A contribution: the top-k density its
+  # worker's link to the group carries. A gathered answer: the least of the round's, which the
+  # receiver's next contribution takes at most (every contribution crosses every link). 0: none.
+  density @15 :Float64;
 }

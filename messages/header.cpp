@@ -214,6 +214,7 @@ std::vector<uint8_t> encode(const RoundHeader& h) {
   m.setAverage(h.average);
   m.setWarmupEnd(h.warmup_end);
   m.setGathered(h.gathered);
+  m.setDensity(h.density);
   return to_bytes(builder);
 }
 
@@ -240,6 +241,10 @@ RoundHeader decode_round(const uint8_t* data, size_t size) {
     h.average = m.getAverage();
     h.warmup_end = m.getWarmupEnd();
     h.gathered = m.getGathered();
+    h.density = m.getDensity();
+    if (!(h.density >= 0 && h.density <= 1))  // NaN fails both
+      throw DecodeError("round header: density " + std::to_string(h.density) +
+                        " is not a fraction in [0, 1]");
     return h;
   });
 }

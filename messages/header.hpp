@@ -91,6 +91,10 @@ struct RoundHeader {
   // `contributors` other than the receiver's own, as they were sent, in that order (each the
   // fragment's tensors, `tensor_names` repeating them); the receiver sums them with its own.
   bool gathered = false;
+  // swarm.compression = auto under diloco.all_gather: on a contribution, the top-k density the
+  // worker's link carries; on a gathered answer, the least of the round's, a cap on the
+  // receiver's next contribution. 0: none.
+  double density = 0;
 };
 
 // Limits that keep a hostile or corrupt header from costing more than a bounded amount.

@@ -27,6 +27,13 @@ std::vector<double> density_ladder(double floor) {
   return ladder;
 }
 
+size_t capped_rung(const std::vector<double>& ladder, size_t rung, double cap) {
+  if (cap <= 0 || ladder.empty()) return rung;
+  // Rungs are powers of two apart: a relative slack absorbs the cap's float rounding.
+  while (rung + 1 < ladder.size() && ladder[rung] > cap * (1 + 1e-9)) ++rung;
+  return rung;
+}
+
 namespace {
 double median(std::vector<double> v) {
   if (v.empty()) return -1;

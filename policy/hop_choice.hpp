@@ -38,6 +38,14 @@ std::vector<config::HopEncoding> hop_ladder(config::HopEncoding floor, bool half
 constexpr int kDensityRungs = 4;
 std::vector<double> density_ladder(double floor);
 
+// diloco.all_gather: every worker receives the others' contributions as they were sent, so a
+// round's densest contribution crosses its slowest link. Each worker tells the group the
+// density its own link carries; the group answers with the least of them (`cap`), and a
+// worker's next contribution takes the rung it chose (`rung` of `ladder`) or the densest rung
+// no denser than `cap`, whichever is sparser (the floor when every rung is denser). cap <= 0:
+// none, `rung` stands.
+size_t capped_rung(const std::vector<double>& ladder, size_t rung, double cap);
+
 // One link's timed messages (bytes, seconds from first byte written to last acknowledged), the
 // last kKeep of each size. Measurements older than kMaxAgeS are forgotten (the link may have
 // changed). Each size keeps its own: a rung that fell behind is remembered while another rung's

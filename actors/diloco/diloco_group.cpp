@@ -151,6 +151,7 @@ void on_contribution(Self* self, const messages::Frame& frame, const caf::actor&
   if (s.ctx->config.diloco.all_gather)
     for (auto id : who) f.wires[id] = frame.tensors;
   f.density = f.density > 0 ? std::min(f.density, density) : density;
+  if (h.density > 0) f.carried = f.carried > 0 ? std::min(f.carried, h.density) : h.density;
   f.final |= h.final;
   f.step = std::max(f.step, h.step);
   if (maybe_apply(self, p)) return;
@@ -362,6 +363,7 @@ caf::message_handler query_handlers(Self* self) {
           f.timer_armed = false;  // a timer of the old round finds it no more
           f.step = 0;
           f.density = 0;
+          f.carried = 0;
         }
         take_store(self, whole(s, false));
       },

@@ -87,6 +87,9 @@ struct FragmentRounds {
   // swarm.compression = auto: the sparsest top-k density a contribution of the round came in,
   // the answer's (0: none yet, or the run's one density).
   double density = 0;
+  // ... under diloco.all_gather: the least density the round's contributors' links carry, the
+  // cap its gathered answers tell (0: none told).
+  double carried = 0;
   uint64_t bytes = 0;  // its answers' payload, to every member
 };
 

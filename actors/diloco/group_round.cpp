@@ -112,7 +112,8 @@ static void gathered_for(const FragmentRounds& f, uint32_t id,
                          const std::vector<std::string>& names, messages::RoundHeader& h,
                          std::vector<at::Tensor>& tensors) {
   h.gathered = true;
-  h.step = f.step;  // the outer rate's step, which the member's sum takes too
+  h.density = f.carried;  // the cap on every member's next contribution
+  h.step = f.step;        // the outer rate's step, which the member's sum takes too
   h.tensor_names.clear();
   tensors.clear();
   for (auto other : h.contributors) {
@@ -170,6 +171,7 @@ void apply_round(Self* self, uint32_t p) {
   f.final = false;
   f.step = 0;
   f.density = 0;
+  f.carried = 0;
 }
 
 }  // namespace swarmrt::actors::group

@@ -257,6 +257,11 @@ class DilocoReplica {
   policy::HopChooser density_choice_{policy::HopChooser::kRoundDwell};
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> last_sent_at_;
   double waited_s_ = 0;
+  // ... under diloco.all_gather: the density this worker's link carries (told to the group with
+  // each contribution), the least of the last round's (its gathered answer's cap), and the
+  // rung the last contribution went at (the chooser's, or the cap's below it).
+  double carried_ = 0, round_cap_ = 0;
+  size_t sent_rung_ = SIZE_MAX;
 };
 
 // The replica a worker of this run has: none outside the DiLoCo modes.

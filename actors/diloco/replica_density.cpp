@@ -4,12 +4,15 @@
 // group's process (transport/delivery.hpp), as hops choose their encoding (hop_links.cpp). A
 // group in this process is reached over no wire: the densest. The choice is told to the
 // tracker as the link's choice (the step records' hop_encodings: "topk 4%" to "DiLoCo group
-// at" its endpoint) once a round, and logged when it changes.
+// at" its endpoint) once a round, and logged when it changes. Under diloco.all_gather every
+// worker receives every contribution as sent, so the group tells each worker the least density
+// of the round's links, and no contribution goes denser (policy::capped_rung).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/diloco/replica.hpp"
 #include "model/topk.hpp"
+#include "policy/hop_choice.hpp"
 #include "transport/bulk.hpp"
 #include "transport/delivery.hpp"
 
@@ -46,11 +49,14 @@ double DilocoReplica::choose_density(Self* self, uint64_t step,
     for (const auto& x : tensors) bytes += model::topk_bytes(x.numel(), t);
     seconds.push_back(local ? 0.0 : transport::link_seconds_for(to, bytes));
   }
-  const bool first = density_choice_.hops() == 0;
-  const auto before = density_choice_.rung();
   auto rung = density_choice_.choose(seconds, local ? 1.0 : budget_s);
   if (local) rung = 0;  // no wire to wait for
-  const bool changed = first || (!local && rung != before);
+  // diloco.all_gather: this round's contribution reaches every other worker too, so it goes no
+  // denser than the slowest link of the last round carries.
+  carried_ = ladder[rung];
+  if (d.all_gather) rung = policy::capped_rung(ladder, rung, round_cap_);
+  const bool changed = rung != sent_rung_;
+  sent_rung_ = rung;
   const double mbit_s = local ? 0 : transport::link_bytes_per_s(to) * 8e-6;
   const auto name = fmt::format("topk {:g}%", 100 * ladder[rung]);
   const auto link =
@@ -59,8 +65,11 @@ double DilocoReplica::choose_density(Self* self, uint64_t step,
   if (changed)
     spdlog::info(
         "worker {}: rounds to the {} in {} ({:.1f} Mbit/s measured, {:.1f} ms of compute to "
-        "hide under)",
-        setup_.id, link.substr(7), name, mbit_s, budget_s * 1e3);
+        "hide under{})",
+        setup_.id, link.substr(7), name, mbit_s, budget_s * 1e3,
+        ladder[rung] < carried_
+            ? fmt::format("; another worker's link carries {:g}%", 100 * round_cap_)
+            : "");
   if (setup_.tracker)
     self->send(setup_.tracker, atoms::hop_choice_atom::value, setup_.id, link, name, mbit_s,
                budget_s * 1e3, changed);

@@ -40,6 +40,7 @@ void DilocoReplica::send_round(Self* self, uint32_t p, uint64_t step, std::vecto
   const auto fresh = eager ? tensors : std::vector<at::Tensor>{};
   auto dk = d;  // this round's settings: auto may choose its density (replica_density.cpp)
   if (quantized && !mean) dk.topk_density = choose_density(self, step, tensors);
+  if (d.all_gather && !mean) rh.density = carried_;  // 0 unless auto chooses: no cap
   if (quantized) {
     if (f.residual.size() != tensors.size()) f.residual.assign(tensors.size(), {});
     for (size_t k = 0; k < tensors.size(); ++k) {
@@ -235,6 +236,7 @@ void DilocoReplica::merge(uint32_t p, model::StageModel& module) {
   f.in_flight.reset();
   f.sent.reset();
   const auto h = messages::open_round_frame(answer);
+  if (h.gathered) round_cap_ = h.density;
   if (h.average) {
     // Eager: the fragment moved at the round's start; the mean waits for its next round.
     try {
@@ -280,6 +282,7 @@ void DilocoReplica::take_global(uint32_t p, const messages::Frame& frame,
   auto& f = fragments_[p];
   const auto h = messages::open_round_frame(frame);
   if (h.round_id + 1 <= f.round) return;
+  if (h.gathered) round_cap_ = h.density;
   if (h.average) {
     // Eager: a mean of a round without this worker moves nothing here; it is the others' term
     // of its next round.

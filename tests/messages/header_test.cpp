@@ -1,6 +1,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "messages/frame.hpp"
 
 using namespace swarmrt::messages;
@@ -120,4 +122,23 @@ TEST(Header, RoundRoundTrip) {
   EXPECT_EQ(flags.contributors, (std::vector<uint32_t>{4, 7}));
   frame.tensors.pop_back();
   EXPECT_THROW(open_round_frame(frame), DecodeError);
+}
+
+// swarm.compression = auto under diloco.all_gather: a density travels, and one that is no
+// fraction is refused with its name rather than capping anyone's rounds.
+TEST(Header, RoundDensityIsAFraction) {
+  RoundHeader h;
+  h.tensor_names = {"w"};
+  EXPECT_EQ(open_round_frame(make_round_frame(h, {at::ones({2})})).density, 0.0);
+  h.density = 0.04;
+  EXPECT_EQ(open_round_frame(make_round_frame(h, {at::ones({2})})).density, 0.04);
+  for (double bad : {-0.5, 1.5, std::nan("")}) {
+    h.density = bad;
+    try {
+      open_round_frame(make_round_frame(h, {at::ones({2})}));
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const DecodeError& e) {
+      EXPECT_NE(std::string(e.what()).find("density"), std::string::npos) << e.what();
+    }
+  }
 }

@@ -35,6 +35,17 @@ TEST(DensityLadder, DensestFirstDownToTheFloor) {
   EXPECT_EQ(density_ladder(1), (V{1}));
 }
 
+TEST(DensityLadder, AllGatherCapTakesTheSparserOfTheOwnChoiceAndTheRoundsLeast) {
+  const std::vector<double> ladder{0.16, 0.08, 0.04, 0.02};
+  EXPECT_EQ(capped_rung(ladder, 0, 0), 0u);                   // no cap yet
+  EXPECT_EQ(capped_rung(ladder, 0, 0.04), 2u);                // a slower peer wants 4%
+  EXPECT_EQ(capped_rung(ladder, 0, 0.05), 2u);                // between rungs: the denser that fits
+  EXPECT_EQ(capped_rung(ladder, 3, 0.16), 3u);                // its own link is the slow one
+  EXPECT_EQ(capped_rung(ladder, 1, 0.08), 1u);                // equal
+  EXPECT_EQ(capped_rung(ladder, 0, 0.001), 3u);               // below the floor: the floor
+  EXPECT_EQ(capped_rung(ladder, 0, 0.16 * (1 - 1e-12)), 0u);  // a rung's own value, rounded
+}
+
 // A chooser of rounds' densities moves up after kRoundDwell rounds, not a hop chooser's 16.
 TEST(HopChooser, RoundsDwellTwoRoundsBeforeMovingUp) {
   HopChooser c(HopChooser::kRoundDwell);

@@ -9,6 +9,7 @@
 #include "../actor_test_util.hpp"
 #include "actors/diloco/diloco_group.hpp"
 #include "model/quantize.hpp"
+#include "model/topk.hpp"
 #include "round_util.hpp"
 
 using namespace swarmrt;
@@ -405,6 +406,64 @@ TEST(DilocoGroup, EachRoundStepsWithTheOuterRateOfItsStep) {
     auto [h, f] = next_round(*self);
     EXPECT_EQ(h.round_id, 1u);
     EXPECT_TRUE(at::allclose(f.tensors[0], want)) << f.tensors[0];
+  }
+  a->send_exit(group, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+// A worker's top-k contribution at `density` (a rung of auto's ladder) whose header says its link
+// carries `carried` (0: auto does not choose).
+messages::Frame sparse_contribution(const config::DilocoConfig& d, uint64_t round, uint32_t worker,
+                                    double density, double carried) {
+  auto dk = d;
+  dk.topk_density = density;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(40 + worker);
+  auto delta = at::randn({4096}, gen);
+  auto frame = contribution(round, worker, model::encode_round(delta, dk));
+  auto h = messages::open_round_frame(frame);
+  h.density = carried;
+  return messages::make_round_frame(h, std::move(frame.tensors));
+}
+}  // namespace
+
+// swarm.compression = auto under diloco.all_gather: each member's answer is the other's wire as it
+// came, and says the least density the round's links carry, which caps every member's next
+// contribution; each round's least is its own (a faster round raises it again).
+TEST(DilocoGroup, AllGatheredAnswersCarryTheLeastDensityOfTheRoundsLinks) {
+  swarmrt::testing::TestSystem ts;
+  auto ctx = std::make_shared<actors::SwarmContext>();
+  ctx->config.swarm.compression = config::Compression::automatic;
+  auto& d = ctx->config.diloco;
+  d.compress = config::Compress::topk;
+  d.topk_density = 0.02;
+  d.outer_lr = 1.0;
+  d.outer_momentum = 0.0;
+  d.all_gather = true;
+  caf::scoped_actor a{*ts.sys}, b{*ts.sys};
+  auto group = spawn_group(ts, ctx, at::zeros({4096}), {&a, &b});
+  struct Round {
+    double a_sent, a_carried, b_sent, b_carried, cap;
+  };
+  // Round 0: node b's link carries 4%; round 1: 8% (the cap rises with it); round 2: one header
+  // tells none (a worker whose density auto does not choose), the other's stands.
+  const std::vector<Round> rounds{{0.16, 0.16, 0.04, 0.04, 0.04},
+                                  {0.04, 0.16, 0.08, 0.08, 0.08},
+                                  {0.08, 0.0, 0.08, 0.16, 0.16}};
+  for (uint64_t round = 0; round < rounds.size(); ++round) {
+    const auto& r = rounds[round];
+    const auto from_a = sparse_contribution(d, round, 1, r.a_sent, r.a_carried);
+    const auto from_b = sparse_contribution(d, round, 2, r.b_sent, r.b_carried);
+    a->send(group, round_atom::value, from_a);
+    b->send(group, round_atom::value, from_b);
+    for (auto [self, other] : {std::pair{&a, &from_b}, std::pair{&b, &from_a}}) {
+      auto [h, f] = next_round(*self);
+      EXPECT_EQ(h.status, RoundStatus::applied);
+      EXPECT_EQ(h.round_id, round);
+      EXPECT_TRUE(h.gathered);
+      EXPECT_EQ(h.density, r.cap) << "round " << round;
+      ASSERT_EQ(f.tensors.size(), 1u);
+      EXPECT_TRUE(at::equal(f.tensors[0], other->tensors[0])) << "round " << round;
+    }
   }
   a->send_exit(group, caf::exit_reason::user_shutdown);
 }
