@@ -5,6 +5,8 @@
 # loading its libraries, which a test per process paid some 350 times in a suite run. The suites
 # in ALONE (';'-separated) keep a process per test (TARGET:Suite.Test): their tests use
 # process-wide state (the frame links' registry) that an earlier test of the process would leave.
+# OPENBLAS_CORETYPE is cleared: the BlasKernels tests check the kernels this process chooses
+# for itself (model/threads.hpp), whatever the shell that runs ctest asked for.
 cmake_minimum_required(VERSION 3.16)  # IN_LIST
 execute_process(COMMAND "${EXE}" --gtest_list_tests OUTPUT_VARIABLE listing RESULT_VARIABLE rc
                 TIMEOUT 60)
@@ -18,7 +20,8 @@ function(emit name filter)
   string(APPEND content
     "add_test([==[${name}]==] [==[${EXE}]==] [==[--gtest_filter=${filter}]==])\n"
     "set_tests_properties([==[${name}]==] PROPERTIES TIMEOUT ${TIMEOUT} "
-    "ENVIRONMENT [==[SWARMRT_TEST_DATA=${DATA}]==])\n")
+    "ENVIRONMENT [==[SWARMRT_TEST_DATA=${DATA}]==] "
+    "ENVIRONMENT_MODIFICATION [==[OPENBLAS_CORETYPE=unset:]==])\n")
   set(content "${content}" PARENT_SCOPE)
 endfunction()
 foreach(line IN LISTS lines)
