@@ -11,6 +11,11 @@
 # Usage: bench/train_throughput.sh [ROUNDS] [STEPS]   -> table + bench/results/train_throughput.json
 source "$(dirname "$0")/lib.sh"
 prepare_bench python3-torch
+# The Python contenders load the same OpenBLAS, which on a CPU model it does not know falls back
+# to its SSE3 kernels; swarmrt's processes replace those (model/threads.hpp). Every contender
+# gets the kernels swarmrt chose, so that all of them run the same GEMMs.
+blas=$(bench/machine.sh | python3 -c 'import json, sys; print(json.load(sys.stdin)["blas"])')
+[ "$blas" = unknown ] || export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$blas}
 rounds=${1:-3} steps=${2:-30}
 shape=(train.micro_batch=8 train.micro_batches=2 train.lr=1e-3)
 runs=()
