@@ -261,10 +261,10 @@ void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, Hop
     throw std::invalid_argument(std::string("a ") + config::name_of(e) + " hop carries " +
                                 c10::toString(want) + ", not " + c10::toString(wire.scalar_type()));
   if (e == config::HopEncoding::entropy) {
-    // Its size depends on the values: with them, the frame is inflated whole (on the host) to
-    // check it; without, only its bound (decode_hop inflates it and refuses it then).
+    // Its size depends on the values, so here only its bound: decode_hop inflates the frame
+    // and checks it whole as it does (once: inflating it here too cost a gpt2-small hop as
+    // much again, bench/hop_latency.sh).
     const int64_t nb = blocks_for(numel_of(shape), block);
-    if (values) return check_entropy(wire, nb, block);
     const auto bound = entropy_wire_bound(nb, block);
     if (wire.dim() != 1 || static_cast<uint64_t>(wire.numel()) > bound)
       throw std::invalid_argument("expected at most " + std::to_string(bound) +

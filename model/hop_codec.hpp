@@ -48,6 +48,8 @@ at::Tensor encode_hop(const at::Tensor& x, config::HopEncoding e, int64_t block,
 // Throws std::invalid_argument naming the problem when `wire` is not what the encoding writes
 // for that shape and direction (dtype, size) or, with `values`, when a block scale is NaN, Inf
 // or negative. Reading a device wire's scales waits for the device; a host wire's cost nothing.
+// An entropy wire's size is checked against its bound only: decode_hop checks its frame and
+// scales whole as it inflates them, and throws the same way.
 void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
                at::IntArrayRef shape, at::ScalarType dtype, bool values);
 

@@ -87,10 +87,6 @@ at::Tensor pack_entropy(const at::Tensor& scales, const at::Tensor& codes) {
   return wire.narrow(0, 0, static_cast<int64_t>(2 * nb + size)).clone();
 }
 
-void check_entropy(const at::Tensor& wire, int64_t nb, int64_t block) {
-  unpack_entropy(wire, nb, block);
-}
-
 std::pair<at::Tensor, at::Tensor> unpack_entropy(const at::Tensor& wire, int64_t nb,
                                                  int64_t block) {
   const auto host = wire.is_cpu() ? wire.contiguous() : wire.to(at::kCPU).contiguous();

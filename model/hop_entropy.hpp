@@ -27,13 +27,10 @@ namespace swarmrt::model {
 // [nb · block]), either on any device; the wire is a host tensor (zlib runs on the host).
 at::Tensor pack_entropy(const at::Tensor& scales, const at::Tensor& codes);
 
-// Throws std::invalid_argument naming the problem when `wire` cannot be nb blocks of `block`
-// values: its dtype or shape, its size against the bound, a frame that holds more or fewer
-// values or is corrupt (checksum), a scale that is NaN, Inf or negative.
-void check_entropy(const at::Tensor& wire, int64_t nb, int64_t block);
-
-// The scales ([nb] float32) and codes ([nb · block] uint8) of a wire, on the host, checked as
-// check_entropy does.
+// The scales ([nb] float32) and codes ([nb · block] uint8) of a wire, on the host. Throws
+// std::invalid_argument naming the problem when `wire` cannot be nb blocks of `block` values:
+// its dtype or shape, its size against the bound, a frame that holds more or fewer values or
+// is corrupt (checksum), a scale that is NaN, Inf or negative.
 std::pair<at::Tensor, at::Tensor> unpack_entropy(const at::Tensor& wire, int64_t nb, int64_t block);
 
 // The most bytes a wire of nb blocks of `block` values may take (zlib's bound on its frame).

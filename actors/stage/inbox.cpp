@@ -119,6 +119,10 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
       try {
         model::check_hop(ts[0], encoding, cfg.swarm.hop_block, model::HopDirection::forward, shape,
                          dtype, !ours || ts[0].is_cpu());
+        // An entropy wire's frame is checked as it is decoded, hence here too.
+        ts[0] = model::decode_hop(transport::to_device(ts[0], s.device), encoding,
+                                  cfg.swarm.hop_block, model::HopDirection::forward, shape, dtype,
+                                  /*check_values=*/false);
       } catch (const std::invalid_argument& e) {
         ++s.rejected;
         spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step, h.micro_batch,
@@ -128,9 +132,6 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
     }
     if (h.direction == Direction::backward) return on_backward(self, h, std::move(ts), !ours);
     for (auto& t : ts) t = transport::to_device(t, s.device);
-    if (decode)
-      ts[0] = model::decode_hop(ts[0], encoding, cfg.swarm.hop_block, model::HopDirection::forward,
-                                shape, dtype, /*check_values=*/false);
     switch (h.direction) {
       case Direction::forward:
         on_forward(self, std::move(h), std::move(ts), from);
