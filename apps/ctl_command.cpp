@@ -32,7 +32,6 @@
 #include "leader/replicas.hpp"
 #include "messages/console_commands.hpp"
 #include "messages/run_id.hpp"
-#include "messages/types.hpp"
 
 namespace swarmrt::apps {
 namespace {
@@ -215,7 +214,12 @@ int run_ctl(const CtlArgs& args, std::vector<std::string> command) {
   // Only errors from CAF and the planes: the console prints its own answers.
   spdlog::set_level(spdlog::level::err);
   caf::actor_system_config cfg;
-  TlsFilesGuard tls{configure_network(cfg, args.net, secret, "ctl")};
+  // The console's own types only: this process runs without LibTorch (apps/front.cpp).
+  messages::register_console_types(cfg);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  cfg.set("work-stealing.aggressive-poll-attempts", 1);  // as the runtime's: no busy polling
+  cfg.set("work-stealing.moderate-poll-attempts", 1);
+  TlsFilesGuard tls{configure_planes(cfg, args.net, secret, "ctl")};
   // No heartbeat tick in a console: CAF 0.17's tick drops an outgoing connection whose
   // handshake has not come back by the next tick, and a console started on a busy machine
   // spans tick after tick (20 consoles started at once beside a training run on 2 cores: a

@@ -8,6 +8,8 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <caf/all.hpp>
 #include <chrono>
 #include <iostream>
@@ -17,7 +19,6 @@
 
 #include "messages/atoms.hpp"
 #include "messages/console_commands.hpp"
-#include "messages/types.hpp"
 
 namespace swarmrt::apps {
 using json = nlohmann::json;

@@ -1,10 +1,10 @@
-// swarmrt: one executable, one subcommand per role.
-#include <spdlog/spdlog.h>
-
+// swarmrt-core: one executable, one subcommand per role (`swarmrt` runs ctl itself and becomes
+// this for the rest: front.cpp).
 #include <CLI/CLI.hpp>
 #include <csignal>
 
 #include "apps/commands.hpp"
+#include "apps/options.hpp"
 #include "model/heap.hpp"
 
 int main(int argc, char** argv) {
@@ -27,11 +27,5 @@ int main(int argc, char** argv) {
   swarmrt::apps::add_plot_command(app, exit_code);
   swarmrt::apps::add_data_command(app, exit_code);
   swarmrt::apps::add_tls_command(app, exit_code);
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  return exit_code;
+  return swarmrt::apps::run_command_line(app, argc, argv, exit_code);
 }

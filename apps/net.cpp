@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "actors/runtime/runtime.hpp"
 #include "credential/credential.hpp"
 
 namespace swarmrt::apps {
@@ -46,9 +45,8 @@ Reached reach_coordinator(caf::actor_system& sys, const HostPort& at,
   }
 }
 
-credential::TlsFiles configure_network(caf::actor_system_config& cfg, const NetOptions& net,
-                                       const std::string& secret, const std::string& name) {
-  actors::configure_actor_system(cfg);
+credential::TlsFiles configure_planes(caf::actor_system_config& cfg, const NetOptions& net,
+                                      const std::string& secret, const std::string& name) {
   cfg.load<caf::io::middleman>();
   // Mutual TLS on the control plane. With certificate, key and CA file set, CAF's openssl
   // module requires and verifies a certificate on both sides (unset, it would fall back to

@@ -48,11 +48,17 @@ Reached reach_coordinator(caf::actor_system& sys, const HostPort& at,
                           const std::function<bool()>& give_up,
                           const std::function<void()>& on_slow);
 
-// Registers swarmrt's message types, loads CAF's middleman with heartbeats on, and puts the
-// control plane on mutual TLS: CAF's openssl module with a certificate of the cluster CA
-// derived from `secret` (credential/cluster_tls.hpp), so a peer without the secret gets no
-// connection, no handle and no message through. Bulk planes authenticate with the same
-// secret. The returned files must outlive the actor system (CAF reads them per connection).
+// Loads CAF's middleman with heartbeats on and puts the control plane on mutual TLS: CAF's
+// openssl module with a certificate of the cluster CA derived from `secret`
+// (credential/cluster_tls.hpp), so a peer without the secret gets no connection, no handle
+// and no message through. Bulk planes authenticate with the same secret. The returned files
+// must outlive the actor system (CAF reads them per connection). It registers no message
+// types: this file is also the console's (apps/front.cpp), which runs without LibTorch.
+credential::TlsFiles configure_planes(caf::actor_system_config& cfg, const NetOptions& net,
+                                      const std::string& secret, const std::string& name);
+
+// The runtime's actor system (every message type, the scheduler's settings) on the planes
+// (net_runtime.cpp).
 credential::TlsFiles configure_network(caf::actor_system_config& cfg, const NetOptions& net,
                                        const std::string& secret, const std::string& name);
 

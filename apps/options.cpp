@@ -5,6 +5,16 @@
 
 namespace swarmrt::apps {
 
+int run_command_line(CLI::App& app, int argc, char** argv, const int& exit_code) {
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
+
 void add_config_options(CLI::App& cmd, std::string& config, std::vector<std::string>& overrides) {
   cmd.add_option("--config,-c", config, "run configuration (TOML)")->required();
   cmd.add_option("--set", overrides, "override a key: section.key=value (repeatable)");

@@ -31,6 +31,11 @@ void add_leader_options(CLI::App& cmd, leader::LeaderOptions& o);
 // --etcd-ca, --etcd-cert, --etcd-key: the PKI shown to https etcd members (replicas, nodes, ctl).
 void add_etcd_tls_options(CLI::App& cmd, leader::EtcdTls& tls);
 
+// Parses the command line into `app`, whose subcommands' callbacks run as it does and set
+// `exit_code`: that, or CLI11's code for a bad command line (its message said). What both
+// executables' mains share (main.cpp, front.cpp).
+int run_command_line(CLI::App& app, int argc, char** argv, const int& exit_code);
+
 // The configuration at `path` with `overrides`, or nothing once what is wrong with it is said
 // (the caller exits 2, as for a bad command line).
 std::optional<config::RunConfig> load_config_or_say(const std::string& path,

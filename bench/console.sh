@@ -7,8 +7,9 @@
 #     metrics.jsonl. Ratios = polled / quiet and crowd / quiet (median over the rounds).
 #  2. Latency: a swarm of 64 workers in 4 node processes (2 stages x 32); one console session
 #     asks `actors` REPEAT times; the median answer time (ctl --timing), the first left out.
-#  3. The CPU one console process takes: to start and answer one `stats`, and over 30 s of
-#     polling every 100 ms (getrusage of the child, /usr/bin/time).
+#  3. The CPU one console process takes: to start and answer one `stats` (8 starts of
+#     `swarmrt ctl` alternated with 8 of `swarmrt-core ctl`, the same console in a process that
+#     loads LibTorch), and over 30 s of polling every 100 ms (/usr/bin/time).
 # A console's cost (under 1%) is smaller than this VM's drift between 10 s windows (a pair's
 # ratio spans 0.94-1.03): 12 rounds of 6 s windows, adjacent in time, and their median.
 # Usage: bench/console.sh [PAIRS] [WINDOW_S] [REPEAT] -> table + bench/results/console.json
@@ -114,8 +115,14 @@ for i in $(seq 1 "$pairs"); do
 done
 printf '%s\n' "${marks[@]}" >"$tmp/marks"
 
-/usr/bin/time -f "%U %S" -o "$tmp/cpu_one" "$bin" ctl "127.0.0.1:$port" \
-  --secret-file "$tmp/overhead/secret" stats >/dev/null
+# A console's start: swarmrt runs ctl without LibTorch; swarmrt-core (beside it) runs the same
+# ctl in a process that loads it, as every console did before. Alternated, 8 of each.
+for _ in $(seq 1 8); do
+  for b in "$bin" "$(dirname "$bin")/swarmrt-core"; do
+    /usr/bin/time -a -f "%e %U %S" -o "$tmp/start_$(basename "$b")" "$b" ctl "127.0.0.1:$port" \
+      --secret-file "$tmp/overhead/secret" stats >/dev/null
+  done
+done
 sleep 30 | /usr/bin/time -f "%U %S" -o "$tmp/cpu_watch" "$bin" ctl "127.0.0.1:$port" \
   --secret-file "$tmp/overhead/secret" watch 0.1 --json >/dev/null
 echo "2/2 latency: 64 workers in 4 node processes, $repeat x actors" >&2
@@ -130,7 +137,8 @@ for _ in $(seq 1 "$repeat"); do echo "actors --json"; done |
     >"$tmp/actors.out" 2>"$tmp/timing.txt"
 
 python3 - "$tmp/overhead/metrics.jsonl" "$tmp/marks" "$tmp/timing.txt" "$tmp/actors.out" \
-  "$(bench/machine.sh)" "$window" "$(cat "$tmp/cpu_one")" "$(cat "$tmp/cpu_watch")" <<'PY'
+  "$(bench/machine.sh)" "$window" "$tmp/start_swarmrt" "$(cat "$tmp/cpu_watch")" \
+  "$tmp/start_swarmrt-core" <<'PY'
 import json, statistics, sys
 steps = [json.loads(l) for l in open(sys.argv[1])]
 steps = [s for s in steps if s.get("event") == "step"]
@@ -151,6 +159,10 @@ pair_ratios = [p / q for p, q in zip(of("polled"), quiet)]
 crowd_ratios = [c / q for c, q in zip(of("crowd"), quiet)]
 times = [float(l.split()[2]) for l in open(sys.argv[3]) if l.startswith("answered in")][1:]
 listed = [len(json.loads(l)["actors"]) for l in open(sys.argv[4]) if l.startswith("{")]
+def starts(path):
+    rows = [list(map(float, l.split())) for l in open(path) if l.strip()]
+    return {"n": len(rows), "wall_s": statistics.median(r[0] for r in rows),
+            "cpu_s": statistics.median(r[1] + r[2] for r in rows)}
 result = {
     "machine": json.loads(sys.argv[5]),
     "overhead": {"window_s": float(sys.argv[6]), "windows": windows,
@@ -158,8 +170,10 @@ result = {
                  "median_ratio": statistics.median(pair_ratios),
                  "crowd_over_quiet": crowd_ratios,
                  "crowd_median_ratio": statistics.median(crowd_ratios)},
-    "console_cpu_s": {"start_and_one_stats": sum(map(float, sys.argv[7].split())),
+    "console_cpu_s": {"start_and_one_stats": starts(sys.argv[7])["cpu_s"],
                       "polling_30_s": sum(map(float, sys.argv[8].split()))},
+    # Median wall and CPU seconds of `ctl ... stats`, started anew each time.
+    "console_start": {"swarmrt": starts(sys.argv[7]), "swarmrt-core": starts(sys.argv[9])},
     "latency": {"workers": 64, "processes": 5, "actors_listed": listed[-1] if listed else 0,
                 "answers_ms": times, "median_ms": statistics.median(times)},
 }
@@ -174,5 +188,8 @@ print(f"| `actors` over 64 workers in 4 node processes ({listed[-1] if listed el
       f"| {result['latency']['median_ms']:.1f} ms | <= 100 ms |")
 print(f"| CPU of one console process: start + one `stats` / 30 s of `watch 0.1` "
       f"| {result['console_cpu_s']['start_and_one_stats']:.2f} s / {result['console_cpu_s']['polling_30_s']:.2f} s | |")
+for b, r in result["console_start"].items():
+    print(f"| `{b} ctl ... stats` started anew, median of {r['n']}: wall / CPU "
+          f"| {r['wall_s']:.2f} s / {r['cpu_s']:.2f} s | |")
 print(f"machine: {result['machine']['cpu']}, {result['machine']['cores']} cores")
 PY

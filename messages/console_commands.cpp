@@ -60,4 +60,8 @@ const ConsoleCommand* find_console_command(const std::string& name) {
   return nullptr;
 }
 
+void register_console_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<ConsoleRequest>("swarmrt::ConsoleRequest");
+}
+
 }  // namespace swarmrt::messages

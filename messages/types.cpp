@@ -40,7 +40,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<GradsReport>("swarmrt::GradsReport");
   cfg.add_message_type<GroupComm>("swarmrt::GroupComm");
   cfg.add_message_type<GroupJoin>("swarmrt::GroupJoin");
-  cfg.add_message_type<ConsoleRequest>("swarmrt::ConsoleRequest");
+  register_console_types(cfg);
 }
 
 }  // namespace swarmrt::messages

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "messages/atoms.hpp"
+#include "messages/console_commands.hpp"
 
 namespace swarmrt::messages {
 
@@ -156,17 +157,6 @@ struct WorkerStats {
   uint64_t group_failures = 0;   // all-reduces that failed, answers that never came
 };
 
-// One console command: its words ("kill", "stage1/*"), who sends it (for the event log), and
-// whether a destructive command may touch more than one actor.
-struct ConsoleRequest {
-  std::vector<std::string> args;
-  std::string console;  // "ctl user@host pid 123"
-  bool yes = false;
-};
-// How long a console's `checkpoint` waits for the swarm to save: the open step must close
-// first, and a step of a slowed or recovering swarm may take this long.
-constexpr double kCheckpointWaitS = 120;
-
 // What stage workers tell the tracker about a micro-batch and a step. A report of an older
 // step or attempt than the tracker's is stale and dropped.
 // The last stage computed a micro-batch's loss (loss_atom); `route`: the worker of each stage
@@ -302,11 +292,6 @@ typename Inspector::result_type inspect(Inspector& f, JoinRequest& x) {
   return f(caf::meta::type_name("swarmrt::JoinRequest"), x.protocol, x.fingerprint, x.secret,
            x.node_name, x.workers, x.device, x.run_id, x.inspector, x.keeper, x.held_stages,
            x.held_steps);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ConsoleRequest& x) {
-  return f(caf::meta::type_name("swarmrt::ConsoleRequest"), x.args, x.console, x.yes);
 }
 
 template <class Inspector>
