@@ -2,10 +2,25 @@
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 namespace swarmrt::apps {
 
 int run_command_line(CLI::App& app, int argc, char** argv, const int& exit_code) {
+  // A first word that names no command: CLI11 would only say that a subcommand is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known |= sub->check_name(argv[1]);
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "error: unknown command '" << argv[1] << "' (the commands: " << names << ")"
+                << std::endl;
+      return 2;
+    }
+  }
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   try {
     app.parse(argc, argv);

@@ -32,8 +32,8 @@ void add_leader_options(CLI::App& cmd, leader::LeaderOptions& o);
 void add_etcd_tls_options(CLI::App& cmd, leader::EtcdTls& tls);
 
 // Parses the command line into `app`, whose subcommands' callbacks run as it does and set
-// `exit_code`: that, or CLI11's code for a bad command line (its message said). What both
-// executables' mains share (main.cpp, front.cpp).
+// `exit_code`: that, 2 for a first word that names no command, or CLI11's code for another bad
+// command line (its message said). What both executables' mains share (main.cpp, front.cpp).
 int run_command_line(CLI::App& app, int argc, char** argv, const int& exit_code);
 
 // The configuration at `path` with `overrides`, or nothing once what is wrong with it is said

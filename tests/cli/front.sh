@@ -25,7 +25,8 @@ for c in train coordinator node launch ctl data; do
 done
 out=$("$bin" bogus 2>&1)
 rc=$?
-[ $rc != 0 ] && grep -q "subcommand is required" <<<"$out" || fail "an unknown command: exit $rc: $out"
+[ $rc = 2 ] && grep -q "unknown command 'bogus' (the commands: train, sample, .*ctl" <<<"$out" ||
+  fail "an unknown command: exit $rc: $out"
 
 # A forwarded command keeps its process: the pid the shell started is the one that trains
 # (what every test and launcher that signals a node or coordinator by pid relies on).
