@@ -8,7 +8,11 @@
 #            `int8`; `pp` 2x1 across two node processes (hops over the frame link);
 #            `diloco-swarm` 2x2 (H = 10) in one node
 # Prints a table (tokens/s, share of the GPU's bf16 peak, peak memory, ratios) and writes
-# bench/results/gpu_vs_pytorch.json. Without a CUDA GPU it says so and exits 0.
+# bench/results/gpu_vs_pytorch.json. For swarmrt's runs also each worker's busy share: the part
+# of steps 6 to STEPS-2 its thread spent in its handlers (`swarmrt ctl ... actors --kind worker`
+# twice). A worker on a GPU queues kernels there, so a share well under 1 while the host bounds
+# the step says the worker waited (for its next micro-batch, or the step's end) rather than
+# queued. Without a CUDA GPU it says so and exits 0.
 #
 # Usage: bench/gpu_vs_pytorch.sh [SWARMRT]   (default build-gpu/build/bin/swarmrt, as
 #        scripts/gpu_check.sh builds it against the machine's CUDA LibTorch)
@@ -88,6 +92,21 @@ loop() {
   echo "$name: $(cat "$logs/$name.json" 2>/dev/null)"
 }
 
+# sample_busy NAME DIR PORT: every worker's busy seconds and uptime (one `ctl actors` line in
+# NAME.busy) once the run has recorded step 6 and again at step STEPS-2.
+sample_busy() {
+  local name=$1 dir=$2 port=$3 at n
+  for at in 6 $((steps - 2)); do
+    for _ in $(seq 1 $((run_s * 10))); do
+      n=$(grep -c '"event":"step"' "$dir/metrics.jsonl" 2>/dev/null)
+      [ "${n:-0}" -ge "$at" ] && break
+      sleep 0.1
+    done
+    "$bin" ctl "127.0.0.1:$port" --secret-file "$dir/secret" actors --kind worker --json \
+      >>"$logs/$name.busy" 2>>"$logs/$name.busy.log"
+  done
+}
+
 # swarmrt NAME NODES WORKERS_PER_NODE SETTINGS...: a coordinator and NODES node processes of
 # WORKERS_PER_NODE workers each, all on cuda:0.
 swarmrt() {
@@ -115,12 +134,15 @@ swarmrt() {
     node_pids+=($!)
     pids+=($!)
   done
+  sample_busy "$name" "$dir" "$port" &
+  local busy=$!
+  pids+=("$busy")
   local waited
   if ! waited=$(wait_pid "$coord" "$run_s"); then
     echo "$name: not finished after $run_s s, stopped; its last lines:"
     tail -n 5 "$logs/$name.coord.log" "$logs/$name.node1.log"
   fi
-  kill -9 "$coord" "${node_pids[@]}" 2>/dev/null
+  kill -9 "$coord" "${node_pids[@]}" "$busy" 2>/dev/null
   sample_stop
   echo "$name: $(grep -c '"event":"step"' "$dir/metrics.jsonl" 2>/dev/null || echo 0) steps in $waited s"
 }
@@ -176,6 +198,19 @@ def loop(name):
     return {"tokens_per_s": r["tokens_per_s"], "peak_mib": peak_mib(name),
             "step_s": r["step_s"], "launch_s": r["launch_s"]}
 
+def busy_share(name):
+    # Each worker's busy seconds over its uptime between the two samples (sample_busy).
+    try:
+        first, last = [{a["name"]: a for a in json.loads(l)["actors"]}
+                       for l in open(os.path.join(logs, name + ".busy")) if l.startswith("{")][:2]
+    except (OSError, ValueError, KeyError):
+        return None
+    share = {}
+    for w, a in last.items():
+        if w in first and a["uptime_s"] > first[w]["uptime_s"]:
+            share[w] = (a["busy_s"] - first[w]["busy_s"]) / (a["uptime_s"] - first[w]["uptime_s"])
+    return share or None
+
 def swarmrt(name):
     path = os.path.join(logs, name, "metrics.jsonl")
     if not os.path.exists(path):
@@ -192,7 +227,7 @@ def swarmrt(name):
     span = later[-1]["time_s"] - steps[4]["time_s"]
     wall = (later[-1]["tokens"] - steps[4]["tokens"]) / span if span > 0 else None
     return {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in later),
-            "wall_tokens_per_s": wall, "phases_s": phases,
+            "wall_tokens_per_s": wall, "phases_s": phases, "worker_busy_share": busy_share(name),
             "peak_mib": peak_mib(name), "steps": len(steps), "loss": steps[-1]["loss"]}
 
 names = {
@@ -241,6 +276,8 @@ for key, r in rows.items():
         ratios += f"; host queues a step in {1000 * r['launch_s']:.1f} of {1000 * r['step_s']:.1f} ms"
     if r.get("wall_tokens_per_s"):
         ratios += f"; wall {r['wall_tokens_per_s']:.0f} tok/s"
+    if r.get("worker_busy_share"):
+        ratios += "; busy " + " ".join(f"{v:.0%}" for v in r["worker_busy_share"].values())
     print(f"{r['name']:52s} {r['tokens_per_s']:9.0f} {r['gpu_share']:8.1%} {fmt(r['peak_mib'], '8d')}  {ratios}")
 json.dump({"gpu": gpu, "machine": machine, "peak_bf16_tflops": peak_tflops,
            "model": "gpt2-small, vocabulary 256, context 1024, bf16, 16384 tokens a step",
