@@ -293,10 +293,15 @@ void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, Hop
     throw std::invalid_argument("a block scale is NaN, Inf or negative");
 }
 
-at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
-                      at::IntArrayRef shape, at::ScalarType dtype, bool check_values) {
+at::Tensor decode_hop(const at::Tensor& wire_in, config::HopEncoding e, int64_t block,
+                      HopDirection d, at::IntArrayRef shape, at::ScalarType dtype,
+                      bool check_values, std::optional<at::Device> on) {
   at::NoGradGuard no_grad;
-  check_hop(wire, e, block, d, shape, dtype, check_values);
+  check_hop(wire_in, e, block, d, shape, dtype, check_values);
+  const at::Device device = on.value_or(wire_in.device());
+  const at::Tensor wire = e == config::HopEncoding::entropy || wire_in.device() == device
+                              ? wire_in
+                              : wire_in.to(device);
   const int64_t n = numel_of(shape);
   switch (e) {
     case config::HopEncoding::none:
@@ -323,9 +328,12 @@ at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t blo
     case config::HopEncoding::entropy: {
       const int64_t nb = blocks_for(n, block);  // unpack_entropy checks the frame whole
       auto [scales, codes] = unpack_entropy(wire, nb, block);
-      const auto steps = (scales * entropy_step(d)).unsqueeze(1);
-      const auto rotated = (codes.to(at::kFloat) - 128).view({nb, block}) * steps;
-      return at::matmul(rotated.to(wire.device()), hadamard(block, wire.device()))
+      const auto up = [&](const at::Tensor& t) {
+        return device.is_cpu() ? t : t.pin_memory().to(device, /*non_blocking=*/true);
+      };
+      const auto steps = (up(scales) * entropy_step(d)).unsqueeze(1);
+      const auto rotated = (up(codes).to(at::kFloat) - 128).view({nb, block}) * steps;
+      return at::matmul(rotated, hadamard(block, device))
           .reshape({-1})
           .narrow(0, 0, n)
           .reshape(shape)

@@ -29,6 +29,7 @@
 
 #include <ATen/ATen.h>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "config/config.hpp"
@@ -53,12 +54,16 @@ at::Tensor encode_hop(const at::Tensor& x, config::HopEncoding e, int64_t block,
 void check_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
                at::IntArrayRef shape, at::ScalarType dtype, bool values);
 
-// x̂ of `shape` in `dtype` (the compute dtype), on the wire's device, after check_hop. A worker
-// skips the values for a wire one of its own process's workers encoded on the device (as it
-// reads no hidden state of `none` for finiteness either): the check would wait for the device
-// on every hop.
+// x̂ of `shape` in `dtype` (the compute dtype), after check_hop, on `on` (default: the wire's
+// device). A worker skips the values for a wire one of its own process's workers encoded on
+// the device (as it reads no hidden state of `none` for finiteness either): the check would
+// wait for the device on every hop. An entropy wire is inflated on the host: given one in host
+// memory and a GPU `on`, only its codes (a byte a value) and scales go there, from pinned
+// memory and without waiting for the device (a wire on the device would be read back first,
+// which waits for everything queued before it).
 at::Tensor decode_hop(const at::Tensor& wire, config::HopEncoding e, int64_t block, HopDirection d,
-                      at::IntArrayRef shape, at::ScalarType dtype, bool check_values = true);
+                      at::IntArrayRef shape, at::ScalarType dtype, bool check_values = true,
+                      std::optional<at::Device> on = std::nullopt);
 
 // The dtype of the wire tensor an encoding writes (for `none`: the compute dtype).
 at::ScalarType hop_wire_dtype(config::HopEncoding e, at::ScalarType compute);

@@ -315,11 +315,12 @@ void on_backward(Self* self, const MicroBatchHeader& h, std::vector<at::Tensor> 
     if (encoding != config::HopEncoding::none)
       model::check_hop(ts[0], encoding, swarm.hop_block, model::HopDirection::backward, out.sizes(),
                        out.scalar_type(), check_values || ts[0].is_cpu());
-    ts[0] = transport::to_device(ts[0], s.device);
+    // An entropy wire is inflated on the host: decoded from where it arrived.
+    if (encoding != config::HopEncoding::entropy) ts[0] = transport::to_device(ts[0], s.device);
     if (encoding != config::HopEncoding::none)
       ts[0] = model::decode_hop(ts[0], encoding, swarm.hop_block, model::HopDirection::backward,
                                 out.sizes(), out.scalar_type(),
-                                /*check_values=*/false);
+                                /*check_values=*/false, s.device);
   } catch (const std::invalid_argument& e) {
     ++s.rejected;
     spdlog::warn("worker {}: backward for {}/{} refused: {}", s.setup.id, h.step, h.micro_batch,

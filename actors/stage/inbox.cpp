@@ -119,10 +119,12 @@ void on_hop(Self* self, const Frame& frame, const caf::actor& upstream) {
       try {
         model::check_hop(ts[0], encoding, cfg.swarm.hop_block, model::HopDirection::forward, shape,
                          dtype, !ours || ts[0].is_cpu());
-        // An entropy wire's frame is checked as it is decoded, hence here too.
-        ts[0] = model::decode_hop(transport::to_device(ts[0], s.device), encoding,
+        // An entropy wire's frame is checked as it is decoded, hence here too. It is inflated
+        // on the host, so it is decoded from where it arrived (model/hop_codec.hpp).
+        const bool host = encoding == config::HopEncoding::entropy;
+        ts[0] = model::decode_hop(host ? ts[0] : transport::to_device(ts[0], s.device), encoding,
                                   cfg.swarm.hop_block, model::HopDirection::forward, shape, dtype,
-                                  /*check_values=*/false);
+                                  /*check_values=*/false, s.device);
       } catch (const std::invalid_argument& e) {
         ++s.rejected;
         spdlog::warn("worker {} rejected micro-batch {}/{}: {}", s.setup.id, h.step, h.micro_batch,

@@ -130,6 +130,17 @@ TEST(GpuHopCodec, TheDeviceWritesTheHostsWire) {
     auto read_host = decode_hop(d, e, 128, HopDirection::forward, x.sizes(), at::kFloat);
     EXPECT_TRUE(torch::allclose(read_device.to(at::kCPU), read_host, 1e-5, 1e-5)) << name_of(e);
   }
+  // An entropy wire (host memory, as it arrives) decoded onto the device: only its codes and
+  // scales go there, and the values are the host's decoding of the same wire.
+  auto entropy = encode_hop(x, HopEncoding::entropy, 128, HopDirection::forward, 0);
+  ASSERT_TRUE(entropy.is_cpu());
+  auto onto = decode_hop(entropy, HopEncoding::entropy, 128, HopDirection::forward, x.sizes(),
+                         at::kFloat, true, kCuda);
+  ASSERT_TRUE(onto.is_cuda());
+  EXPECT_TRUE(torch::allclose(
+      onto.to(at::kCPU),
+      decode_hop(entropy, HopEncoding::entropy, 128, HopDirection::forward, x.sizes(), at::kFloat),
+      1e-5, 1e-5));
   // Stochastic rounding on the device: the same seed, the same wire; another, another.
   auto g = x.to(kCuda);
   auto w1 = encode_hop(g, HopEncoding::int4, 128, HopDirection::backward, 11);

@@ -429,6 +429,19 @@ TEST(HopCodec, EntropyCodesStepsOfEachBlocksRmsNearTheirEntropy) {
   EXPECT_LT((sum / draws - x.to(at::kDouble)).norm().item<double>() * 5, one_draw);
 }
 
+// Decoding onto a given device (the worker's) computes what decoding on the wire's does: here
+// the host's, bit for bit, for every encoding (tests/gpu checks an entropy wire onto a GPU).
+TEST(HopCodec, DecodesOntoTheGivenDeviceAsOnTheWires) {
+  auto x = hidden(2, 16, 128, 21);
+  for (auto e : {HopEncoding::bf16, HopEncoding::int8, HopEncoding::int4, HopEncoding::entropy}) {
+    const auto wire = encode_hop(x, e, kBlock, kForward, 0);
+    const auto here = decode_hop(wire, e, kBlock, kForward, x.sizes(), at::kFloat);
+    const auto onto =
+        decode_hop(wire, e, kBlock, kForward, x.sizes(), at::kFloat, true, at::Device(at::kCPU));
+    EXPECT_TRUE(at::equal(here, onto)) << name_of(e);
+  }
+}
+
 // An entropy wire is checked before anything is built from it: its dtype, its size against
 // the bound, a frame holding more or fewer values than the shape, a corrupt frame, and the scales.
 TEST(HopCodec, MalformedEntropyWiresAreRefusedWithTheReason) {
