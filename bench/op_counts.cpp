@@ -7,7 +7,6 @@
 // Prints one JSON line: operations per micro-batch of each side, the loop's by name, and the
 // names whose counts differ ([loop, runtime]).
 #include <ATen/record_function.h>
-#include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
